@@ -1,0 +1,83 @@
+// KernelTable: the function pointers the model calls, one entry per weight type plus the float
+// helpers, filled once by select_kernels() (kernels/select.hpp). This header declares types only;
+// it must not include any ISA-specific header.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "edgellm/config.hpp"
+#include "edgellm/core/dtype.hpp"
+
+namespace edgellm {
+
+// Dot product of one weight row w (n elements, stored in the weight type's blocks) with one
+// activation row a (n elements, stored in the type's vec_dot_type). n is a multiple of the
+// weight type's block size (and of the activation type's).
+using VecDotFn = float (*)(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a);
+
+// nrows consecutive weight rows (w, w + w_stride, ...) against one activation row:
+// out[r] = dot(row r, a). Lets a kernel reuse each activation load for several rows.
+using VecDotRowsFn = void (*)(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                              size_t w_stride, const void* EDGELLM_RESTRICT a);
+
+// Converts n floats into a row of blocks of some type (activations, KV cache, quantizer).
+using FromFloatFn = void (*)(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT y, int64_t n);
+// Converts a row of n elements of some type back to floats.
+using ToFloatFn = void (*)(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t n);
+
+struct TypeKernels {
+  VecDotFn vec_dot = nullptr;          // null: the type cannot be multiplied
+  VecDotRowsFn vec_dot_rows = nullptr; // optional multi-row form of vec_dot
+  int rows_per_call = 1;               // the row count vec_dot_rows is fastest at
+  DType vec_dot_type = DType::F32;     // the activation format vec_dot expects
+  FromFloatFn from_float = nullptr;    // to this type (fast variant; used for activations)
+  ToFloatFn to_float = nullptr;        // from this type (dequantize a row)
+  const char* variant = "";            // "ref", "xsimd", "neon", "dotprod"
+};
+
+// Float helpers used by the transformer. Unless stated, out may alias the first input.
+struct FloatKernels {
+  // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]
+  void (*rmsnorm)(float* out, const float* x, const float* w, int n, float eps) = nullptr;
+  // sum a[i] * b[i]
+  float (*dot_f32)(const float* a, const float* b, int n) = nullptr;
+  // sum a[i] * b[i], a stored as F16 (KV cache)
+  float (*dot_f16_f32)(const uint16_t* a, const float* b, int n) = nullptr;
+  // y[i] += alpha * x[i]
+  void (*axpy)(float* y, float alpha, const float* x, int n) = nullptr;
+  // y[i] += alpha * x[i], x stored as F16 (KV cache)
+  void (*axpy_f16)(float* y, float alpha, const uint16_t* x, int n) = nullptr;
+  // y[i] *= alpha
+  void (*scale)(float* y, float alpha, int n) = nullptr;
+  // in place: x = exp(x - max) / sum; returns nothing, x of length n >= 1
+  void (*softmax)(float* x, int n) = nullptr;
+  // gate[i] = silu(gate[i]) * up[i]  (silu(v) = v / (1 + exp(-v)))
+  void (*silu_mul)(float* gate, const float* up, int n) = nullptr;
+  // Rotates pairs (x[2i], x[2i+1]) of each of n_heads heads (head_dim apart) by the angle whose
+  // cos/sin are cs[2i] / cs[2i+1], for i < n_rot / 2 (ggml's "normal" rope, used by llama).
+  void (*rope)(float* x, int n_heads, int head_dim, int n_rot, const float* cs) = nullptr;
+  const char* variant = "";
+};
+
+enum class Isa { Ref, Xsimd, Neon, Dotprod };
+
+inline const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Ref: return "ref";
+    case Isa::Xsimd: return "xsimd";
+    case Isa::Neon: return "neon";
+    case Isa::Dotprod: return "dotprod";
+  }
+  return "?";
+}
+
+struct KernelTable {
+  TypeKernels types[kDTypeCount];
+  FloatKernels f;
+  Isa isa = Isa::Ref;  // the best instruction set this table uses
+
+  const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
+  TypeKernels& of(DType t) { return types[static_cast<uint32_t>(t)]; }
+};
+
+}  // namespace edgellm

@@ -1,0 +1,8 @@
+// edgellm version. CMake reads the three EDGELLM_VERSION_* lines below; keep their form.
+#pragma once
+
+#define EDGELLM_VERSION_MAJOR 0
+#define EDGELLM_VERSION_MINOR 1
+#define EDGELLM_VERSION_PATCH 0
+#define EDGELLM_VERSION (EDGELLM_VERSION_MAJOR * 10000 + EDGELLM_VERSION_MINOR * 100 + EDGELLM_VERSION_PATCH)
+#define EDGELLM_VERSION_STRING "0.1.0"

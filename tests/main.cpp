@@ -1,0 +1,3 @@
+// The only file that defines doctest's main.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
