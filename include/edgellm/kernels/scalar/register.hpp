@@ -1,11 +1,45 @@
 // Registers the scalar reference kernels (the spec every SIMD variant is tested against).
 #pragma once
 #include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/scalar/dot.hpp"
+#include "edgellm/kernels/scalar/float_ops.hpp"
 
 namespace edgellm {
 
 inline void register_ref_kernels(KernelTable& t) {
-  (void)t;  // filled in by the kernels work (issue 3)
+  struct Entry {
+    DType type;
+    VecDotFn dot;
+    DType act;
+  };
+  const Entry entries[] = {
+      {DType::Q4_0, vec_dot_q4_0_q8_0_ref, DType::Q8_0}, {DType::Q4_1, vec_dot_q4_1_q8_0_ref, DType::Q8_0},
+      {DType::Q5_0, vec_dot_q5_0_q8_0_ref, DType::Q8_0}, {DType::Q5_1, vec_dot_q5_1_q8_0_ref, DType::Q8_0},
+      {DType::Q8_0, vec_dot_q8_0_q8_0_ref, DType::Q8_0}, {DType::Q2_K, vec_dot_q2_K_q8_K_ref, DType::Q8_K},
+      {DType::Q3_K, vec_dot_q3_K_q8_K_ref, DType::Q8_K}, {DType::Q4_K, vec_dot_q4_K_q8_K_ref, DType::Q8_K},
+      {DType::Q5_K, vec_dot_q5_K_q8_K_ref, DType::Q8_K}, {DType::Q6_K, vec_dot_q6_K_q8_K_ref, DType::Q8_K},
+      {DType::F32, vec_dot_f32_f32_ref, DType::F32},     {DType::F16, vec_dot_f16_f32_ref, DType::F32},
+      {DType::BF16, vec_dot_bf16_f32_ref, DType::F32},
+  };
+  for (const Entry& e : entries) {
+    TypeKernels& k = t.of(e.type);
+    k.vec_dot = e.dot;
+    k.vec_dot_rows = nullptr;
+    k.rows_per_call = 1;
+    k.vec_dot_type = e.act;
+    k.variant = "ref";
+  }
+  FloatKernels& f = t.f;
+  f.rmsnorm = rmsnorm_ref;
+  f.dot_f32 = dot_f32_ref;
+  f.dot_f16_f32 = dot_f16_f32_ref;
+  f.axpy = axpy_ref;
+  f.axpy_f16 = axpy_f16_ref;
+  f.scale = scale_ref;
+  f.softmax = softmax_ref;
+  f.silu_mul = silu_mul_ref;
+  f.rope = rope_ref;
+  f.variant = "ref";
 }
 
 }  // namespace edgellm

@@ -1,0 +1,81 @@
+// Scalar reference float helpers (FloatKernels in kernels/api.hpp): the spec for the SIMD variants.
+// Standard library only; no ISA headers.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "edgellm/config.hpp"
+#include "edgellm/quant/fp16.hpp"
+
+namespace edgellm {
+
+// out, x, w: [n]. Sum of squares in float like ggml: mean = sum / n, scale = 1 / sqrtf(mean + eps).
+// out may alias x.
+inline void rmsnorm_ref(float* out, const float* x, const float* w, int n, float eps) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+// a, b: [n]
+inline float dot_f32_ref(const float* a, const float* b, int n) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// a: [n] F16 bits (KV cache), b: [n]
+inline float dot_f16_f32_ref(const uint16_t* a, const float* b, int n) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += fp16_to_fp32_ref(a[i]) * b[i];
+  return sum;
+}
+
+// y, x: [n]; y += alpha * x
+inline void axpy_ref(float* y, float alpha, const float* x, int n) {
+  for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// y: [n], x: [n] F16 bits (KV cache); y += alpha * x
+inline void axpy_f16_ref(float* y, float alpha, const uint16_t* x, int n) {
+  for (int i = 0; i < n; ++i) y[i] += alpha * fp16_to_fp32_ref(x[i]);
+}
+
+// y: [n]; y *= alpha
+inline void scale_ref(float* y, float alpha, int n) {
+  for (int i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+// x: [n], n >= 1, in place. Subtracting the max keeps exp() finite; -inf entries become 0.
+inline void softmax_ref(float* x, int n) {
+  float mx = x[0];
+  for (int i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// gate, up: [n]; gate = silu(gate) * up
+inline void silu_mul_ref(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// x: [n_heads, head_dim], cs: [n_rot] interleaved (cos, sin) per pair. Pairs beyond n_rot untouched.
+inline void rope_ref(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    for (int i = 0; i < n_rot / 2; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = x0 * c - x1 * s;
+      v[2 * i + 1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace edgellm
