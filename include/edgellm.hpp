@@ -10,3 +10,8 @@
 #include "edgellm/quant/scales.hpp"
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/select.hpp"
+#include "edgellm/core/memory.hpp"
+#include "edgellm/core/tensor.hpp"
+#include "edgellm/gguf/metadata.hpp"
+#include "edgellm/gguf/reader.hpp"
+#include "edgellm/gguf/writer.hpp"

@@ -1,0 +1,126 @@
+// Memory: aligned heap buffers and a read-only memory-mapped file (with a plain-read fallback).
+// POSIX only (Linux, musl, Android/OpenHarmony); no glibc-only calls.
+#pragma once
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "edgellm/core/error.hpp"
+
+namespace edgellm {
+
+inline constexpr size_t kDefaultAlignment = 64;  // cache line; also enough for any SIMD load
+
+struct AlignedFree {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+
+// Zero-initialised, `align`-aligned block of bytes. Throws Error (not bad_alloc) when it cannot allocate.
+inline std::unique_ptr<uint8_t, AlignedFree> aligned_bytes(size_t n, size_t align = kDefaultAlignment) {
+  const size_t rounded = (n + align - 1) / align * align;
+  void* p = nullptr;
+  if (posix_memalign(&p, align, rounded == 0 ? align : rounded) != 0 || p == nullptr)
+    throw_error("out of memory allocating ", n, " bytes");
+  std::memset(p, 0, rounded == 0 ? align : rounded);
+  return std::unique_ptr<uint8_t, AlignedFree>(static_cast<uint8_t*>(p));
+}
+
+// A read-only view of a whole file: mmap when possible, else read into memory. Movable, not copyable.
+class MappedFile {
+ public:
+  enum class Mode { Auto, Mmap, Read };
+
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path, Mode mode = Mode::Auto) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw_error("file ", path, ": cannot open: ", std::strerror(errno));
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    struct stat st;
+    if (::fstat(fd, &st) != 0) throw_error("file ", path, ": cannot stat: ", std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw_error("file ", path, ": not a regular file");
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ == 0) return;
+    if (mode != Mode::Read) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        data_ = static_cast<const uint8_t*>(p);
+        mapped_ = true;
+        return;
+      }
+      if (mode == Mode::Mmap) throw_error("file ", path, ": mmap failed: ", std::strerror(errno));
+    }
+    owned_.resize(size_);
+    size_t got = 0;
+    while (got < size_) {
+      const ssize_t r = ::read(fd, owned_.data() + got, size_ - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw_error("file ", path, ": read failed after ", got, " of ", size_, " bytes");
+      got += static_cast<size_t>(r);
+    }
+    data_ = owned_.data();
+  }
+
+  // Wraps bytes already in memory (tests, in-memory models). The MappedFile owns them.
+  static MappedFile from_bytes(std::vector<uint8_t> bytes, std::string name) {
+    MappedFile f;
+    f.path_ = std::move(name);
+    f.owned_ = std::move(bytes);
+    f.size_ = f.owned_.size();
+    f.data_ = f.owned_.data();
+    return f;
+  }
+
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+  MappedFile& operator=(MappedFile&& o) noexcept {
+    if (this != &o) {
+      release();
+      path_ = std::move(o.path_);
+      owned_ = std::move(o.owned_);
+      size_ = o.size_;
+      mapped_ = o.mapped_;
+      data_ = mapped_ ? o.data_ : owned_.data();
+      o.data_ = nullptr;
+      o.size_ = 0;
+      o.mapped_ = false;
+    }
+    return *this;
+  }
+  ~MappedFile() { release(); }
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool mapped() const { return mapped_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void release() noexcept {
+    if (mapped_ && data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = nullptr;
+    mapped_ = false;
+  }
+
+  std::string path_;
+  std::vector<uint8_t> owned_;  // the bytes when not mapped
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+};
+
+}  // namespace edgellm
