@@ -22,6 +22,7 @@
 namespace edgellm {
 
 inline constexpr size_t kDefaultAlignment = 64;  // cache line; also enough for any SIMD load
+inline constexpr size_t kPageAlignment = 4096;   // in-memory files: aligned as a mapping would be
 
 struct AlignedFree {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -29,6 +30,7 @@ struct AlignedFree {
 
 // Zero-initialised, `align`-aligned block of bytes. Throws Error (not bad_alloc) when it cannot allocate.
 inline std::unique_ptr<uint8_t, AlignedFree> aligned_bytes(size_t n, size_t align = kDefaultAlignment) {
+  if (n > SIZE_MAX - align) throw_error("cannot allocate ", n, " bytes");
   const size_t rounded = (n + align - 1) / align * align;
   void* p = nullptr;
   if (posix_memalign(&p, align, rounded == 0 ? align : rounded) != 0 || p == nullptr)
@@ -64,24 +66,25 @@ class MappedFile {
       }
       if (mode == Mode::Mmap) throw_error("file ", path, ": mmap failed: ", std::strerror(errno));
     }
-    owned_.resize(size_);
+    owned_ = aligned_bytes(size_, kPageAlignment);
     size_t got = 0;
     while (got < size_) {
-      const ssize_t r = ::read(fd, owned_.data() + got, size_ - got);
+      const ssize_t r = ::read(fd, owned_.get() + got, size_ - got);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) throw_error("file ", path, ": read failed after ", got, " of ", size_, " bytes");
       got += static_cast<size_t>(r);
     }
-    data_ = owned_.data();
+    data_ = owned_.get();
   }
 
-  // Wraps bytes already in memory (tests, in-memory models). The MappedFile owns them.
-  static MappedFile from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  // Copies bytes already in memory (tests, in-memory models) into an aligned buffer it owns.
+  static MappedFile from_bytes(const std::vector<uint8_t>& bytes, std::string name) {
     MappedFile f;
     f.path_ = std::move(name);
-    f.owned_ = std::move(bytes);
-    f.size_ = f.owned_.size();
-    f.data_ = f.owned_.data();
+    f.size_ = bytes.size();
+    f.owned_ = aligned_bytes(f.size_, kPageAlignment);
+    if (f.size_) std::memcpy(f.owned_.get(), bytes.data(), f.size_);
+    f.data_ = f.owned_.get();
     return f;
   }
 
@@ -95,7 +98,7 @@ class MappedFile {
       owned_ = std::move(o.owned_);
       size_ = o.size_;
       mapped_ = o.mapped_;
-      data_ = mapped_ ? o.data_ : owned_.data();
+      data_ = o.data_;
       o.data_ = nullptr;
       o.size_ = 0;
       o.mapped_ = false;
@@ -117,7 +120,7 @@ class MappedFile {
   }
 
   std::string path_;
-  std::vector<uint8_t> owned_;  // the bytes when not mapped
+  std::unique_ptr<uint8_t, AlignedFree> owned_;  // the bytes when not mapped
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;

@@ -53,8 +53,8 @@ class GgufFile {
     return GgufFile(MappedFile(path, mode));
   }
   // Parses bytes in memory (tests, in-memory synthetic models); `name` is used in messages.
-  static GgufFile from_bytes(std::vector<uint8_t> bytes, const std::string& name = "<memory>") {
-    return GgufFile(MappedFile::from_bytes(std::move(bytes), name));
+  static GgufFile from_bytes(const std::vector<uint8_t>& bytes, const std::string& name = "<memory>") {
+    return GgufFile(MappedFile::from_bytes(bytes, name));
   }
 
   explicit GgufFile(MappedFile file) : file_(std::move(file)) { parse(); }
