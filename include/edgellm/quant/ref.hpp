@@ -1,0 +1,128 @@
+// Type-erased entry points over the reference dequantizers / quantizers: can_dequantize,
+// can_quantize, dequantize_row, quantize_row (DType chosen at run time), their function pointers,
+// and an RMSE helper for quality checks.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "edgellm/core/dtype.hpp"
+#include "edgellm/core/error.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/quantize.hpp"
+#include "edgellm/quant/ref_kquants.hpp"
+#include "edgellm/quant/ref_legacy.hpp"
+
+namespace edgellm {
+
+// Same shapes as kernels/api.hpp's ToFloatFn / FromFloatFn (x: blocks of the type, k elements).
+using DequantizeRowFn = void (*)(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k);
+using QuantizeRowFn = void (*)(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT y, int64_t k);
+
+namespace detail {
+
+template <class Block, void (*F)(const Block* EDGELLM_RESTRICT, float* EDGELLM_RESTRICT, int64_t)>
+inline void dequantize_erased(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  F(static_cast<const Block*>(x), y, k);
+}
+template <class Block, void (*F)(const float* EDGELLM_RESTRICT, Block* EDGELLM_RESTRICT, int64_t)>
+inline void quantize_erased(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT y, int64_t k) {
+  F(x, static_cast<Block*>(y), k);
+}
+
+}  // namespace detail
+
+// The reference row dequantizer of t, or nullptr when there is none.
+inline DequantizeRowFn dequantize_row_fn(DType t) {
+  using namespace detail;
+  switch (t) {
+    case DType::F32: return dequantize_erased<float, fp32_copy_row>;
+    case DType::F16: return dequantize_erased<ggml_half, fp16_to_fp32_row>;
+    case DType::BF16: return dequantize_erased<ggml_bf16, bf16_to_fp32_row>;
+    case DType::Q4_0: return dequantize_erased<block_q4_0, dequantize_row_q4_0>;
+    case DType::Q4_1: return dequantize_erased<block_q4_1, dequantize_row_q4_1>;
+    case DType::Q5_0: return dequantize_erased<block_q5_0, dequantize_row_q5_0>;
+    case DType::Q5_1: return dequantize_erased<block_q5_1, dequantize_row_q5_1>;
+    case DType::Q8_0: return dequantize_erased<block_q8_0, dequantize_row_q8_0>;
+    case DType::Q8_1: return dequantize_erased<block_q8_1, dequantize_row_q8_1>;
+    case DType::Q2_K: return dequantize_erased<block_q2_K, dequantize_row_q2_K>;
+    case DType::Q3_K: return dequantize_erased<block_q3_K, dequantize_row_q3_K>;
+    case DType::Q4_K: return dequantize_erased<block_q4_K, dequantize_row_q4_K>;
+    case DType::Q5_K: return dequantize_erased<block_q5_K, dequantize_row_q5_K>;
+    case DType::Q6_K: return dequantize_erased<block_q6_K, dequantize_row_q6_K>;
+    case DType::Q8_K: return dequantize_erased<block_q8_K, dequantize_row_q8_K>;
+    default: return nullptr;
+  }
+}
+
+// The reference row quantizer of t (the quality one for weight types, the activation rule for
+// q8_0 / q8_1 / q8_K), or nullptr when there is none.
+inline QuantizeRowFn quantize_row_fn(DType t) {
+  using namespace detail;
+  switch (t) {
+    case DType::F32: return quantize_erased<float, fp32_copy_row>;
+    case DType::F16: return quantize_erased<ggml_half, fp32_to_fp16_row>;
+    case DType::BF16: return quantize_erased<ggml_bf16, fp32_to_bf16_row>;
+    case DType::Q4_0: return quantize_erased<block_q4_0, quantize_row_q4_0_ref>;
+    case DType::Q4_1: return quantize_erased<block_q4_1, quantize_row_q4_1_ref>;
+    case DType::Q5_0: return quantize_erased<block_q5_0, quantize_row_q5_0_ref>;
+    case DType::Q5_1: return quantize_erased<block_q5_1, quantize_row_q5_1_ref>;
+    case DType::Q8_0: return quantize_erased<block_q8_0, quantize_row_q8_0_ref>;
+    case DType::Q8_1: return quantize_erased<block_q8_1, quantize_row_q8_1_ref>;
+    case DType::Q2_K: return quantize_erased<block_q2_K, quantize_row_q2_K_ref>;
+    case DType::Q3_K: return quantize_erased<block_q3_K, quantize_row_q3_K_ref>;
+    case DType::Q4_K: return quantize_erased<block_q4_K, quantize_row_q4_K_ref>;
+    case DType::Q5_K: return quantize_erased<block_q5_K, quantize_row_q5_K_ref>;
+    case DType::Q6_K: return quantize_erased<block_q6_K, quantize_row_q6_K_ref>;
+    case DType::Q8_K: return quantize_erased<block_q8_K, quantize_row_q8_K_ref>;
+    default: return nullptr;
+  }
+}
+
+inline bool can_dequantize(DType t) { return dequantize_row_fn(t) != nullptr; }
+inline bool can_quantize(DType t) { return quantize_row_fn(t) != nullptr; }
+
+namespace detail {
+inline void check_row(DType t, int64_t k, bool supported, const char* what) {
+  EDGELLM_CHECK(supported, "cannot ", what, " type ", dtype_name(t), " (id ", static_cast<uint32_t>(t),
+                "): no reference ", what, "r");
+  const int64_t bs = dtype_block_size(t);
+  EDGELLM_CHECK(k >= 0 && k % bs == 0, what, " ", dtype_name(t), ": row length ", k,
+                " is not a multiple of the block size ", bs);
+}
+}  // namespace detail
+
+// y[0..k) = the k elements stored in x (a row of type t). Throws Error for an unsupported type
+// or k not a multiple of t's block size.
+inline void dequantize_row(DType t, const void* x, float* y, int64_t k) {
+  const DequantizeRowFn f = dequantize_row_fn(t);
+  detail::check_row(t, k, f != nullptr, "dequantize");
+  f(x, y, k);
+}
+
+// y = x[0..k) stored as type t (dtype_row_bytes(t, k) bytes). Throws as dequantize_row.
+inline void quantize_row(DType t, const float* x, void* y, int64_t k) {
+  const QuantizeRowFn f = quantize_row_fn(t);
+  detail::check_row(t, k, f != nullptr, "quantize");
+  f(x, y, k);
+}
+
+// sqrt(mean((a - b)^2)) over n values, accumulated in double; 0 for n <= 0.
+inline double rmse(const float* a, const float* b, int64_t n) {
+  if (n <= 0) return 0.0;
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = double(a[i]) - double(b[i]);
+    s += e * e;
+  }
+  return std::sqrt(s / double(n));
+}
+
+// sqrt(mean(a^2)): the scale RMSE is compared with.
+inline double rms(const float* a, int64_t n) {
+  if (n <= 0) return 0.0;
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(a[i]);
+  return std::sqrt(s / double(n));
+}
+
+}  // namespace edgellm
