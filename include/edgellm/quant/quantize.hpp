@@ -9,10 +9,12 @@
 
 #include "edgellm/config.hpp"
 #include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/ref_kquants.hpp"
 #include "edgellm/quant/scales.hpp"
 
+EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
 namespace detail {
 
@@ -24,6 +26,7 @@ namespace detail {
 inline float make_qkx2_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, const float* EDGELLM_RESTRICT weights,
                               uint8_t* EDGELLM_RESTRICT L, float* EDGELLM_RESTRICT the_min,
                               uint8_t* EDGELLM_RESTRICT Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+  EDGELLM_EXACT_FP_SCOPE
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];
@@ -96,6 +99,7 @@ inline float make_qkx2_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, 
 // rule; with do_rmse, up to 5 passes move single L values when that raises sum(w*x*L)^2/sum(w*L^2)
 // (w = x^2), i.e. lowers the weighted error of the optimal scale. Stores L + nmax; returns the scale.
 inline float make_q3_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT L, bool do_rmse) {
+  EDGELLM_EXACT_FP_SCOPE
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -157,6 +161,7 @@ inline float make_q3_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, in
 // w = x^2, trial inverse scales -(nmax + 0.1 * is) / max for is in -9..9, keeping the one that
 // maximises sum(w*x*L)^2 / sum(w*L^2). Stores L + nmax in [0, 2 nmax - 1]; returns the scale.
 inline float make_qx_quants_rmse1(int n, int nmax, const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT L) {
+  EDGELLM_EXACT_FP_SCOPE
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -206,11 +211,13 @@ inline float make_qx_quants_rmse1(int n, int nmax, const float* EDGELLM_RESTRICT
 
 // Packs 4 groups of 32 2-bit values (L[0..128), each < 4) into 32 bytes: group g at bits 2g.
 inline void pack_2bit_128(const uint8_t* L, uint8_t* q) {
+  EDGELLM_EXACT_FP_SCOPE
   for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
 }
 
 // q4_K / q5_K: 8 scales and 8 mins (6 bits each) into the 12-byte layout get_scale_min_k4 reads.
 inline void pack_scales_mins_k4(const int ls[8], const int lm[8], uint8_t* s) {
+  EDGELLM_EXACT_FP_SCOPE
   for (int j = 0; j < 8; ++j) {
     if (j < 4) {
       s[j] = uint8_t(ls[j]);
@@ -228,6 +235,7 @@ inline void pack_scales_mins_k4(const int ls[8], const int lm[8], uint8_t* s) {
 // x: [QK_K]; L: [QK_K] in [0, nmax]. Writes d, dmin, scales of the block.
 inline void quantize_block_k4(const float* EDGELLM_RESTRICT x, int nmax, float rmin, int nstep, uint8_t* L,
                               ggml_half* d_out, ggml_half* dmin_out, uint8_t* scales_out) {
+  EDGELLM_EXACT_FP_SCOPE
   uint8_t Laux[32];
   float weights[32];
   float mins[QK_K / 32], scales[QK_K / 32];
@@ -272,6 +280,7 @@ inline void quantize_block_k4(const float* EDGELLM_RESTRICT x, int nmax, float r
 // q2_K: per 16 weights a min/scale fit by mean-absolute-error (weights |x|), scales and mins to
 // 4 bits against the block maxima, then L re-derived from the stored scale and min.
 inline void quantize_row_q2_K_ref(const float* EDGELLM_RESTRICT x, block_q2_K* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   constexpr float q4scale = 15.f;
@@ -317,6 +326,7 @@ inline void quantize_row_q2_K_ref(const float* EDGELLM_RESTRICT x, block_q2_K* E
 // q3_K: per 16 weights the symmetric make_q3_quants search, 6-bit signed scales against the
 // signed largest scale, then L re-derived; high bit to hmask, low 2 bits as q2_K.
 inline void quantize_row_q3_K_ref(const float* EDGELLM_RESTRICT x, block_q3_K* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
@@ -379,6 +389,7 @@ inline void quantize_row_q3_K_ref(const float* EDGELLM_RESTRICT x, block_q3_K* E
 }
 
 inline void quantize_row_q4_K_ref(const float* EDGELLM_RESTRICT x, block_q4_K* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
@@ -391,6 +402,7 @@ inline void quantize_row_q4_K_ref(const float* EDGELLM_RESTRICT x, block_q4_K* E
 }
 
 inline void quantize_row_q5_K_ref(const float* EDGELLM_RESTRICT x, block_q5_K* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
@@ -423,6 +435,7 @@ inline void quantize_row_q5_K_ref(const float* EDGELLM_RESTRICT x, block_q5_K* E
 // q6_K: per 16 weights the make_qx_quants search (nmax 32), 8-bit scales against the signed
 // largest scale (-128 / max), then L re-derived from the stored scales.
 inline void quantize_row_q6_K_ref(const float* EDGELLM_RESTRICT x, block_q6_K* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
@@ -472,3 +485,4 @@ inline void quantize_row_q6_K_ref(const float* EDGELLM_RESTRICT x, block_q6_K* E
 }
 
 }  // namespace edgellm
+EDGELLM_EXACT_FP_END

@@ -9,9 +9,11 @@
 
 #include "edgellm/config.hpp"
 #include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/scales.hpp"
 
+EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
 
 // ---------------------------------------------------------------------------------------------
@@ -20,6 +22,7 @@ namespace edgellm {
 // q2_K: each 32-byte group of qs holds 4 x 32 weights (2 bits each, shift 0, 2, 4, 6);
 // each 16-weight sub-block has its own 4-bit scale (low nibble) and min (high nibble).
 inline void dequantize_row_q2_K(const block_q2_K* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i) {
@@ -43,6 +46,7 @@ inline void dequantize_row_q2_K(const block_q2_K* EDGELLM_RESTRICT x, float* EDG
 // q3_K: 2 low bits as in q2_K plus a high bit in hmask (bit set = no offset, clear = -4);
 // hmask bit m covers weights 32m .. 32m + 31.
 inline void dequantize_row_q3_K(const block_q3_K* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i) {
@@ -68,6 +72,7 @@ inline void dequantize_row_q3_K(const block_q3_K* EDGELLM_RESTRICT x, float* EDG
 // q4_K: 64 weights per 32 bytes of qs (low nibbles = first 32, high nibbles = next 32), each
 // 32-weight sub-block with a 6-bit scale and min: y = d * sc * q - dmin * m.
 inline void dequantize_row_q4_K(const block_q4_K* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i) {
@@ -90,6 +95,7 @@ inline void dequantize_row_q4_K(const block_q4_K* EDGELLM_RESTRICT x, float* EDG
 
 // q5_K: q4_K plus a 5th bit; qh bit 2p / 2p + 1 of byte l belongs to weight 64p + l / 64p + 32 + l.
 inline void dequantize_row_q5_K(const block_q5_K* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i) {
@@ -117,6 +123,7 @@ inline void dequantize_row_q5_K(const block_q5_K* EDGELLM_RESTRICT x, float* EDG
 // q6_K: per 128 weights, 64 bytes of ql (low nibbles: weights 0..31 / 32..63, high nibbles:
 // 64..95 / 96..127) and 32 bytes of qh (2 bits for each of the 4 quarters); 8-bit scales per 16.
 inline void dequantize_row_q6_K(const block_q6_K* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i) {
@@ -141,6 +148,7 @@ inline void dequantize_row_q6_K(const block_q6_K* EDGELLM_RESTRICT x, float* EDG
 }
 
 inline void dequantize_row_q8_K(const block_q8_K* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, y += QK_K)
@@ -155,6 +163,7 @@ namespace detail {
 // Round to nearest, ties to even, for |f| < 2^22: adding 1.5 * 2^23 leaves the rounded integer
 // in the low mantissa bits (the FPU's default rounding does the work).
 inline int nearest_int(float f) {
+  EDGELLM_EXACT_FP_SCOPE
   const float val = f + 12582912.f;
   int32_t i;
   std::memcpy(&i, &val, sizeof(i));
@@ -172,6 +181,7 @@ constexpr float kGroupMaxEps = 1e-15f;
 // sum of quants 16g .. 16g + 15. This is ggml's rule since 2024 (llama.cpp build 4748 included):
 // -127 rather than the older -128, so q never needs the clamp except through rounding.
 inline void quantize_row_q8_K_ref(const float* EDGELLM_RESTRICT x, block_q8_K* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
@@ -200,3 +210,4 @@ inline void quantize_row_q8_K_ref(const float* EDGELLM_RESTRICT x, block_q8_K* E
 }
 
 }  // namespace edgellm
+EDGELLM_EXACT_FP_END

@@ -10,26 +10,33 @@
 
 #include "edgellm/config.hpp"
 #include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
 
+EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
 
 // ---------------------------------------------------------------------------------------------
 // Plain rows. F16 / BF16 conversions are exact (hardware and *_ref agree), round to nearest even.
 
 inline void fp16_to_fp32_row(const ggml_half* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   for (int64_t i = 0; i < k; ++i) y[i] = fp16_to_fp32(x[i]);
 }
 inline void fp32_to_fp16_row(const float* EDGELLM_RESTRICT x, ggml_half* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   for (int64_t i = 0; i < k; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 inline void bf16_to_fp32_row(const ggml_bf16* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   for (int64_t i = 0; i < k; ++i) y[i] = bf16_to_fp32(x[i]);
 }
 inline void fp32_to_bf16_row(const float* EDGELLM_RESTRICT x, ggml_bf16* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   for (int64_t i = 0; i < k; ++i) y[i] = fp32_to_bf16(x[i]);
 }
 inline void fp32_copy_row(const float* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   if (k > 0) std::memcpy(y, x, static_cast<size_t>(k) * sizeof(float));
 }
 
@@ -38,6 +45,7 @@ inline void fp32_copy_row(const float* EDGELLM_RESTRICT x, float* EDGELLM_RESTRI
 // type-erased quant/ref.hpp entry points; debug-asserted here).
 
 inline void dequantize_row_q4_0(const block_q4_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK4_0 == 0);
   const int64_t nb = k / QK4_0;
   for (int64_t i = 0; i < nb; ++i, y += QK4_0) {
@@ -52,6 +60,7 @@ inline void dequantize_row_q4_0(const block_q4_0* EDGELLM_RESTRICT x, float* EDG
 }
 
 inline void dequantize_row_q4_1(const block_q4_1* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK4_1 == 0);
   const int64_t nb = k / QK4_1;
   for (int64_t i = 0; i < nb; ++i, y += QK4_1) {
@@ -67,6 +76,7 @@ inline void dequantize_row_q4_1(const block_q4_1* EDGELLM_RESTRICT x, float* EDG
 }
 
 inline void dequantize_row_q5_0(const block_q5_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK5_0 == 0);
   const int64_t nb = k / QK5_0;
   for (int64_t i = 0; i < nb; ++i, y += QK5_0) {
@@ -85,6 +95,7 @@ inline void dequantize_row_q5_0(const block_q5_0* EDGELLM_RESTRICT x, float* EDG
 }
 
 inline void dequantize_row_q5_1(const block_q5_1* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK5_1 == 0);
   const int64_t nb = k / QK5_1;
   for (int64_t i = 0; i < nb; ++i, y += QK5_1) {
@@ -104,6 +115,7 @@ inline void dequantize_row_q5_1(const block_q5_1* EDGELLM_RESTRICT x, float* EDG
 }
 
 inline void dequantize_row_q8_0(const block_q8_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK8_0 == 0);
   const int64_t nb = k / QK8_0;
   for (int64_t i = 0; i < nb; ++i, y += QK8_0) {
@@ -114,6 +126,7 @@ inline void dequantize_row_q8_0(const block_q8_0* EDGELLM_RESTRICT x, float* EDG
 
 // Not in ggml (q8_1 is an activation-only format there); here for round-trip tests and tools.
 inline void dequantize_row_q8_1(const block_q8_1* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK8_1 == 0);
   const int64_t nb = k / QK8_1;
   for (int64_t i = 0; i < nb; ++i, y += QK8_1) {
@@ -129,6 +142,7 @@ inline void dequantize_row_q8_1(const block_q8_1* EDGELLM_RESTRICT x, float* EDG
 // x = d * (q - 8): the largest-|x| value maps to q = 0 (d = max / -8), so the range [-8, 7]
 // is used fully on that side.
 inline void quantize_row_q4_0_ref(const float* EDGELLM_RESTRICT x, block_q4_0* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK4_0 == 0);
   const int64_t nb = k / QK4_0;
   for (int64_t i = 0; i < nb; ++i, x += QK4_0) {
@@ -154,6 +168,7 @@ inline void quantize_row_q4_0_ref(const float* EDGELLM_RESTRICT x, block_q4_0* E
 }
 
 inline void quantize_row_q4_1_ref(const float* EDGELLM_RESTRICT x, block_q4_1* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK4_1 == 0);
   const int64_t nb = k / QK4_1;
   for (int64_t i = 0; i < nb; ++i, x += QK4_1) {
@@ -177,6 +192,7 @@ inline void quantize_row_q4_1_ref(const float* EDGELLM_RESTRICT x, block_q4_1* E
 }
 
 inline void quantize_row_q5_0_ref(const float* EDGELLM_RESTRICT x, block_q5_0* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK5_0 == 0);
   const int64_t nb = k / QK5_0;
   for (int64_t i = 0; i < nb; ++i, x += QK5_0) {
@@ -205,6 +221,7 @@ inline void quantize_row_q5_0_ref(const float* EDGELLM_RESTRICT x, block_q5_0* E
 }
 
 inline void quantize_row_q5_1_ref(const float* EDGELLM_RESTRICT x, block_q5_1* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK5_1 == 0);
   const int64_t nb = k / QK5_1;
   for (int64_t i = 0; i < nb; ++i, x += QK5_1) {
@@ -234,6 +251,7 @@ inline void quantize_row_q5_1_ref(const float* EDGELLM_RESTRICT x, block_q5_1* E
 // Weights and activations of the legacy types: d = amax / 127, q = roundf(x * (1 / d))
 // (half away from zero, multiplying by the reciprocal as ggml does).
 inline void quantize_row_q8_0_ref(const float* EDGELLM_RESTRICT x, block_q8_0* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK8_0 == 0);
   const int64_t nb = k / QK8_0;
   for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
@@ -248,6 +266,7 @@ inline void quantize_row_q8_0_ref(const float* EDGELLM_RESTRICT x, block_q8_0* E
 
 // As q8_0, plus s = d * sum(q) (integer sum, scaled once).
 inline void quantize_row_q8_1_ref(const float* EDGELLM_RESTRICT x, block_q8_1* EDGELLM_RESTRICT y, int64_t k) {
+  EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK8_1 == 0);
   const int64_t nb = k / QK8_1;
   for (int64_t i = 0; i < nb; ++i, x += QK8_1) {
@@ -268,3 +287,4 @@ inline void quantize_row_q8_1_ref(const float* EDGELLM_RESTRICT x, block_q8_1* E
 }
 
 }  // namespace edgellm
+EDGELLM_EXACT_FP_END
