@@ -1,0 +1,274 @@
+// LlamaModel: a loaded LLaMA-family model (read-only after load, shareable between threads) and
+// forward() over a batch of tokens of one or more sequences, through the KernelTable and thread
+// pool, with K/V kept in a PagedKvCache. Scratch buffers live in a LlamaContext (one per thread
+// of use).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/gguf/reader.hpp"
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/matmul.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/kv/paged_kv_cache.hpp"
+#include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/llama_weights.hpp"
+#include "edgellm/runtime/thread_pool.hpp"
+
+namespace edgellm {
+
+// Tokens to evaluate: token i goes to position pos[i] of sequence seq[i]; logits are produced for
+// the tokens whose `logits` flag is set, in batch order. Each sequence's positions must continue
+// where its cache ends (n_tokens, n_tokens + 1, ...).
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> pos;
+  std::vector<int32_t> seq;
+  std::vector<uint8_t> logits;
+
+  void add(int32_t token, int32_t position, int32_t sequence, bool want_logits) {
+    tokens.push_back(token);
+    pos.push_back(position);
+    seq.push_back(sequence);
+    logits.push_back(want_logits ? 1 : 0);
+  }
+  void clear() {
+    tokens.clear();
+    pos.clear();
+    seq.clear();
+    logits.clear();
+  }
+  int size() const { return static_cast<int>(tokens.size()); }
+};
+
+// Per-use scratch (the "RunState"): activations of the current batch and the logits it produced.
+class LlamaContext {
+ public:
+  explicit LlamaContext(ThreadPool* pool = nullptr) : pool_(pool) {}
+  ThreadPool* pool() const { return pool_; }
+  void set_pool(ThreadPool* pool) { pool_ = pool; }
+  // Logits of the last forward(): [n_outputs][n_vocab].
+  const float* logits(int i = 0) const { return logits_.data() + static_cast<size_t>(i) * n_vocab_; }
+  int n_outputs() const { return n_outputs_; }
+
+ private:
+  friend class LlamaModel;
+  ThreadPool* pool_;
+  MatmulScratch mm_scratch_;   // quantized activation rows
+  std::vector<float> x_;       // [n_tok, n_embd] residual stream
+  std::vector<float> xn_;      // [n_tok, max(n_embd, q_dim)] normed input / attention output
+  std::vector<float> tmp_;     // [n_tok, n_embd] projection output before the residual add
+  std::vector<float> q_;       // [n_tok, q_dim]
+  std::vector<float> k_;       // [n_tok, kv_dim]
+  std::vector<float> v_;       // [n_tok, kv_dim]
+  std::vector<float> gate_;    // [n_tok, n_ff]
+  std::vector<float> up_;      // [n_tok, n_ff]
+  std::vector<float> cs_;      // [n_tok, n_rot] rope cos/sin pairs
+  std::vector<float> out_in_;  // [n_outputs, n_embd] final-normed rows that need logits
+  std::vector<std::vector<float>> scores_;  // per thread: [max position + 1]
+  std::vector<float> logits_;  // [n_outputs, n_vocab]
+  int n_outputs_ = 0;
+  int n_vocab_ = 0;
+};
+
+class LlamaModel {
+ public:
+  // Loads (memory-maps) a GGUF file and checks everything forward() will use.
+  static std::shared_ptr<const LlamaModel> load(const std::string& path, const KernelTable& kt = kernels()) {
+    return std::make_shared<const LlamaModel>(GgufFile::open(path), kt);
+  }
+  LlamaModel(GgufFile file, const KernelTable& kt = kernels())
+      : file_(std::move(file)), kt_(&kt), cfg_(LlamaConfig::from_gguf(file_)), w_(LlamaWeights::from_gguf(file_, cfg_, kt)) {}
+
+  const LlamaConfig& config() const { return cfg_; }
+  const GgufFile& file() const { return file_; }
+  const LlamaWeights& weights() const { return w_; }
+  const KernelTable& kernel_table() const { return *kt_; }
+
+  KvCacheParams kv_params(int n_ctx, int block_size = 16, size_t max_bytes = 0) const {
+    KvCacheParams p;
+    p.n_layer = cfg_.n_layer;
+    p.n_kv_head = cfg_.n_head_kv;
+    p.head_dim = cfg_.head_dim;
+    p.block_size = block_size;
+    p.max_tokens = n_ctx;
+    p.max_bytes = max_bytes;
+    return p;
+  }
+
+  // Evaluates the batch; K/V of its tokens are appended to their sequences in `kv`, and the
+  // logits of flagged tokens are left in ctx. On error the cache is left as it was.
+  void forward(LlamaContext& ctx, PagedKvCache& kv, const Batch& b) const {
+    const int n = b.size();
+    EDGELLM_CHECK(n > 0, "forward: empty batch");
+    EDGELLM_CHECK(b.pos.size() == b.tokens.size() && b.seq.size() == b.tokens.size() && b.logits.size() == b.tokens.size(),
+                  "forward: batch arrays differ in length");
+    for (int i = 0; i < n; ++i)
+      EDGELLM_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.n_vocab, "forward: token id ", b.tokens[i],
+                    " at batch index ", i, " is outside the vocabulary of ", cfg_.n_vocab);
+    reserve_kv(kv, b);
+    try {
+      run(ctx, kv, b);
+    } catch (...) {
+      rollback_kv(kv, b);
+      throw;
+    }
+  }
+
+ private:
+  // Appends each sequence's new positions to the cache, after checking they continue it.
+  void reserve_kv(PagedKvCache& kv, const Batch& b) const {
+    std::map<int, int> next;  // sequence -> next expected position
+    for (int i = 0; i < b.size(); ++i) {
+      auto it = next.find(b.seq[i]);
+      if (it == next.end()) it = next.emplace(b.seq[i], kv.n_tokens(b.seq[i])).first;
+      EDGELLM_CHECK(b.pos[i] == it->second, "forward: token ", i, " of sequence ", b.seq[i], " has position ", b.pos[i],
+                    ", expected ", it->second);
+      ++it->second;
+    }
+    std::vector<std::pair<int, int>> done;
+    try {
+      for (const auto& [s, end] : next) {
+        const int before = kv.n_tokens(s);
+        kv.append(s, end - before);
+        done.emplace_back(s, before);
+      }
+    } catch (...) {
+      for (const auto& [s, before] : done) kv.truncate(s, before);
+      throw;
+    }
+  }
+  void rollback_kv(PagedKvCache& kv, const Batch& b) const {
+    std::map<int, int> first;
+    for (int i = 0; i < b.size(); ++i)
+      if (!first.count(b.seq[i])) first[b.seq[i]] = b.pos[i];
+    for (const auto& [s, p] : first) kv.truncate(s, p);
+  }
+
+  void mm(LlamaContext& ctx, const MatmulWeight& w, const float* x, int n_tok, float* y) const {
+    matmul(*kt_, ctx.pool(), w, x, n_tok, y, ctx.mm_scratch_);
+  }
+
+  // cos/sin of each rotated pair for position p, the way ggml computes them (float theta
+  // multiplied by base^(-2/n_rot) pair after pair, optional frequency divisors, linear scale).
+  void rope_table(int p, float* cs) const {
+    const float theta_scale = std::pow(cfg_.rope_freq_base, -2.0f / static_cast<float>(cfg_.n_rot));
+    float theta = static_cast<float>(p);
+    for (int i = 0; i < cfg_.n_rot / 2; ++i) {
+      const float ff = w_.rope_freqs.empty() ? 1.0f : w_.rope_freqs[static_cast<size_t>(i)];
+      const float t = cfg_.rope_freq_scale * (theta / ff);
+      cs[2 * i] = std::cos(t);
+      cs[2 * i + 1] = std::sin(t);
+      theta *= theta_scale;
+    }
+  }
+
+  void run(LlamaContext& ctx, PagedKvCache& kv, const Batch& b) const {
+    const LlamaConfig& c = cfg_;
+    const FloatKernels& f = kt_->f;
+    const int n = b.size();
+    const size_t N = static_cast<size_t>(n), D = static_cast<size_t>(c.n_embd), QD = static_cast<size_t>(c.q_dim()),
+                 KVD = static_cast<size_t>(c.kv_dim()), FF = static_cast<size_t>(c.n_ff);
+    ctx.x_.resize(N * D);
+    ctx.xn_.resize(N * std::max(D, QD));
+    ctx.tmp_.resize(N * D);
+    ctx.q_.resize(N * QD);
+    ctx.k_.resize(N * KVD);
+    ctx.v_.resize(N * KVD);
+    ctx.gate_.resize(N * FF);
+    ctx.up_.resize(N * FF);
+    ctx.cs_.resize(N * static_cast<size_t>(c.n_rot));
+    float* x = ctx.x_.data();
+
+    // 1. token embeddings; rope tables for each token's position
+    for (int i = 0; i < n; ++i) {
+      w_.embed(b.tokens[i], x + i * D);
+      rope_table(b.pos[i], ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot);
+    }
+    const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
+    if (static_cast<int>(ctx.scores_.size()) < n_threads) ctx.scores_.resize(static_cast<size_t>(n_threads));
+    int max_pos = 0;
+    for (int i = 0; i < n; ++i) max_pos = std::max(max_pos, b.pos[i]);
+    for (auto& s : ctx.scores_)
+      if (static_cast<int>(s.size()) < max_pos + 1) s.resize(static_cast<size_t>(max_pos) + 1);
+
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
+      // 2. attention RMSNorm
+      for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.attn_norm.data(), c.n_embd, c.rms_eps);
+      // 3. Q, K, V projections
+      mm(ctx, L.wq, ctx.xn_.data(), n, ctx.q_.data());
+      mm(ctx, L.wk, ctx.xn_.data(), n, ctx.k_.data());
+      mm(ctx, L.wv, ctx.xn_.data(), n, ctx.v_.data());
+      // 4. RoPE on Q and K; K and V appended to each token's sequence
+      for (int i = 0; i < n; ++i) {
+        const float* cs = ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot;
+        f.rope(ctx.q_.data() + i * QD, c.n_head, c.head_dim, c.n_rot, cs);
+        f.rope(ctx.k_.data() + i * KVD, c.n_head_kv, c.head_dim, c.n_rot, cs);
+        std::copy_n(ctx.k_.data() + i * KVD, KVD, kv.k(b.seq[i], l, b.pos[i]));
+        std::copy_n(ctx.v_.data() + i * KVD, KVD, kv.v(b.seq[i], l, b.pos[i]));
+      }
+      // 5. causal attention of every (token, head) over its sequence's positions 0..pos
+      float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
+      attention(ctx, kv, b, l, att);
+      // 6. output projection and residual
+      mm(ctx, L.wo, att, n, ctx.tmp_.data());
+      for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
+      // 7. FFN: RMSNorm, SwiGLU, down projection, residual
+      for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.ffn_norm.data(), c.n_embd, c.rms_eps);
+      mm(ctx, L.w_gate, ctx.xn_.data(), n, ctx.gate_.data());
+      mm(ctx, L.w_up, ctx.xn_.data(), n, ctx.up_.data());
+      f.silu_mul(ctx.gate_.data(), ctx.up_.data(), static_cast<int>(N * FF));
+      mm(ctx, L.w_down, ctx.gate_.data(), n, ctx.tmp_.data());
+      for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
+    }
+
+    // 8. final RMSNorm and output projection for the tokens that want logits
+    int n_out = 0;
+    for (int i = 0; i < n; ++i) n_out += b.logits[i] != 0;
+    ctx.out_in_.resize(static_cast<size_t>(n_out) * D);
+    for (int i = 0, o = 0; i < n; ++i)
+      if (b.logits[i]) f.rmsnorm(ctx.out_in_.data() + static_cast<size_t>(o++) * D, x + i * D, w_.output_norm.data(), c.n_embd, c.rms_eps);
+    ctx.n_vocab_ = c.n_vocab;
+    ctx.n_outputs_ = n_out;
+    ctx.logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
+    if (n_out > 0) mm(ctx, w_.output, ctx.out_in_.data(), n_out, ctx.logits_.data());
+  }
+
+  // att[i, h*head_dim ..] = sum_j softmax_j(q_i,h . k_j / sqrt(head_dim)) v_j over positions j <= pos_i.
+  void attention(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att) const {
+    const LlamaConfig& c = cfg_;
+    const FloatKernels& f = kt_->f;
+    const int n = b.size(), hd = c.head_dim, n_gqa = c.n_gqa();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    auto work = [&](int64_t begin, int64_t end, int thread) {
+      float* scores = ctx.scores_[static_cast<size_t>(thread)].data();
+      for (int64_t w = begin; w < end; ++w) {
+        const int i = static_cast<int>(w / c.n_head), h = static_cast<int>(w % c.n_head);
+        const int s = b.seq[i], n_pos = b.pos[i] + 1, kvh = h / n_gqa;
+        const float* q = ctx.q_.data() + static_cast<size_t>(i) * c.q_dim() + static_cast<size_t>(h) * hd;
+        for (int j = 0; j < n_pos; ++j) scores[j] = f.dot_f32(q, kv.k(s, l, j) + kvh * hd, hd) * scale;
+        f.softmax(scores, n_pos);
+        float* out = att + static_cast<size_t>(i) * c.q_dim() + static_cast<size_t>(h) * hd;
+        std::fill_n(out, hd, 0.0f);
+        for (int j = 0; j < n_pos; ++j) f.axpy(out, scores[j], kv.v(s, l, j) + kvh * hd, hd);
+      }
+    };
+    const int64_t items = static_cast<int64_t>(n) * c.n_head;
+    if (ctx.pool()) ctx.pool()->parallel_for(items, work);
+    else work(0, items, 0);
+  }
+
+  GgufFile file_;
+  const KernelTable* kt_;
+  LlamaConfig cfg_;
+  LlamaWeights w_;
+};
+
+}  // namespace edgellm
