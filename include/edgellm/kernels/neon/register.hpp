@@ -3,11 +3,58 @@
 #include "edgellm/kernels/api.hpp"
 
 #if EDGELLM_HAS_NEON
+#include "edgellm/kernels/neon/dot_kquants.hpp"
+#include "edgellm/kernels/neon/dot_legacy.hpp"
+#include "edgellm/kernels/neon/float_ops.hpp"
+#include "edgellm/kernels/neon/quantize.hpp"
+
 namespace edgellm {
 
+// Overrides the table's entries; dotprod = the CPU executes sdot (the caller checked).
 inline void register_neon_kernels(KernelTable& t, bool dotprod) {
-  (void)t;  // filled in by the NEON kernels work (issue 3)
-  (void)dotprod;
+  struct Entry {
+    DType type;
+    VecDotFn v80, dp;  // dp null: no dotprod variant (float weights)
+    DType act;
+  };
+  const Entry entries[] = {
+      {DType::Q4_0, vec_dot_q4_0_q8_0_neon, vec_dot_q4_0_q8_0_dotprod, DType::Q8_0},
+      {DType::Q4_1, vec_dot_q4_1_q8_0_neon, vec_dot_q4_1_q8_0_dotprod, DType::Q8_0},
+      {DType::Q5_0, vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_dotprod, DType::Q8_0},
+      {DType::Q5_1, vec_dot_q5_1_q8_0_neon, vec_dot_q5_1_q8_0_dotprod, DType::Q8_0},
+      {DType::Q8_0, vec_dot_q8_0_q8_0_neon, vec_dot_q8_0_q8_0_dotprod, DType::Q8_0},
+      {DType::Q2_K, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod, DType::Q8_K},
+      {DType::Q3_K, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod, DType::Q8_K},
+      {DType::Q4_K, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod, DType::Q8_K},
+      {DType::Q5_K, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod, DType::Q8_K},
+      {DType::Q6_K, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod, DType::Q8_K},
+      {DType::F32, vec_dot_f32_f32_neon, nullptr, DType::F32},
+      {DType::F16, vec_dot_f16_f32_neon, nullptr, DType::F32},
+      {DType::BF16, vec_dot_bf16_f32_neon, nullptr, DType::F32},
+  };
+  for (const Entry& e : entries) {
+    TypeKernels& k = t.of(e.type);
+    const bool use_dp = dotprod && e.dp != nullptr;
+    k.vec_dot = use_dp ? e.dp : e.v80;
+    k.vec_dot_rows = nullptr;  // single-row kernels only; callers loop
+    k.rows_per_call = 1;
+    k.vec_dot_type = e.act;
+    k.variant = use_dp ? "dotprod" : "neon";
+  }
+  t.of(DType::Q8_0).from_float = quantize_row_q8_0_neon;
+  t.of(DType::Q8_K).from_float = quantize_row_q8_K_neon;
+
+  FloatKernels& f = t.f;
+  f.rmsnorm = rmsnorm_neon;
+  f.dot_f32 = dot_f32_neon;
+  f.dot_f16_f32 = dot_f16_f32_neon;
+  f.axpy = axpy_neon;
+  f.axpy_f16 = axpy_f16_neon;
+  f.scale = scale_neon;
+  f.softmax = softmax_neon;
+  f.silu_mul = silu_mul_neon;
+  f.rope = rope_neon;
+  f.variant = "neon";
 }
 
 }  // namespace edgellm

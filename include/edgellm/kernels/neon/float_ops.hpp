@@ -1,0 +1,190 @@
+// NEON float helpers (FloatKernels) and float-weight dots (f32 / f16 / bf16 weights against F32
+// activations). ARMv8.0 only: F16 is widened with fcvtl, which every arm64 CPU has.
+// Semantics: kernels/scalar/float_ops.hpp and vec_dot_{f32,f16,bf16}_f32_ref.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "edgellm/config.hpp"
+#include "edgellm/quant/fp16.hpp"
+
+#if EDGELLM_HAS_NEON
+#include <arm_neon.h>
+
+namespace edgellm {
+namespace neon {
+
+inline float32x4_t load_f16x4(const uint16_t* p) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+inline float32x4_t load_bf16x4(const uint16_t* p) {
+  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+// exp(x) for x in float range: 2^k * p(r) with r = x - k ln2 in [-ln2/2, ln2/2], a degree-6
+// polynomial (relative error ~2e-7); x below -87.3 flushes to 0, above 88.7 gives +inf.
+inline float32x4_t exp_f32(float32x4_t x) {
+  const float32x4_t hi = vdupq_n_f32(88.7f), lo = vdupq_n_f32(-87.3f);
+  const uint32x4_t under = vcltq_f32(x, lo), over = vcgtq_f32(x, hi);
+  x = vminq_f32(vmaxq_f32(x, lo), hi);
+  const float32x4_t k = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+  float32x4_t r = vfmsq_n_f32(x, k, 0.693359375f);  // ln2 split in two for exactness
+  r = vfmsq_n_f32(r, k, -2.12194440e-4f);
+  float32x4_t p = vdupq_n_f32(1.0f / 720);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+  p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  // 2^k in two halves so k = 128 (x near 88.7) does not overflow the exponent field
+  const int32x4_t ki = vcvtq_s32_f32(k);
+  const int32x4_t k1 = vshrq_n_s32(ki, 1), k2 = vsubq_s32(ki, k1);
+  const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k1, vdupq_n_s32(127)), 23));
+  const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k2, vdupq_n_s32(127)), 23));
+  float32x4_t e = vmulq_f32(vmulq_f32(p, s1), s2);
+  e = vbslq_f32(under, vdupq_n_f32(0.0f), e);
+  return vbslq_f32(over, vdupq_n_f32(INFINITY), e);
+}
+
+}  // namespace neon
+
+// ---- FloatKernels ----
+
+// a, b: [n]
+inline float dot_f32_neon(const float* a, const float* b, int n) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+  }
+  for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+  float s = vaddvq_f32(vaddq_f32(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// a: [n] F16 bits, b: [n]
+inline float dot_f16_f32_neon(const uint16_t* a, const float* b, int n) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = vfmaq_f32(s0, neon::load_f16x4(a + i), vld1q_f32(b + i));
+    s1 = vfmaq_f32(s1, neon::load_f16x4(a + i + 4), vld1q_f32(b + i + 4));
+  }
+  float s = vaddvq_f32(vaddq_f32(s0, s1));
+  for (; i < n; ++i) s += fp16_to_fp32(a[i]) * b[i];
+  return s;
+}
+
+// a: [n] BF16 bits, b: [n]
+inline float dot_bf16_f32_neon(const uint16_t* a, const float* b, int n) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = vfmaq_f32(s0, neon::load_bf16x4(a + i), vld1q_f32(b + i));
+    s1 = vfmaq_f32(s1, neon::load_bf16x4(a + i + 4), vld1q_f32(b + i + 4));
+  }
+  float s = vaddvq_f32(vaddq_f32(s0, s1));
+  for (; i < n; ++i) s += bf16_to_fp32(a[i]) * b[i];
+  return s;
+}
+
+// out, x, w: [n]; out may alias x
+inline void rmsnorm_neon(float* out, const float* x, const float* w, int n, float eps) {
+  const float sum = dot_f32_neon(x, x, n);
+  const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
+  int i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
+  for (; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+// y, x: [n]; y += alpha * x
+inline void axpy_neon(float* y, float alpha, const float* x, int n) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), alpha));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// y: [n], x: [n] F16 bits; y += alpha * x
+inline void axpy_f16_neon(float* y, float alpha, const uint16_t* x, int n) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), neon::load_f16x4(x + i), alpha));
+  for (; i < n; ++i) y[i] += alpha * fp16_to_fp32(x[i]);
+}
+
+// y: [n]; y *= alpha
+inline void scale_neon(float* y, float alpha, int n) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(y + i), alpha));
+  for (; i < n; ++i) y[i] *= alpha;
+}
+
+// x: [n], n >= 1, in place
+inline void softmax_neon(float* x, int n) {
+  float32x4_t mv = vdupq_n_f32(-INFINITY);
+  int i = 0;
+  for (; i + 4 <= n; i += 4) mv = vmaxq_f32(mv, vld1q_f32(x + i));
+  float mx = vmaxvq_f32(mv);
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  float32x4_t sv = vdupq_n_f32(0.0f);
+  const float32x4_t mxv = vdupq_n_f32(mx);
+  for (i = 0; i + 4 <= n; i += 4) {
+    const float32x4_t e = neon::exp_f32(vsubq_f32(vld1q_f32(x + i), mxv));
+    vst1q_f32(x + i, e);
+    sv = vaddq_f32(sv, e);
+  }
+  double sum = vaddvq_f32(sv);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  scale_neon(x, float(1.0 / sum), n);
+}
+
+// gate, up: [n]; gate = silu(gate) * up
+inline void silu_mul_neon(float* gate, const float* up, int n) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t g = vld1q_f32(gate + i);
+    const float32x4_t den = vaddq_f32(vdupq_n_f32(1.0f), neon::exp_f32(vnegq_f32(g)));
+    vst1q_f32(gate + i, vmulq_f32(vdivq_f32(g, den), vld1q_f32(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// x: [n_heads, head_dim], cs: [n_rot] interleaved (cos, sin). Pairs beyond n_rot untouched.
+inline void rope_neon(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    int i = 0;
+    for (; i + 8 <= n_rot; i += 8) {  // 4 pairs
+      const float32x4x2_t p = vld2q_f32(v + i), c = vld2q_f32(cs + i);
+      float32x4x2_t r;
+      r.val[0] = vfmsq_f32(vmulq_f32(p.val[0], c.val[0]), p.val[1], c.val[1]);
+      r.val[1] = vfmaq_f32(vmulq_f32(p.val[0], c.val[1]), p.val[1], c.val[0]);
+      vst2q_f32(v + i, r);
+    }
+    for (; i + 2 <= n_rot; i += 2) {
+      const float c = cs[i], s = cs[i + 1], x0 = v[i], x1 = v[i + 1];
+      v[i] = x0 * c - x1 * s;
+      v[i + 1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+// ---- float weights against F32 activations (VecDotFn) ----
+
+inline float vec_dot_f32_f32_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return dot_f32_neon(static_cast<const float*>(w), static_cast<const float*>(a), n);
+}
+inline float vec_dot_f16_f32_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return dot_f16_f32_neon(static_cast<const uint16_t*>(w), static_cast<const float*>(a), n);
+}
+inline float vec_dot_bf16_f32_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return dot_bf16_f32_neon(static_cast<const uint16_t*>(w), static_cast<const float*>(a), n);
+}
+
+}  // namespace edgellm
+#endif  // EDGELLM_HAS_NEON

@@ -1,0 +1,306 @@
+// NEON kernels (kernels/neon/) against the scalar references: every weight type in both variants
+// (ARMv8.0 and dotprod when the CPU has it), the vector scale unpackers, the q8 quantizers, the
+// float helpers, and the run-time choice of the table. Compiles to one platform check off arm64.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_NEON
+#include "edgellm/kernels/neon/register.hpp"
+#include "edgellm/kernels/scalar/dot.hpp"
+#include "edgellm/kernels/scalar/float_ops.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/ref.hpp"
+#include "edgellm/quant/scales.hpp"
+
+using namespace edgellm;
+
+namespace {
+
+// Both sides sum exact integers per block; only the float combination of blocks differs.
+constexpr double kMaxDotRelErr = 2e-6;      // times sum over blocks of |block result|
+constexpr double kMaxFloatDotRelErr = 1e-5; // times sum of |a_i * b_i|
+constexpr float kMaxExpRelErr = 1e-6f;      // softmax / silu through our exp polynomial
+constexpr float kMaxElemRelErr = 1e-6f;     // rmsnorm, rope, axpy element-wise
+
+std::mt19937& rng() {
+  static std::mt19937 g(1234);
+  return g;
+}
+float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
+
+// Random bytes for every field, then sane F16 scales (random bits could be NaN/inf).
+template <class Block>
+std::vector<Block> random_blocks(int nb) {
+  std::vector<Block> v(nb);
+  auto* p = reinterpret_cast<uint8_t*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(Block); ++i) p[i] = uint8_t(rng()());
+  return v;
+}
+inline uint16_t rand_half(float lo, float hi) { return fp32_to_fp16(uniform(lo, hi)); }
+
+template <class B> void fix_scales(std::vector<B>& v);
+template <> void fix_scales(std::vector<block_q4_0>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
+template <> void fix_scales(std::vector<block_q5_0>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
+template <> void fix_scales(std::vector<block_q8_0>& v) {
+  for (auto& b : v) {
+    b.d = rand_half(-0.1f, 0.1f);
+    for (auto& q : b.qs) q = int8_t(q == -128 ? -127 : q);
+  }
+}
+template <> void fix_scales(std::vector<block_q4_1>& v) {
+  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.m = rand_half(-1.0f, 1.0f); }
+}
+template <> void fix_scales(std::vector<block_q5_1>& v) {
+  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.m = rand_half(-1.0f, 1.0f); }
+}
+template <> void fix_scales(std::vector<block_q2_K>& v) {
+  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.dmin = rand_half(0.0f, 0.1f); }
+}
+template <> void fix_scales(std::vector<block_q3_K>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
+template <> void fix_scales(std::vector<block_q4_K>& v) {
+  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.dmin = rand_half(0.0f, 0.1f); }
+}
+template <> void fix_scales(std::vector<block_q5_K>& v) {
+  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.dmin = rand_half(0.0f, 0.1f); }
+}
+template <> void fix_scales(std::vector<block_q6_K>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
+template <> void fix_scales(std::vector<block_q8_K>& v) {
+  for (auto& b : v) {
+    b.d = uniform(-0.05f, 0.05f);
+    for (auto& q : b.qs) q = int8_t(q == -128 ? -127 : q);
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int l = 0; l < 16; ++l) s += b.qs[16 * g + l];
+      b.bsums[g] = int16_t(s);
+    }
+  }
+}
+
+struct Case {
+  const char* name;
+  VecDotFn ref, v80, dp;
+};
+
+// Checks v80 (and dp when the CPU runs sdot) against ref on random rows of nb blocks.
+template <class W, class A>
+void check_dot(const Case& c, int block, const std::vector<int>& lengths) {
+  for (int nb : lengths) {
+    for (int rep = 0; rep < 3; ++rep) {
+      auto w = random_blocks<W>(nb);
+      auto a = random_blocks<A>(nb);
+      fix_scales(w);
+      fix_scales(a);
+      const int n = nb * block;
+      const float want = c.ref(n, w.data(), a.data());
+      double mag = 0.0;
+      for (int b = 0; b < nb; ++b) mag += std::fabs(c.ref(block, &w[b], &a[b]));
+      const double tol = kMaxDotRelErr * (mag + 1e-6);
+      CAPTURE(c.name);
+      CAPTURE(nb);
+      CHECK(std::fabs(c.v80(n, w.data(), a.data()) - want) <= tol);
+      if (cpu_has_dotprod()) CHECK(std::fabs(c.dp(n, w.data(), a.data()) - want) <= tol);
+    }
+  }
+}
+
+const std::vector<int> kLegacyBlocks = {1, 2, 3, 7, 8, 33};
+const std::vector<int> kKBlocks = {1, 2, 3, 5};
+
+}  // namespace
+
+TEST_CASE("neon: legacy dots match the reference") {
+  check_dot<block_q4_0, block_q8_0>({"q4_0", vec_dot_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_neon, vec_dot_q4_0_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_dot<block_q4_1, block_q8_0>({"q4_1", vec_dot_q4_1_q8_0_ref, vec_dot_q4_1_q8_0_neon, vec_dot_q4_1_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_dot<block_q5_0, block_q8_0>({"q5_0", vec_dot_q5_0_q8_0_ref, vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_dot<block_q5_1, block_q8_0>({"q5_1", vec_dot_q5_1_q8_0_ref, vec_dot_q5_1_q8_0_neon, vec_dot_q5_1_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_dot<block_q8_0, block_q8_0>({"q8_0", vec_dot_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_neon, vec_dot_q8_0_q8_0_dotprod}, 32, kLegacyBlocks);
+}
+
+TEST_CASE("neon: K-quant dots match the reference") {
+  check_dot<block_q2_K, block_q8_K>({"q2_K", vec_dot_q2_K_q8_K_ref, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod}, 256, kKBlocks);
+  check_dot<block_q3_K, block_q8_K>({"q3_K", vec_dot_q3_K_q8_K_ref, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod}, 256, kKBlocks);
+  check_dot<block_q4_K, block_q8_K>({"q4_K", vec_dot_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod}, 256, kKBlocks);
+  check_dot<block_q5_K, block_q8_K>({"q5_K", vec_dot_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod}, 256, kKBlocks);
+  check_dot<block_q6_K, block_q8_K>({"q6_K", vec_dot_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod}, 256, kKBlocks);
+}
+
+TEST_CASE("neon: vector scale unpackers equal quant/scales.hpp") {
+  for (int rep = 0; rep < 2000; ++rep) {
+    uint8_t q[12];
+    for (auto& b : q) b = uint8_t(rng()());
+    uint8_t sc[8], mn[8];
+    unpack_scales_mins_k4(q, sc, mn);
+    uint32_t u[4];
+    neon::unpack_scales_mins_k4_words(q, u);
+    uint8_t got[16];
+    std::memcpy(got, u, 16);
+    CHECK(std::memcmp(got, sc, 8) == 0);
+    CHECK(std::memcmp(got + 8, mn, 8) == 0);
+    int8_t s3[16], g3[16];
+    unpack_scales_q3_K(q, s3);
+    vst1q_s8(g3, neon::unpack_scales_q3_K_neon(q));
+    CHECK(std::memcmp(s3, g3, 16) == 0);
+  }
+}
+
+TEST_CASE("neon: float-weight dots match the reference") {
+  for (int n : {1, 3, 4, 7, 8, 17, 64, 257}) {
+    std::vector<float> wf(n), a(n);
+    std::vector<uint16_t> wh(n), wb(n);
+    double mag = 0.0;
+    for (int i = 0; i < n; ++i) {
+      wf[i] = uniform(-1, 1);
+      a[i] = uniform(-1, 1);
+      wh[i] = fp32_to_fp16(wf[i]);
+      wb[i] = fp32_to_bf16(wf[i]);
+      mag += std::fabs(wf[i] * a[i]);
+    }
+    const double tol = kMaxFloatDotRelErr * (mag + 1e-6);
+    CAPTURE(n);
+    CHECK(std::fabs(vec_dot_f32_f32_neon(n, wf.data(), a.data()) - vec_dot_f32_f32_ref(n, wf.data(), a.data())) <= tol);
+    CHECK(std::fabs(vec_dot_f16_f32_neon(n, wh.data(), a.data()) - vec_dot_f16_f32_ref(n, wh.data(), a.data())) <= tol);
+    CHECK(std::fabs(vec_dot_bf16_f32_neon(n, wb.data(), a.data()) - vec_dot_bf16_f32_ref(n, wb.data(), a.data())) <= tol);
+    CHECK(std::fabs(dot_f16_f32_neon(wh.data(), a.data(), n) - dot_f16_f32_ref(wh.data(), a.data(), n)) <= tol);
+  }
+}
+
+TEST_CASE("neon: q8_0 / q8_K quantizers are bit-identical to the reference") {
+  for (int nb : {1, 2, 5}) {
+    std::vector<float> x(size_t(nb) * QK_K);
+    for (auto& v : x) v = uniform(-3, 3);
+    x[5] = 0.5f;  // exact ties for roundf vs nearest-even after scaling are exercised below
+    std::vector<block_q8_0> r0(nb * 8), g0(nb * 8);
+    quantize_row_q8_0_ref(x.data(), r0.data(), int64_t(x.size()));
+    quantize_row_q8_0_neon(x.data(), g0.data(), int64_t(x.size()));
+    CHECK(std::memcmp(r0.data(), g0.data(), r0.size() * sizeof(block_q8_0)) == 0);
+    std::vector<block_q8_K> rk(nb), gk(nb);
+    quantize_row_q8_K_ref(x.data(), rk.data(), int64_t(x.size()));
+    quantize_row_q8_K_neon(x.data(), gk.data(), int64_t(x.size()));
+    CHECK(std::memcmp(rk.data(), gk.data(), rk.size() * sizeof(block_q8_K)) == 0);
+  }
+  // +m and -m in one block: the first one sets the sign; an all-zero block; integer grid values.
+  std::vector<float> x(QK_K * 3, 0.0f);
+  for (int i = 0; i < QK_K; ++i) x[i] = float(i % 9) - 4.0f;
+  x[10] = -5.0f;
+  x[20] = 5.0f;
+  for (int i = 2 * QK_K; i < 3 * QK_K; ++i) x[i] = 0.25f * float(i % 11);
+  std::vector<block_q8_K> rk(3), gk(3);
+  quantize_row_q8_K_ref(x.data(), rk.data(), int64_t(x.size()));
+  quantize_row_q8_K_neon(x.data(), gk.data(), int64_t(x.size()));
+  CHECK(std::memcmp(rk.data(), gk.data(), rk.size() * sizeof(block_q8_K)) == 0);
+  std::vector<block_q8_0> r0(24), g0(24);
+  quantize_row_q8_0_ref(x.data(), r0.data(), int64_t(x.size()));
+  quantize_row_q8_0_neon(x.data(), g0.data(), int64_t(x.size()));
+  CHECK(std::memcmp(r0.data(), g0.data(), r0.size() * sizeof(block_q8_0)) == 0);
+}
+
+namespace {
+bool close_rel(const std::vector<float>& a, const std::vector<float>& b, float rel) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::fabs(a[i] - b[i]) <= rel * (std::fabs(b[i]) + 1e-30f))) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("neon: float helpers match the reference") {
+  for (int n : {1, 3, 4, 9, 64, 131}) {
+    CAPTURE(n);
+    std::vector<float> x(n), w(n), up(n);
+    std::vector<uint16_t> xh(n);
+    for (int i = 0; i < n; ++i) {
+      x[i] = uniform(-20, 20);
+      w[i] = uniform(-2, 2);
+      up[i] = uniform(-2, 2);
+      xh[i] = fp32_to_fp16(uniform(-2, 2));
+    }
+    std::vector<float> r = x, g = x;
+    rmsnorm_ref(r.data(), x.data(), w.data(), n, 1e-5f);
+    rmsnorm_neon(g.data(), x.data(), w.data(), n, 1e-5f);
+    CHECK(close_rel(g, r, 1e-5f));
+    r = x; g = x;
+    softmax_ref(r.data(), n);
+    softmax_neon(g.data(), n);
+    CHECK(close_rel(g, r, 4 * kMaxExpRelErr));
+    r = x; g = x;
+    silu_mul_ref(r.data(), up.data(), n);
+    silu_mul_neon(g.data(), up.data(), n);
+    CHECK(close_rel(g, r, 4 * kMaxExpRelErr));
+    r = w; g = w;
+    axpy_ref(r.data(), 0.37f, x.data(), n);
+    axpy_neon(g.data(), 0.37f, x.data(), n);
+    for (int i = 0; i < n; ++i) CHECK(std::fabs(g[i] - r[i]) <= kMaxElemRelErr * 20);
+    r = w; g = w;
+    axpy_f16_ref(r.data(), -1.5f, xh.data(), n);
+    axpy_f16_neon(g.data(), -1.5f, xh.data(), n);
+    for (int i = 0; i < n; ++i) CHECK(std::fabs(g[i] - r[i]) <= kMaxElemRelErr * 20);
+    r = x; g = x;
+    scale_ref(r.data(), 0.125f, n);
+    scale_neon(g.data(), 0.125f, n);
+    CHECK(r == g);
+    CHECK(std::fabs(dot_f32_neon(x.data(), w.data(), n) - dot_f32_ref(x.data(), w.data(), n)) <= 1e-4f * 40 * n);
+  }
+  // softmax keeps exp() finite and maps -inf to 0; exp_f32 over a wide range
+  std::vector<float> s = {-INFINITY, 0.0f, 1.0f, -100.0f, 88.0f};
+  softmax_neon(s.data(), int(s.size()));
+  CHECK(s[0] == 0.0f);
+  CHECK(s[4] == doctest::Approx(1.0f));
+  for (float v = -87.0f; v < 88.0f; v += 0.37f) {
+    float e[4];
+    vst1q_f32(e, neon::exp_f32(vdupq_n_f32(v)));
+    CHECK(std::fabs(e[0] - std::exp(v)) <= kMaxExpRelErr * 2 * std::exp(v));
+  }
+  // rope: odd n_rot, partial rotation, several heads
+  for (int n_rot : {2, 6, 16, 64}) {
+    const int head_dim = 64, n_heads = 3;
+    std::vector<float> v(head_dim * n_heads), cs(n_rot);
+    for (auto& e : v) e = uniform(-3, 3);
+    for (int i = 0; i < n_rot / 2; ++i) {
+      const float th = uniform(0, 6.28f);
+      cs[2 * i] = std::cos(th);
+      cs[2 * i + 1] = std::sin(th);
+    }
+    std::vector<float> r = v, g = v;
+    rope_ref(r.data(), n_heads, head_dim, n_rot, cs.data());
+    rope_neon(g.data(), n_heads, head_dim, n_rot, cs.data());
+    for (size_t i = 0; i < r.size(); ++i) CHECK(std::fabs(g[i] - r[i]) <= 1e-5f);
+  }
+}
+
+TEST_CASE("neon: kernel table picks dotprod exactly when the CPU has it") {
+  const bool hw_dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  const KernelTable t = make_kernel_table(Isa::Dotprod);
+  MESSAGE("HWCAP asimddp=" << hw_dp << ", table: " << isa_name(t.isa));
+  CHECK(t.isa == (hw_dp ? Isa::Dotprod : Isa::Neon));
+  CHECK(std::string(t.of(DType::Q4_K).variant) == (hw_dp ? "dotprod" : "neon"));
+  CHECK(std::string(t.of(DType::F16).variant) == "neon");
+  CHECK(std::string(t.f.variant) == "neon");
+  CHECK(t.of(DType::Q2_K).vec_dot_type == DType::Q8_K);
+  CHECK(t.of(DType::Q4_1).vec_dot_type == DType::Q8_0);
+  // The qemu CPU the test runs on (cortex-a53: ARMv8.0, cortex-a76: the A55's ISA with dotprod).
+  if (const char* cpu = std::getenv("QEMU_CPU")) {
+    if (std::string(cpu) == "cortex-a53") CHECK(t.isa == Isa::Neon);
+    if (std::string(cpu) == "cortex-a76") CHECK(t.isa == Isa::Dotprod);
+  }
+  const KernelTable t80 = make_kernel_table(Isa::Neon);
+  CHECK(std::string(t80.of(DType::Q6_K).variant) == "neon");
+  CHECK(&kernels() != nullptr);
+  CHECK(kernels().isa == t.isa);
+}
+
+#else  // not arm64
+
+TEST_CASE("neon: not built off arm64") {
+  CHECK(EDGELLM_HAS_NEON == 0);
+  CHECK(EDGELLM_HAS_DOTPROD == 0);
+}
+
+#endif
