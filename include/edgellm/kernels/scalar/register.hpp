@@ -3,6 +3,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/scalar/dot.hpp"
 #include "edgellm/kernels/scalar/float_ops.hpp"
+#include "edgellm/quant/ref.hpp"
 
 namespace edgellm {
 
@@ -28,6 +29,13 @@ inline void register_ref_kernels(KernelTable& t) {
     k.rows_per_call = 1;
     k.vec_dot_type = e.act;
     k.variant = "ref";
+  }
+  // Converters for every type quant/ref.hpp knows (activations Q8_0 / Q8_K / F32 included).
+  for (uint32_t id = 0; id < kDTypeCount; ++id) {
+    if (!dtype_valid(id)) continue;
+    TypeKernels& k = t.types[id];
+    k.from_float = quantize_row_fn(static_cast<DType>(id));
+    k.to_float = dequantize_row_fn(static_cast<DType>(id));
   }
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm_ref;

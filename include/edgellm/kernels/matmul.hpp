@@ -1,0 +1,134 @@
+// matmul(): y = x W^T for one weight matrix, through a KernelTable. Activation rows are quantized
+// once into scratch, then decode (one token) runs a GEMV with rows split over threads, prefill
+// (several tokens) runs row tiles x token tiles so each weight tile is reused while in cache.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "edgellm/core/dtype.hpp"
+#include "edgellm/core/error.hpp"
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/runtime/thread_pool.hpp"
+
+namespace edgellm {
+
+// A weight matrix in its stored type: n_out rows of n_in elements, row r at data + r * row_bytes.
+struct MatmulWeight {
+  DType type;
+  const void* data;  // [n_out, row_bytes]
+  int64_t n_in;
+  int64_t n_out;
+  size_t row_bytes;  // >= dtype_row_bytes(type, n_in)
+};
+
+// Holds the quantized activation rows of one matmul call. Reused across calls (it only grows).
+// Not shareable between threads calling matmul at the same time: one per calling thread.
+class MatmulScratch {
+ public:
+  uint8_t* get(size_t bytes) {
+    if (buf_.size() < bytes) buf_.resize(bytes);
+    return buf_.data();
+  }
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+namespace detail {
+
+// Rows per tile in prefill: a tile of weight rows (tens of KB) stays in L1/L2 while every token of a
+// token tile passes over it; a token tile of quantized activations stays in L2.
+inline constexpr int64_t kMatmulRowTile = 16;
+inline constexpr int64_t kMatmulTokTile = 64;
+
+// out[0 .. nrows) = dot(row r0 + r, act) for one activation row.
+inline void dot_rows(const TypeKernels& k, const MatmulWeight& w, int64_t r0, int64_t nrows, const void* act,
+                     float* out) {
+  const auto* base = static_cast<const uint8_t*>(w.data) + size_t(r0) * w.row_bytes;
+  if (k.vec_dot_rows) {
+    k.vec_dot_rows(int(w.n_in), out, int(nrows), base, w.row_bytes, act);
+    return;
+  }
+  for (int64_t r = 0; r < nrows; ++r) out[r] = k.vec_dot(int(w.n_in), base + size_t(r) * w.row_bytes, act);
+}
+
+inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_type, bool have_from_float) {
+  EDGELLM_CHECK(k.vec_dot != nullptr, "matmul: no kernel multiplies weights of type ", dtype_name(w.type));
+  EDGELLM_CHECK(w.n_in > 0 && w.n_out >= 0 && w.n_in <= INT32_MAX, "matmul: bad weight shape [", w.n_out, ", ",
+                w.n_in, "]");
+  EDGELLM_CHECK(w.row_bytes >= dtype_row_bytes(w.type, w.n_in), "matmul: row_bytes ", w.row_bytes, " < ",
+                dtype_row_bytes(w.type, w.n_in), " needed for ", w.n_in, " ", dtype_name(w.type), " elements");
+  EDGELLM_CHECK(w.n_in % dtype_block_size(act_type) == 0, "matmul: n_in ", w.n_in,
+                " is not a multiple of the activation block size ", dtype_block_size(act_type), " (",
+                dtype_name(act_type), ")");
+  EDGELLM_CHECK(have_from_float, "matmul: no activation quantizer to ", dtype_name(act_type));
+}
+
+}  // namespace detail
+
+// x: [n_tok, n_in] floats, y: [n_tok, n_out] floats (must not alias x). pool may be null (one
+// thread). Throws Error when the weight type has no kernel or shapes do not fit.
+inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x, int64_t n_tok,
+                   float* y, MatmulScratch& scratch) {
+  const TypeKernels& k = kt.of(w.type);
+  const DType act_type = k.vec_dot_type;
+  const bool act_f32 = act_type == DType::F32;
+  detail::check_matmul(k, w, act_type, act_f32 || kt.of(act_type).from_float != nullptr);
+  if (n_tok <= 0 || w.n_out == 0) return;
+
+  // 1. Quantize every activation row once: act row t at act + t * act_row_bytes.
+  const size_t act_row_bytes = act_f32 ? size_t(w.n_in) * sizeof(float) : dtype_row_bytes(act_type, w.n_in);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (!act_f32) {
+    uint8_t* q = scratch.get(act_row_bytes * size_t(n_tok));
+    const FromFloatFn from_float = kt.of(act_type).from_float;
+    auto quantize = [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t) from_float(x + t * w.n_in, q + size_t(t) * act_row_bytes, w.n_in);
+    };
+    if (pool && n_tok > 1) pool->parallel_for(n_tok, quantize);
+    else quantize(0, n_tok, 0);
+    act = q;
+  }
+
+  // 2. Decode: units of rows_per_call rows, contiguous ranges of units per thread.
+  if (n_tok == 1) {
+    const int64_t rpc = std::max(1, k.rows_per_call);
+    const int64_t units = (w.n_out + rpc - 1) / rpc;
+    auto gemv = [&](int64_t u0, int64_t u1, int) {
+      const int64_t r0 = u0 * rpc, r1 = std::min(w.n_out, u1 * rpc);
+      detail::dot_rows(k, w, r0, r1 - r0, act, y + r0);
+    };
+    if (pool) pool->parallel_for(units, gemv);
+    else gemv(0, units, 0);
+    return;
+  }
+
+  // 3. Prefill: each thread owns a range of row tiles; a token tile (kept in L2) passes over each
+  // row tile (kept in L1) before the next row tile is loaded.
+  const int64_t row_tiles = (w.n_out + detail::kMatmulRowTile - 1) / detail::kMatmulRowTile;
+  auto gemm = [&](int64_t tile0, int64_t tile1, int) {
+    for (int64_t t0 = 0; t0 < n_tok; t0 += detail::kMatmulTokTile) {
+      const int64_t t1 = std::min(n_tok, t0 + detail::kMatmulTokTile);
+      for (int64_t tile = tile0; tile < tile1; ++tile) {
+        const int64_t r0 = tile * detail::kMatmulRowTile;
+        const int64_t nr = std::min(detail::kMatmulRowTile, w.n_out - r0);
+        for (int64_t t = t0; t < t1; ++t)
+          detail::dot_rows(k, w, r0, nr, act + size_t(t) * act_row_bytes, y + t * w.n_out + r0);
+      }
+    }
+  };
+  if (pool) pool->parallel_for(row_tiles, gemm);
+  else gemm(0, row_tiles, 0);
+}
+
+// As above with a scratch buffer owned by the calling thread (thread_local, grows to the largest
+// activation seen and is kept for the thread's lifetime).
+inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x, int64_t n_tok,
+                   float* y) {
+  thread_local MatmulScratch scratch;
+  matmul(kt, pool, w, x, n_tok, y, scratch);
+}
+
+}  // namespace edgellm

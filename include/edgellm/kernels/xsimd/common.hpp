@@ -1,0 +1,129 @@
+// Shared pieces of the x86 kernels: the xsimd arch we target (AVX2 + FMA, 8 floats), the u8 x s8
+// dot step (AVX-VNNI / AVX512-VNNI when the target has it, else maddubs + madd: the one place
+// that gap is handled), nibble/bit expansion and the multi-row driver. x86 + xsimd only.
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_XSIMD
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <xsimd/xsimd.hpp>
+
+namespace edgellm {
+namespace xs {
+
+using Arch = xsimd::fma3<xsimd::avx2>;
+using FloatBatch = xsimd::batch<float, Arch>;  // 8 lanes
+
+inline float hsum(__m256 v) { return xsimd::hadd(FloatBatch(v)); }
+// Horizontal max / min (xsimd 8.1 has no reduce_max).
+inline float hmax_ps(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+inline float hmin_ps(__m256 v) {
+  __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_min_ss(m, _mm_movehdup_ps(m)));
+}
+
+// acc + per 32-bit lane sum of four u8 * s8 products.
+#if defined(__AVXVNNI__)
+inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+#else
+// maddubs cannot saturate here: every caller keeps u <= 128 and |s| <= 128 with u * s pairs < 2^15.
+inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+#endif
+inline __m256i dot_u8s8(__m256i u, __m256i s) { return dot_u8s8_acc(_mm256_setzero_si256(), u, s); }
+
+// u8 x s8 products summed in pairs into 16 int16 lanes, then multiplied by the int16 scale of each
+// lane pair: K-quants fold the sub-block scale into the madd. Needs |u * s| pairs < 2^15.
+inline __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+// 16 bytes of nibble pairs -> 32 bytes: low nibbles in bytes 0..15, high nibbles in 16..31
+// (the q4_0 / q4_1 / q5 weight order).
+inline __m256i nibbles_to_bytes32(const uint8_t* qs) {
+  const __m128i x = load128(qs);
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Bit j of a little-endian 32-bit mask -> byte j set to 0x10 (the fifth bit of q5 quants) or 0.
+inline __m256i bits_to_0x10(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qh_bytes, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(qh)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// 16 int16 scales (one per group of 16 weights) -> a vector whose low 128 bits repeat scale 2k and
+// high 128 bits scale 2k + 1: the scales of the two groups one 32-byte quant vector covers.
+inline __m256i scale_pair16(__m256i scales16, int k) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(scales16, _mm256_set1_epi32(k));
+  return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
+                                                     0x0100010001000100, 0x0100010001000100));
+}
+
+// Drives a per-block kernel `__m256 Fmt::block(const Block& w, const ActBlock& a, __m256 acc)`
+// over R weight rows sharing the activation loads: out[r] = dot(row r, a). w: R rows of nb blocks,
+// w_stride bytes apart; a: [nb] activation blocks.
+template <class Fmt, int R>
+inline void dot_rows_xsimd(int nb, float* out, const void* w, size_t w_stride, const void* a) {
+  using Block = typename Fmt::Block;
+  using ActBlock = typename Fmt::ActBlock;
+  const auto* y = static_cast<const ActBlock*>(a);
+  const Block* x[R];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * w_stride);
+    acc[r] = _mm256_setzero_ps();
+  }
+  for (int b = 0; b < nb; ++b)
+    for (int r = 0; r < R; ++r) acc[r] = Fmt::block(x[r][b], y[b], acc[r]);
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+}
+
+// One row with two accumulators, so consecutive blocks do not wait on each other's FMA.
+template <class Fmt>
+inline float dot_row_xsimd(int nb, const void* w, const void* a) {
+  const auto* x = static_cast<const typename Fmt::Block*>(w);
+  const auto* y = static_cast<const typename Fmt::ActBlock*>(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = Fmt::block(x[b], y[b], acc0);
+    acc1 = Fmt::block(x[b + 1], y[b + 1], acc1);
+  }
+  if (b < nb) acc0 = Fmt::block(x[b], y[b], acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// vec_dot_rows in groups of kRowsPerCall rows, then one at a time.
+template <class Fmt, int kRows>
+inline void dot_rows_grouped_xsimd(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+  const int nb = n / Fmt::kBlock;
+  int r = 0;
+  for (; r + kRows <= nrows; r += kRows)
+    dot_rows_xsimd<Fmt, kRows>(nb, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, a);
+  for (; r < nrows; ++r) out[r] = dot_row_xsimd<Fmt>(nb, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
+}
+
+}  // namespace xs
+}  // namespace edgellm
+#endif  // EDGELLM_HAS_XSIMD

@@ -1,0 +1,127 @@
+// x86 (AVX2 / VNNI) dot products of the 32-weight legacy types against Q8_0 activations, single-row
+// and multi-row. Block layouts: quant/blocks.hpp; semantics: kernels/scalar/dot.hpp.
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_XSIMD
+#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+
+namespace edgellm {
+namespace xs {
+
+inline __m256 scale_of(ggml_half dx, ggml_half dy) { return _mm256_set1_ps(fp16_to_fp32(dx) * fp16_to_fp32(dy)); }
+
+// Unsigned quants q with an offset: sum((q - off) * y) = dot(q, y) - dot(off, y).
+inline __m256i dot_offset(__m256i q, __m256i y, int8_t off) {
+  return _mm256_sub_epi32(dot_u8s8(q, y), dot_u8s8(_mm256_set1_epi8(off), y));
+}
+
+struct FmtQ4_0 {
+  using Block = block_q4_0;
+  using ActBlock = block_q8_0;
+  static constexpr int kBlock = QK4_0;
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i s = dot_offset(nibbles_to_bytes32(x.qs), load256(y.qs), 8);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale_of(x.d, y.d), acc);
+  }
+};
+
+// Min term m * d8 * sum(q8): sum(q8) comes from a dot with ones.
+struct FmtQ4_1 {
+  using Block = block_q4_1;
+  using ActBlock = block_q8_0;
+  static constexpr int kBlock = QK4_1;
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i yv = load256(y.qs);
+    const __m256i s = dot_u8s8(nibbles_to_bytes32(x.qs), yv);
+    const __m256i ys = dot_u8s8(_mm256_set1_epi8(1), yv);
+    const float dy = fp16_to_fp32(y.d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(fp16_to_fp32(x.d) * dy), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(ys), _mm256_set1_ps(fp16_to_fp32(x.m) * dy), acc);
+  }
+};
+
+struct FmtQ5_0 {
+  using Block = block_q5_0;
+  using ActBlock = block_q8_0;
+  static constexpr int kBlock = QK5_0;
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i q = _mm256_or_si256(nibbles_to_bytes32(x.qs), bits_to_0x10(x.qh));
+    const __m256i s = dot_offset(q, load256(y.qs), 16);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale_of(x.d, y.d), acc);
+  }
+};
+
+struct FmtQ5_1 {
+  using Block = block_q5_1;
+  using ActBlock = block_q8_0;
+  static constexpr int kBlock = QK5_1;
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i yv = load256(y.qs);
+    const __m256i q = _mm256_or_si256(nibbles_to_bytes32(x.qs), bits_to_0x10(x.qh));
+    const __m256i s = dot_u8s8(q, yv);
+    const __m256i ys = dot_u8s8(_mm256_set1_epi8(1), yv);
+    const float dy = fp16_to_fp32(y.d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(fp16_to_fp32(x.d) * dy), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(ys), _mm256_set1_ps(fp16_to_fp32(x.m) * dy), acc);
+  }
+};
+
+// s8 x s8 through the u8 x s8 instruction: |x| * (y with x's sign). |-128| = 128 is still right
+// read as unsigned.
+struct FmtQ8_0 {
+  using Block = block_q8_0;
+  using ActBlock = block_q8_0;
+  static constexpr int kBlock = QK8_0;
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i xv = load256(x.qs);
+    const __m256i s = dot_u8s8(_mm256_abs_epi8(xv), _mm256_sign_epi8(load256(y.qs), xv));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale_of(x.d, y.d), acc);
+  }
+};
+
+}  // namespace xs
+
+inline float vec_dot_q4_0_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_xsimd<xs::FmtQ4_0>(n / QK4_0, w, a);
+}
+inline float vec_dot_q4_1_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_xsimd<xs::FmtQ4_1>(n / QK4_1, w, a);
+}
+inline float vec_dot_q5_0_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_xsimd<xs::FmtQ5_0>(n / QK5_0, w, a);
+}
+inline float vec_dot_q5_1_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_xsimd<xs::FmtQ5_1>(n / QK5_1, w, a);
+}
+inline float vec_dot_q8_0_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_xsimd<xs::FmtQ8_0>(n / QK8_0, w, a);
+}
+
+// Multi-row forms (VecDotRowsFn): 4 rows share each activation load.
+inline constexpr int kRowsLegacyXsimd = 4;
+inline void vec_dot_rows_q4_0_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  xs::dot_rows_grouped_xsimd<xs::FmtQ4_0, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+}
+inline void vec_dot_rows_q4_1_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  xs::dot_rows_grouped_xsimd<xs::FmtQ4_1, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+}
+inline void vec_dot_rows_q5_0_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  xs::dot_rows_grouped_xsimd<xs::FmtQ5_0, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+}
+inline void vec_dot_rows_q5_1_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  xs::dot_rows_grouped_xsimd<xs::FmtQ5_1, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+}
+inline void vec_dot_rows_q8_0_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  xs::dot_rows_grouped_xsimd<xs::FmtQ8_0, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+}
+
+}  // namespace edgellm
+#endif  // EDGELLM_HAS_XSIMD

@@ -1,0 +1,132 @@
+// x86 (xsimd AVX2 + FMA) float helpers: the `_xsimd` FloatKernels. Semantics and aliasing rules:
+// kernels/api.hpp and kernels/scalar/float_ops.hpp.
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_XSIMD
+#include <cmath>
+
+#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/kernels/xsimd/dot_float.hpp"
+#include "edgellm/quant/fp16.hpp"
+
+namespace edgellm {
+
+// out, x, w: [n]; out may alias x.
+inline void rmsnorm_xsimd(float* out, const float* x, const float* w, int n, float eps) {
+  using B = xs::FloatBatch;
+  constexpr int kW = int(B::size);
+  B acc(0.0f);
+  int i = 0;
+  for (; i + kW <= n; i += kW) {
+    const B v = B::load_unaligned(x + i);
+    acc = xsimd::fma(v, v, acc);
+  }
+  float sum = xsimd::hadd(acc);
+  for (int k = i; k < n; ++k) sum += x[k] * x[k];
+  const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
+  const B vs(scale);
+  for (i = 0; i + kW <= n; i += kW) (B::load_unaligned(x + i) * vs * B::load_unaligned(w + i)).store_unaligned(out + i);
+  for (int k = i; k < n; ++k) out[k] = x[k] * scale * w[k];
+}
+
+// a, b: [n]
+inline float dot_f32_xsimd(const float* a, const float* b, int n) { return vec_dot_f32_f32_xsimd(n, a, b); }
+
+// a: [n] F16 bits (KV cache), b: [n]
+inline float dot_f16_f32_xsimd(const uint16_t* a, const float* b, int n) { return vec_dot_f16_f32_xsimd(n, a, b); }
+
+// y, x: [n]; y += alpha * x
+inline void axpy_xsimd(float* y, float alpha, const float* x, int n) {
+  using B = xs::FloatBatch;
+  constexpr int kW = int(B::size);
+  const B va(alpha);
+  int i = 0;
+  for (; i + kW <= n; i += kW)
+    xsimd::fma(va, B::load_unaligned(x + i), B::load_unaligned(y + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// y: [n], x: [n] F16 bits; y += alpha * x
+inline void axpy_f16_xsimd(float* y, float alpha, const uint16_t* x, int n) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_cvtph_ps(xs::load128(x + i));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += alpha * fp16_to_fp32(x[i]);
+}
+
+// y: [n]; y *= alpha
+inline void scale_xsimd(float* y, float alpha, int n) {
+  using B = xs::FloatBatch;
+  constexpr int kW = int(B::size);
+  const B va(alpha);
+  int i = 0;
+  for (; i + kW <= n; i += kW) (B::load_unaligned(y + i) * va).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] *= alpha;
+}
+
+// x: [n], n >= 1, in place.
+inline void softmax_xsimd(float* x, int n) {
+  using B = xs::FloatBatch;
+  constexpr int kW = int(B::size);
+  float mx = x[0];
+  int i = 0;
+  if (n >= kW) {
+    B vm = B::load_unaligned(x);
+    for (i = kW; i + kW <= n; i += kW) vm = xsimd::max(vm, B::load_unaligned(x + i));
+    mx = xs::hmax_ps(vm);
+  }
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  const B vmx(mx);
+  B acc(0.0f);
+  for (i = 0; i + kW <= n; i += kW) {
+    const B e = xsimd::exp(B::load_unaligned(x + i) - vmx);
+    e.store_unaligned(x + i);
+    acc += e;
+  }
+  float sum = xsimd::hadd(acc);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  scale_xsimd(x, 1.0f / sum, n);
+}
+
+// gate, up: [n]; gate = silu(gate) * up
+inline void silu_mul_xsimd(float* gate, const float* up, int n) {
+  using B = xs::FloatBatch;
+  constexpr int kW = int(B::size);
+  const B one(1.0f);
+  int i = 0;
+  for (; i + kW <= n; i += kW) {
+    const B g = B::load_unaligned(gate + i);
+    (g / (one + xsimd::exp(-g)) * B::load_unaligned(up + i)).store_unaligned(gate + i);
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// x: [n_heads, head_dim], cs: [n_rot] interleaved (cos, sin). Even lanes x0*c - x1*s, odd lanes
+// x1*c + x0*s: one fmaddsub on (x, cos) and (swapped x, sin).
+inline void rope_xsimd(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    int i = 0;
+    for (; i + 8 <= n_rot; i += 8) {
+      const __m256 xv = _mm256_loadu_ps(v + i), c = _mm256_loadu_ps(cs + i);
+      const __m256 swapped = _mm256_permute_ps(xv, 0xB1);
+      const __m256 prod = _mm256_mul_ps(swapped, _mm256_movehdup_ps(c));
+      _mm256_storeu_ps(v + i, _mm256_fmaddsub_ps(xv, _mm256_moveldup_ps(c), prod));
+    }
+    for (; i + 1 < n_rot; i += 2) {
+      const float c = cs[i], s = cs[i + 1], x0 = v[i], x1 = v[i + 1];
+      v[i] = x0 * c - x1 * s;
+      v[i + 1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace edgellm
+#endif  // EDGELLM_HAS_XSIMD

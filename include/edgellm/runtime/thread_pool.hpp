@@ -1,0 +1,168 @@
+// ThreadPool: created once, parallel_for splits [0, n) into one contiguous chunk per thread with the
+// caller taking part. Workers spin briefly, then sleep on a condition variable. Standard library
+// only (no OpenMP, no affinity calls).
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "edgellm/core/error.hpp"
+
+namespace edgellm {
+
+// Tells the core we are busy-waiting (lets the sibling hyper-thread run, saves power).
+#if defined(__x86_64__) || defined(__i386__)
+inline void cpu_relax() { __builtin_ia32_pause(); }
+#elif defined(__aarch64__)
+inline void cpu_relax() { asm volatile("yield" ::: "memory"); }
+#else
+inline void cpu_relax() {}
+#endif
+
+// Threads worth using by default: hardware_concurrency(), at least 1.
+inline int default_thread_count() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : int(n);
+}
+
+class ThreadPool {
+ public:
+  // n_threads includes the caller: 1 = no workers, everything runs on the calling thread.
+  explicit ThreadPool(int n_threads) : n_threads_(n_threads) {
+    EDGELLM_CHECK(n_threads >= 1 && n_threads <= 1024, "ThreadPool: n_threads must be in [1, 1024], got ",
+                  n_threads);
+    workers_.reserve(size_t(n_threads - 1));
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  }
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_.store(true, std::memory_order_release);
+    }
+    wake_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  int n_threads() const { return n_threads_; }
+
+  // Calls f(begin, end, thread) on contiguous chunks covering [0, n), one per thread (chunks may
+  // be empty when n < n_threads); thread 0 is the caller. Returns when all chunks are done; the
+  // first exception thrown by any chunk is rethrown here. Calls from several threads are
+  // serialised; a call from inside a task runs the whole range inline on that thread.
+  template <class F>
+  void parallel_for(int64_t n, F&& f) {
+    if (n <= 0) return;
+    using Fn = std::remove_reference_t<F>;
+    if (n_threads_ == 1 || tls_inside_task() || n == 1) {
+      f(int64_t(0), n, 0);
+      return;
+    }
+    std::lock_guard<std::mutex> call_lock(call_mu_);
+    task_.call = [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fn*>(ctx))(b, e, t); };
+    task_.ctx = const_cast<void*>(static_cast<const void*>(&f));
+    task_.n = n;
+    error_ = nullptr;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_cv_.notify_all();
+    run_chunk(0);
+    wait_done();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  struct Task {
+    void (*call)(void* ctx, int64_t begin, int64_t end, int thread) = nullptr;
+    void* ctx = nullptr;
+    int64_t n = 0;
+  };
+
+  // Spin budget before sleeping: long enough to bridge the short gaps between the matmuls of a
+  // decode step, short enough not to steal a shared machine's cores for long.
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+
+  static bool& tls_inside_task() {
+    thread_local bool inside = false;
+    return inside;
+  }
+
+  void run_chunk(int thread) {
+    const int64_t n = task_.n;
+    const int64_t begin = n * thread / n_threads_;
+    const int64_t end = n * (thread + 1) / n_threads_;
+    if (begin >= end) return;
+    tls_inside_task() = true;
+    try {
+      task_.call(task_.ctx, begin, end, thread);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    tls_inside_task() = false;
+  }
+
+  void wait_done() {
+    const auto start = std::chrono::steady_clock::now();
+    while (pending_.load(std::memory_order_acquire) != 0) {
+      if (std::chrono::steady_clock::now() - start > kSpin) {
+        std::unique_lock<std::mutex> lock(mu_);
+        done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+        return;
+      }
+      cpu_relax();
+    }
+  }
+
+  void worker_main(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0;; ++i) {
+        if (stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen) break;
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > kSpin) {
+          std::unique_lock<std::mutex> lock(mu_);
+          wake_cv_.wait(lock, [&] {
+            return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+          });
+          break;
+        }
+        cpu_relax();
+      }
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = generation_.load(std::memory_order_acquire);
+      run_chunk(id);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
+        done_cv_.notify_one();
+      }
+    }
+  }
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one parallel_for at a time
+  std::mutex mu_;       // guards sleeping on wake_cv_ / done_cv_
+  std::condition_variable wake_cv_, done_cv_;
+  std::atomic<uint64_t> generation_{0};  // bumped once per parallel_for
+  std::atomic<int> pending_{0};          // workers still running the current task
+  std::atomic<bool> stop_{false};
+  Task task_;
+  std::mutex error_mu_;
+  std::exception_ptr error_;
+};
+
+}  // namespace edgellm

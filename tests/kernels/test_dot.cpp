@@ -1,0 +1,215 @@
+// Every vec_dot / vec_dot_rows / activation quantizer of every ISA this CPU runs, against the scalar
+// `_ref` kernels on random data; and the `_ref` dots against a float dot of dequantized rows.
+// Written over the KernelTable only, so on arm64 it tests the NEON / dotprod variants.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/ref.hpp"
+
+using namespace edgellm;
+
+namespace {
+
+// Allowed |simd - ref| as a fraction of sum |w_i * a_i| (dequantized): only the order of float
+// additions of block results may differ, integer sums are exact.
+constexpr double kMaxDotErrLegacy = 2e-6;
+constexpr double kMaxDotErrQ2K = 2e-6;
+constexpr double kMaxDotErrQ3K = 2e-6;
+constexpr double kMaxDotErrQ4K = 2e-6;
+constexpr double kMaxDotErrQ5K = 2e-6;
+constexpr double kMaxDotErrQ6K = 2e-6;
+constexpr double kMaxDotErrFloat = 2e-6;
+// |ref dot - float dot of the dequantized rows| / sum |w_i * a_i|: the ref applies scales after the
+// integer sums (ggml's order), the float dot before, so only rounding differs.
+constexpr double kMaxRefVsDequantErr = 1e-5;
+// A SIMD activation quantizer may differ from the ref by one quantization step per element.
+constexpr double kMaxActQuantSteps = 1.001;
+
+struct TypeCase {
+  DType type;
+  double tol;
+};
+const TypeCase kTypes[] = {
+    {DType::Q4_0, kMaxDotErrLegacy}, {DType::Q4_1, kMaxDotErrLegacy}, {DType::Q5_0, kMaxDotErrLegacy},
+    {DType::Q5_1, kMaxDotErrLegacy}, {DType::Q8_0, kMaxDotErrLegacy}, {DType::Q2_K, kMaxDotErrQ2K},
+    {DType::Q3_K, kMaxDotErrQ3K},    {DType::Q4_K, kMaxDotErrQ4K},    {DType::Q5_K, kMaxDotErrQ5K},
+    {DType::Q6_K, kMaxDotErrQ6K},    {DType::F32, kMaxDotErrFloat},   {DType::F16, kMaxDotErrFloat},
+    {DType::BF16, kMaxDotErrFloat},
+};
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = dist(rng);
+  return v;
+}
+
+// Row lengths: one block, a few blocks, and a model-like length, per block size.
+std::vector<int> lengths_for(DType t) {
+  const int bs = int(dtype_block_size(t));
+  if (bs == 1) return {1, 7, 16, 33, 256, 4096 + 24};
+  if (bs == 32) return {32, 96, 32 * 17, 4096};
+  return {256, 768, 4096};
+}
+
+// Quantized rows: w [nrows, row_bytes(n)] from random floats with a different spread per row.
+std::vector<uint8_t> make_weights(std::mt19937& rng, DType t, int n, int nrows) {
+  const size_t rb = dtype_row_bytes(t, n);
+  std::vector<uint8_t> w(rb * size_t(nrows));
+  for (int r = 0; r < nrows; ++r) {
+    const float spread = 0.25f + 0.5f * float(r % 5);
+    const auto f = random_floats(rng, n, -spread, spread);
+    quantize_row(t, f.data(), w.data() + rb * size_t(r), n);
+  }
+  return w;
+}
+
+double abs_dot_dequantized(DType wt, const void* w, DType at, const void* a, int n, double* dot) {
+  std::vector<float> fw(static_cast<size_t>(n)), fa(static_cast<size_t>(n));
+  dequantize_row(wt, w, fw.data(), n);
+  dequantize_row(at, a, fa.data(), n);
+  double s = 0.0, d = 0.0;
+  for (int i = 0; i < n; ++i) {
+    s += std::fabs(double(fw[size_t(i)]) * fa[size_t(i)]);
+    d += double(fw[size_t(i)]) * fa[size_t(i)];
+  }
+  *dot = d;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("ref dots match a float dot of the dequantized rows") {
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(1234);
+  for (const TypeCase& tc : kTypes) {
+    const TypeKernels& k = ref.of(tc.type);
+    REQUIRE(static_cast<bool>(k.vec_dot));
+    REQUIRE(static_cast<bool>(ref.of(k.vec_dot_type).from_float));
+    for (int n : lengths_for(tc.type)) {
+      const std::string type_s = dtype_name(tc.type);
+      CAPTURE(type_s);
+      CAPTURE(n);
+      const auto w = make_weights(rng, tc.type, n, 1);
+      const auto x = random_floats(rng, n);
+      std::vector<uint8_t> a(dtype_row_bytes(k.vec_dot_type, n));
+      ref.of(k.vec_dot_type).from_float(x.data(), a.data(), n);
+      double fdot = 0.0;
+      const double scale = abs_dot_dequantized(tc.type, w.data(), k.vec_dot_type, a.data(), n, &fdot);
+      const double got = k.vec_dot(n, w.data(), a.data());
+      CHECK(std::fabs(got - fdot) <= kMaxRefVsDequantErr * scale + 1e-30);
+    }
+  }
+}
+
+TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref") {
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(99);
+  for (Isa isa : available_isas()) {
+    const KernelTable t = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (const TypeCase& tc : kTypes) {
+      const TypeKernels& k = t.of(tc.type);
+      const TypeKernels& kr = ref.of(tc.type);
+      REQUIRE(static_cast<bool>(k.vec_dot));
+      REQUIRE(k.vec_dot_type == kr.vec_dot_type);
+      const std::string type_s = dtype_name(tc.type);
+      CAPTURE(type_s);
+      const std::string variant_s = k.variant;
+      CAPTURE(variant_s);
+      for (int n : lengths_for(tc.type)) {
+        CAPTURE(n);
+        constexpr int kRows = 11;  // not a multiple of any unroll
+        const auto w = make_weights(rng, tc.type, n, kRows);
+        const size_t rb = dtype_row_bytes(tc.type, n);
+        const auto x = random_floats(rng, n);
+        std::vector<uint8_t> a(dtype_row_bytes(k.vec_dot_type, n));
+        ref.of(k.vec_dot_type).from_float(x.data(), a.data(), n);
+        std::vector<double> want(kRows), scale(kRows);
+        for (int r = 0; r < kRows; ++r) {
+          double unused = 0.0;
+          want[size_t(r)] = kr.vec_dot(n, w.data() + rb * size_t(r), a.data());
+          scale[size_t(r)] =
+              abs_dot_dequantized(tc.type, w.data() + rb * size_t(r), k.vec_dot_type, a.data(), n, &unused);
+          const double got = k.vec_dot(n, w.data() + rb * size_t(r), a.data());
+          CHECK(std::fabs(got - want[size_t(r)]) <= tc.tol * scale[size_t(r)] + 1e-30);
+        }
+        if (!k.vec_dot_rows) continue;
+        CHECK(k.rows_per_call >= 1);
+        for (int nrows : {1, 2, 3, 4, 5, 7, 8, 9, kRows}) {
+          CAPTURE(nrows);
+          std::vector<float> out(size_t(nrows) + 1, -12345.0f);
+          k.vec_dot_rows(n, out.data(), nrows, w.data(), rb, a.data());
+          for (int r = 0; r < nrows; ++r)
+            CHECK(std::fabs(out[size_t(r)] - want[size_t(r)]) <= tc.tol * scale[size_t(r)] + 1e-30);
+          CHECK(out[size_t(nrows)] == -12345.0f);  // writes exactly nrows results
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every ISA's activation quantizers match the ref within one step") {
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(7);
+  for (Isa isa : available_isas()) {
+    const KernelTable t = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (DType at : {DType::Q8_0, DType::Q8_K}) {
+      const std::string type_s = dtype_name(at);
+      CAPTURE(type_s);
+      REQUIRE(static_cast<bool>(t.of(at).from_float));
+      const int bs = int(dtype_block_size(at));
+      for (int n : {bs, 4 * bs, 4096}) {
+        auto x = random_floats(rng, n, -3.0f, 3.0f);
+        for (int i = 0; i < bs; ++i) x[size_t(i)] = 0.0f;  // an all-zero block
+        if (n > bs) x[size_t(bs + 5)] = -7.0f, x[size_t(bs + 9)] = 7.0f;  // tie of signs
+        const size_t bytes = dtype_row_bytes(at, n);
+        std::vector<uint8_t> qa(bytes), qr(bytes);
+        t.of(at).from_float(x.data(), qa.data(), n);
+        ref.of(at).from_float(x.data(), qr.data(), n);
+        std::vector<float> fa(static_cast<size_t>(n)), fr(static_cast<size_t>(n));
+        dequantize_row(at, qa.data(), fa.data(), n);
+        dequantize_row(at, qr.data(), fr.data(), n);
+        for (int b = 0; b < n / bs; ++b) {
+          float amax = 0.0f;
+          for (int i = b * bs; i < (b + 1) * bs; ++i) amax = std::max(amax, std::fabs(x[size_t(i)]));
+          const double step = amax / 127.0;
+          for (int i = b * bs; i < (b + 1) * bs; ++i)
+            CHECK(std::fabs(double(fa[size_t(i)]) - fr[size_t(i)]) <= kMaxActQuantSteps * step + 1e-12);
+        }
+        if (at == DType::Q8_K) {  // bsums must be the sums of the stored quants
+          const auto* blocks = reinterpret_cast<const block_q8_K*>(qa.data());
+          for (int b = 0; b < n / bs; ++b)
+            for (int g = 0; g < QK_K / 16; ++g) {
+              int s = 0;
+              for (int l = 0; l < 16; ++l) s += blocks[b].qs[16 * g + l];
+              CHECK(blocks[b].bsums[g] == s);
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernel tables describe their variants") {
+  for (Isa isa : available_isas()) {
+    const KernelTable t = make_kernel_table(isa);
+    CHECK(t.isa == isa);
+    if (isa == Isa::Ref) CHECK(std::string(t.f.variant) == "ref");
+    CHECK(std::string(t.of(DType::Q4_K).variant).size() > 0);
+    CHECK(static_cast<bool>(t.f.rmsnorm));
+    CHECK(t.of(DType::Q4_K).vec_dot_type == DType::Q8_K);
+    CHECK(t.of(DType::Q4_0).vec_dot_type == DType::Q8_0);
+    CHECK(t.of(DType::F16).vec_dot_type == DType::F32);
+    CHECK(static_cast<bool>(t.of(DType::Q4_K).to_float));
+  }
+}
