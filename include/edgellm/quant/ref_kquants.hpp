@@ -178,8 +178,8 @@ constexpr float kGroupMaxEps = 1e-15f;
 // ---------------------------------------------------------------------------------------------
 // Q8_K activations: the signed max rule. max = the value of largest |x| (first one on ties),
 // iscale = -127 / max, q = nearest-even(iscale * x) clamped to 127, d = 1 / iscale, and bsums[g] =
-// sum of quants 16g .. 16g + 15. This is ggml's rule since 2024 (llama.cpp build 4748 included):
-// -127 rather than the older -128, so q never needs the clamp except through rounding.
+// sum of quants 16g .. 16g + 15. This is ggml's rule since early 2024 (llama.cpp build 4748
+// included): -127, not the older -128 (which needed the clamp for the max itself).
 inline void quantize_row_q8_K_ref(const float* EDGELLM_RESTRICT x, block_q8_K* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);

@@ -159,7 +159,7 @@ inline void quantize_row_q4_0_ref(const float* EDGELLM_RESTRICT x, block_q4_0* E
     for (int j = 0; j < QK4_0 / 2; ++j) {
       const float x0 = x[j] * id;
       const float x1 = x[QK4_0 / 2 + j] * id;
-      // truncation after +8.5 rounds half up; the min() catches the +8 end of the largest value
+      // truncation after +8.5 rounds half up; values near -max reach 16 and clamp to 15
       const int xi0 = std::min(15, int(int8_t(x0 + 8.5f)));
       const int xi1 = std::min(15, int(int8_t(x1 + 8.5f)));
       y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
