@@ -56,8 +56,8 @@ class ThreadPool {
 
   int n_threads() const { return n_threads_; }
 
-  // Calls f(begin, end, thread) on contiguous chunks covering [0, n), one per thread (chunks may
-  // be empty when n < n_threads); thread 0 is the caller. Returns when all chunks are done; the
+  // Calls f(begin, end, thread) on contiguous chunks covering [0, n) in order, one per thread
+  // (threads without work are skipped when n < n_threads); thread 0 is the caller. Returns when all chunks are done; the
   // first exception thrown by any chunk is rethrown here. Calls from several threads are
   // serialised; a call from inside a task runs the whole range inline on that thread.
   template <class F>
@@ -102,8 +102,10 @@ class ThreadPool {
 
   void run_chunk(int thread) {
     const int64_t n = task_.n;
-    const int64_t begin = n * thread / n_threads_;
-    const int64_t end = n * (thread + 1) / n_threads_;
+    // Balanced split, the first n % n_threads chunks one longer: the caller's chunk is never empty.
+    const int64_t q = n / n_threads_, rem = n % n_threads_;
+    const int64_t begin = thread * q + std::min<int64_t>(thread, rem);
+    const int64_t end = begin + q + (thread < rem ? 1 : 0);
     if (begin >= end) return;
     tls_inside_task() = true;
     try {

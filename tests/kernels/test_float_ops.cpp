@@ -1,0 +1,138 @@
+// Every ISA's float helpers (FloatKernels) against the scalar `_ref` ones on random data and awkward
+// lengths; written over the KernelTable so arm64 builds test the NEON variants.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/kernels/select.hpp"
+
+using namespace edgellm;
+
+namespace {
+
+constexpr float kMaxRelErrReduce = 1e-5f;   // dot / rmsnorm: summation order differs
+constexpr float kMaxAbsErrElementwise = 1e-6f;  // axpy / scale: one rounding (FMA vs mul+add)
+constexpr float kMaxRelErrExp = 2e-6f;      // softmax / silu: vector exp vs libm expf
+constexpr float kMaxAbsErrRope = 1e-6f;
+
+const int kLengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 4096 + 3};
+
+std::vector<float> randv(std::mt19937& rng, int n, float lo = -2.0f, float hi = 2.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = d(rng);
+  return v;
+}
+
+std::vector<uint16_t> to_f16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = fp32_to_fp16_ref(v[i]);
+  return h;
+}
+
+bool close_rel(float got, float want, float rel, float scale) { return std::fabs(got - want) <= rel * scale + 1e-30f; }
+
+}  // namespace
+
+TEST_CASE("float helpers of every ISA match the ref") {
+  const FloatKernels r = make_kernel_table(Isa::Ref).f;
+  std::mt19937 rng(5);
+  for (Isa isa : available_isas()) {
+    const FloatKernels f = make_kernel_table(isa).f;
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (int n : kLengths) {
+      CAPTURE(n);
+      const auto a = randv(rng, n), b = randv(rng, n);
+      float abs_dot = 0.0f;
+      for (int i = 0; i < n; ++i) abs_dot += std::fabs(a[size_t(i)] * b[size_t(i)]);
+
+      CHECK(close_rel(f.dot_f32(a.data(), b.data(), n), r.dot_f32(a.data(), b.data(), n), kMaxRelErrReduce, abs_dot));
+      const auto ah = to_f16(a);
+      CHECK(close_rel(f.dot_f16_f32(ah.data(), b.data(), n), r.dot_f16_f32(ah.data(), b.data(), n), kMaxRelErrReduce,
+                      abs_dot));
+
+      {  // rmsnorm, out-of-place and in place
+        std::vector<float> o1(a.size()), o2(a.size()), inplace = a;
+        f.rmsnorm(o1.data(), a.data(), b.data(), n, 1e-5f);
+        r.rmsnorm(o2.data(), a.data(), b.data(), n, 1e-5f);
+        f.rmsnorm(inplace.data(), inplace.data(), b.data(), n, 1e-5f);
+        for (int i = 0; i < n; ++i) {
+          CHECK(close_rel(o1[size_t(i)], o2[size_t(i)], kMaxRelErrReduce, std::fabs(o2[size_t(i)]) + 1e-6f));
+          CHECK(inplace[size_t(i)] == o1[size_t(i)]);
+        }
+      }
+      {  // axpy, axpy_f16, scale
+        std::vector<float> y1 = b, y2 = b;
+        f.axpy(y1.data(), 0.37f, a.data(), n);
+        r.axpy(y2.data(), 0.37f, a.data(), n);
+        for (int i = 0; i < n; ++i) CHECK(std::fabs(y1[size_t(i)] - y2[size_t(i)]) <= kMaxAbsErrElementwise * 4);
+        y1 = b, y2 = b;
+        f.axpy_f16(y1.data(), -1.5f, ah.data(), n);
+        r.axpy_f16(y2.data(), -1.5f, ah.data(), n);
+        for (int i = 0; i < n; ++i) CHECK(std::fabs(y1[size_t(i)] - y2[size_t(i)]) <= kMaxAbsErrElementwise * 4);
+        y1 = b, y2 = b;
+        f.scale(y1.data(), 0.125f, n);
+        r.scale(y2.data(), 0.125f, n);
+        for (int i = 0; i < n; ++i) CHECK(y1[size_t(i)] == y2[size_t(i)]);
+      }
+      {  // softmax (with a -inf entry as a causal mask makes) and silu_mul
+        std::vector<float> s1 = randv(rng, n, -20.0f, 20.0f);
+        if (n > 2) s1[1] = -INFINITY;
+        std::vector<float> s2 = s1;
+        f.softmax(s1.data(), n);
+        r.softmax(s2.data(), n);
+        float total = 0.0f;
+        for (int i = 0; i < n; ++i) {
+          CHECK(std::fabs(s1[size_t(i)] - s2[size_t(i)]) <= kMaxRelErrExp * 8 * (s2[size_t(i)] + 1e-7f));
+          total += s1[size_t(i)];
+        }
+        CHECK(std::fabs(total - 1.0f) <= 1e-5f);
+        if (n > 2) CHECK(s1[1] == 0.0f);
+        std::vector<float> g1 = randv(rng, n, -30.0f, 30.0f), g2 = g1;
+        f.silu_mul(g1.data(), b.data(), n);
+        r.silu_mul(g2.data(), b.data(), n);
+        for (int i = 0; i < n; ++i)
+          CHECK(std::fabs(g1[size_t(i)] - g2[size_t(i)]) <= kMaxRelErrExp * 8 * (std::fabs(g2[size_t(i)]) + 1e-6f));
+      }
+    }
+  }
+}
+
+TEST_CASE("rope of every ISA matches the ref, including partial rotation") {
+  const FloatKernels r = make_kernel_table(Isa::Ref).f;
+  std::mt19937 rng(11);
+  struct Shape {
+    int n_heads, head_dim, n_rot;
+  };
+  for (Isa isa : available_isas()) {
+    const FloatKernels f = make_kernel_table(isa).f;
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (Shape s : {Shape{1, 2, 2}, Shape{3, 64, 64}, Shape{2, 128, 128}, Shape{4, 64, 32}, Shape{2, 12, 6},
+                    Shape{5, 80, 80}}) {
+      CAPTURE(s.head_dim);
+      CAPTURE(s.n_rot);
+      std::vector<float> cs(static_cast<size_t>(s.n_rot));
+      std::uniform_real_distribution<float> ang(-3.14f, 3.14f);
+      for (int i = 0; i < s.n_rot / 2; ++i) {
+        const float t = ang(rng);
+        cs[size_t(2 * i)] = std::cos(t);
+        cs[size_t(2 * i + 1)] = std::sin(t);
+      }
+      auto x1 = randv(rng, s.n_heads * s.head_dim);
+      auto x2 = x1;
+      const auto x0 = x1;
+      f.rope(x1.data(), s.n_heads, s.head_dim, s.n_rot, cs.data());
+      r.rope(x2.data(), s.n_heads, s.head_dim, s.n_rot, cs.data());
+      for (size_t i = 0; i < x1.size(); ++i) {
+        CHECK(std::fabs(x1[i] - x2[i]) <= kMaxAbsErrRope * 4);
+        if (int(i % size_t(s.head_dim)) >= s.n_rot) CHECK(x1[i] == x0[i]);  // beyond n_rot: untouched
+      }
+    }
+  }
+}

@@ -1,0 +1,124 @@
+// matmul(): GEMV (one token) and tiled GEMM (several tokens), with and without a thread pool, for
+// every ISA and weight type, against a naive matmul of the dequantized weights and activations.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/kernels/matmul.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/ref.hpp"
+
+using namespace edgellm;
+
+namespace {
+
+// |matmul - naive| / sum |w * a| per output: the naive product uses the same quantized
+// activations, so only the float summation order differs.
+constexpr double kMaxMatmulErr = 1e-5;
+
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F32,  DType::F16,  DType::BF16};
+
+std::vector<float> randv(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = d(rng);
+  return v;
+}
+
+// y_ref[t, r] and sum |w * a| from dequantized weights and the ref-quantized activations.
+void naive_matmul(const KernelTable& ref, DType type, const std::vector<uint8_t>& w, size_t row_bytes, int64_t n_in,
+                  int64_t n_out, const std::vector<float>& x, int64_t n_tok, std::vector<double>& y,
+                  std::vector<double>& scale) {
+  const DType act = ref.of(type).vec_dot_type;
+  std::vector<float> wf(static_cast<size_t>(n_in * n_out)), xf(static_cast<size_t>(n_in));
+  for (int64_t r = 0; r < n_out; ++r) dequantize_row(type, w.data() + size_t(r) * row_bytes, wf.data() + r * n_in, n_in);
+  std::vector<uint8_t> q(dtype_row_bytes(act, n_in));
+  y.assign(static_cast<size_t>(n_tok * n_out), 0.0);
+  scale.assign(y.size(), 0.0);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    quantize_row(act, x.data() + t * n_in, q.data(), n_in);
+    dequantize_row(act, q.data(), xf.data(), n_in);
+    for (int64_t r = 0; r < n_out; ++r) {
+      double s = 0.0, a = 0.0;
+      for (int64_t i = 0; i < n_in; ++i) {
+        const double p = double(wf[size_t(r * n_in + i)]) * xf[size_t(i)];
+        s += p;
+        a += std::fabs(p);
+      }
+      y[size_t(t * n_out + r)] = s;
+      scale[size_t(t * n_out + r)] = a;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches a naive dequantized matmul for every ISA, type, token count and pool") {
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(2024);
+  ThreadPool pool2(2), pool3(3);
+  for (DType type : kTypes) {
+    const std::string type_s = dtype_name(type);
+    CAPTURE(type_s);
+    const int64_t n_in = dtype_block_size(type) == 256 ? 512 : 96;
+    const int64_t n_out = 37;  // not a multiple of any unroll or tile
+    const size_t rb = dtype_row_bytes(type, n_in) + 8;  // padded rows: row_bytes is honoured
+    std::vector<uint8_t> w(rb * size_t(n_out), 0xAB);
+    for (int64_t r = 0; r < n_out; ++r) {
+      const auto f = randv(rng, n_in);
+      quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
+    }
+    const MatmulWeight mw{type, w.data(), n_in, n_out, rb};
+    for (int64_t n_tok : {int64_t(1), int64_t(2), int64_t(5), int64_t(70)}) {
+      CAPTURE(n_tok);
+      const auto x = randv(rng, n_tok * n_in);
+      std::vector<double> want, scale;
+      naive_matmul(ref, type, w, rb, n_in, n_out, x, n_tok, want, scale);
+      for (Isa isa : available_isas()) {
+        const KernelTable kt = make_kernel_table(isa);
+        const std::string isa_s = isa_name(isa);
+        CAPTURE(isa_s);
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+          CAPTURE(pool ? pool->n_threads() : 0);
+          std::vector<float> y(static_cast<size_t>(n_tok * n_out), NAN);
+          matmul(kt, pool, mw, x.data(), n_tok, y.data());
+          for (size_t i = 0; i < y.size(); ++i) CHECK(std::fabs(y[i] - want[i]) <= kMaxMatmulErr * scale[i] + 1e-30);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul with an explicit scratch gives the same result as the thread-local one") {
+  const KernelTable& kt = kernels();
+  std::mt19937 rng(3);
+  const int64_t n_in = 256, n_out = 9, n_tok = 3;
+  std::vector<uint8_t> w(dtype_row_bytes(DType::Q4_K, n_in) * n_out);
+  for (int64_t r = 0; r < n_out; ++r) {
+    const auto f = randv(rng, n_in);
+    quantize_row(DType::Q4_K, f.data(), w.data() + size_t(r) * dtype_row_bytes(DType::Q4_K, n_in), n_in);
+  }
+  const MatmulWeight mw{DType::Q4_K, w.data(), n_in, n_out, dtype_row_bytes(DType::Q4_K, n_in)};
+  const auto x = randv(rng, n_tok * n_in);
+  std::vector<float> y1(size_t(n_tok * n_out)), y2(size_t(n_tok * n_out));
+  MatmulScratch scratch;
+  matmul(kt, nullptr, mw, x.data(), n_tok, y1.data(), scratch);
+  matmul(kt, nullptr, mw, x.data(), n_tok, y2.data());
+  CHECK(y1 == y2);
+}
+
+TEST_CASE("matmul throws for a type without a kernel and for bad shapes") {
+  const KernelTable& kt = kernels();
+  std::vector<uint8_t> w(4096);
+  std::vector<float> x(512), y(64);
+  CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::IQ2_XXS, w.data(), 256, 1, 66}, x.data(), 1, y.data()),
+                  Error);
+  CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 48, 1, 18}, x.data(), 1, y.data()), Error);
+  CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 64, 1, 18}, x.data(), 1, y.data()), Error);
+  CHECK_NOTHROW(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 64, 2, 36}, x.data(), 0, y.data()));
+}
