@@ -278,7 +278,7 @@ TEST_CASE("neon: float helpers match the reference") {
 TEST_CASE("neon: kernel table picks dotprod exactly when the CPU has it") {
   const bool hw_dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
   const KernelTable t = make_kernel_table(Isa::Dotprod);
-  MESSAGE("HWCAP asimddp=" << hw_dp << ", table: " << isa_name(t.isa));
+  MESSAGE("HWCAP asimddp=" << hw_dp << ", table: " << std::string(isa_name(t.isa)));
   CHECK(t.isa == (hw_dp ? Isa::Dotprod : Isa::Neon));
   CHECK(std::string(t.of(DType::Q4_K).variant) == (hw_dp ? "dotprod" : "neon"));
   CHECK(std::string(t.of(DType::F16).variant) == "neon");
