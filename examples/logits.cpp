@@ -1,0 +1,129 @@
+// edgellm-logits -m M -p TEXT -n N [--top K] [--kv-type f32] [-t T]: one JSON object in the schema
+// of ../shared/data/reference/*.json — prompt tokens (BOS where the vocabulary adds one), a logits
+// row per prompt position then one after each greedy step but the last, greedy tokens, greedy text
+// as hex. The prompt is evaluated as one batch with an F32 KV cache.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <edgellm/model/llama.hpp>
+#include <edgellm/text/tokenizer.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: edgellm-logits -m MODEL.gguf -p TEXT [-n N] [--top K] [--kv-type f32] [-t THREADS]\n"
+    "  prints prompt tokens, logits rows, greedy tokens and greedy text (hex) as one JSON object\n";
+
+void print_row(std::string& out, const float* row, int n_vocab, int top) {
+  char buf[48];
+  out += '[';
+  if (top <= 0) {
+    for (int j = 0; j < n_vocab; ++j) {
+      std::snprintf(buf, sizeof buf, j ? ", %.9g" : "%.9g", static_cast<double>(row[j]));
+      out += buf;
+    }
+  } else {
+    std::vector<int> idx(static_cast<size_t>(n_vocab));
+    for (int j = 0; j < n_vocab; ++j) idx[static_cast<size_t>(j)] = j;
+    const int k = std::min(top, n_vocab);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    for (int j = 0; j < k; ++j) {
+      std::snprintf(buf, sizeof buf, "%s[%d, %.9g]", j ? ", " : "", idx[static_cast<size_t>(j)], static_cast<double>(row[idx[static_cast<size_t>(j)]]));
+      out += buf;
+    }
+  }
+  out += ']';
+}
+
+int argmax(const float* row, int n) {
+  int best = 0;
+  for (int j = 1; j < n; ++j)
+    if (row[j] > row[best]) best = j;
+  return best;
+}
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += static_cast<char>(c); }
+    else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+    else o += static_cast<char>(c);
+  }
+  return o + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tool::run([&] {
+    tool::Args args(argc, argv);
+    std::string model_path, prompt, kv_type = "f32";
+    int n = 16, top = 0, threads = 0;
+    bool have_prompt = false;
+    for (std::string f; args.next(f);) {
+      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
+      else if (f == "-m" || f == "--model") model_path = args.value(f);
+      else if (f == "-p" || f == "--prompt") { prompt = args.value(f); have_prompt = true; }
+      else if (f == "-n" || f == "--n-predict") n = static_cast<int>(args.integer(f));
+      else if (f == "--top") top = static_cast<int>(args.integer(f));
+      else if (f == "-t" || f == "--threads") threads = static_cast<int>(args.integer(f));
+      else if (f == "--kv-type") kv_type = args.value(f);
+      else tool::unknown(f);
+    }
+    if (model_path.empty()) edgellm::throw_error("-m MODEL is required\n", kUsage);
+    if (!have_prompt) edgellm::throw_error("-p TEXT is required");
+    if (n < 1) edgellm::throw_error("-n must be >= 1, got ", n);
+    if (kv_type != "f32") edgellm::throw_error("--kv-type ", kv_type, ": only f32 is available in this build");
+
+    auto model = edgellm::LlamaModel::load(model_path);
+    const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
+    const auto& cfg = model->config();
+    const std::vector<int32_t> ptoks = tok.encode(prompt, tok.add_bos(), /*parse_special=*/true);
+    if (ptoks.empty()) edgellm::throw_error("the prompt gives no tokens");
+    const int n_ctx = static_cast<int>(ptoks.size()) + n;
+    edgellm::ThreadPool pool(threads > 0 ? threads : edgellm::default_thread_count());
+    edgellm::PagedKvCache kv(model->kv_params(n_ctx));
+    const int seq = kv.create_sequence();
+    edgellm::LlamaContext ctx(&pool);
+
+    std::string rows;
+    edgellm::Batch b;
+    for (size_t i = 0; i < ptoks.size(); ++i) b.add(ptoks[i], static_cast<int32_t>(i), seq, true);
+    model->forward(ctx, kv, b);
+    for (int i = 0; i < ctx.n_outputs(); ++i) {
+      if (!rows.empty()) rows += ",\n  ";
+      print_row(rows, ctx.logits(i), cfg.n_vocab, top);
+    }
+    std::vector<int32_t> greedy;
+    std::string text;
+    const float* last = ctx.logits(ctx.n_outputs() - 1);
+    for (int step = 0; step < n; ++step) {
+      const int32_t id = argmax(last, cfg.n_vocab);
+      greedy.push_back(id);
+      text += tok.token_to_piece(id, /*special=*/true);
+      if (step + 1 == n) break;
+      b.clear();
+      b.add(id, static_cast<int32_t>(ptoks.size()) + step, seq, true);
+      model->forward(ctx, kv, b);
+      last = ctx.logits(0);
+      rows += ",\n  ";
+      print_row(rows, last, cfg.n_vocab, top);
+    }
+    std::string out = "{\"prompt\": " + json_string(prompt) + ", \"n_vocab\": " + std::to_string(cfg.n_vocab) +
+                      ", \"prompt_tokens\": [";
+    for (size_t i = 0; i < ptoks.size(); ++i) out += (i ? ", " : "") + std::to_string(ptoks[i]);
+    out += "],\n \"logits\": [\n  " + rows + "],\n \"greedy_tokens\": [";
+    for (size_t i = 0; i < greedy.size(); ++i) out += (i ? ", " : "") + std::to_string(greedy[i]);
+    out += "],\n \"greedy_text_hex\": \"";
+    static const char* hex = "0123456789abcdef";
+    for (unsigned char c : text) { out += hex[c >> 4]; out += hex[c & 15]; }
+    out += "\"}\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  });
+}
