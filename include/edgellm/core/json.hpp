@@ -66,9 +66,10 @@ inline void append_utf8(std::string& out, uint32_t cp) {
 }
 
 // Slow path for numbers the exact fast path cannot take (more than 19 digits, large exponents);
-// false when out of range. from_chars is locale-independent; where the library lacks it for double (libc++ before 17),
+// false when out of range. from_chars is locale-independent; where the library lacks it for
+// double (libc++ before 17), or with EDGELLM_JSON_NO_FROM_CHARS defined (to test this path),
 // strtod is used with '.' swapped for the C locale's decimal point.
-#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+#if !defined(EDGELLM_JSON_NO_FROM_CHARS) && defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
 inline bool parse_double_slow(std::string_view text, double* out) {
   const auto r = std::from_chars(text.data(), text.data() + text.size(), *out);
   return r.ec == std::errc() && r.ptr == text.data() + text.size() && std::isfinite(*out);

@@ -151,11 +151,13 @@ inline std::string render_vicuna(const Messages& msgs, bool add_ass, bool orca) 
 }
 
 inline std::string render_deepseek2(const Messages& msgs, bool add_ass) {
+  // "<｜end▁of▁sentence｜>" (fullwidth bars, U+2581 spaces).
+  static const char kEndOfSentence[] = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
   std::string out;
   for (const auto& m : msgs) {
     if (m.role == "system") out += m.content + "\n\n";
     else if (m.role == "user") out += "User: " + m.content + "\n\n";
-    else if (m.role == "assistant") out += "Assistant: " + m.content + "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+    else if (m.role == "assistant") out += "Assistant: " + m.content + kEndOfSentence;
   }
   if (add_ass) out += "Assistant:";
   return out;

@@ -100,9 +100,11 @@ class Sampler {
     float logit;
   };
   // Total order: higher logit first, then lower id, so every standard library sorts alike.
-  static bool before(const Cand& a, const Cand& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  }
+  struct Before {
+    bool operator()(const Cand& a, const Cand& b) const {
+      return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    }
+  };
 
   void check_input(const float* logits, int n_vocab) const {
     EDGELLM_CHECK(logits != nullptr, "sampler: logits is null");
@@ -178,27 +180,38 @@ class Sampler {
   void apply_top_k() {
     const int k = params_.top_k;
     if (k <= 0 || size_t(k) >= cands_.size()) return;
-    std::nth_element(cands_.begin(), cands_.begin() + k, cands_.end(), before);
+    std::nth_element(cands_.begin(), cands_.begin() + k, cands_.end(), Before());
     cands_.resize(size_t(k));
-    std::sort(cands_.begin(), cands_.end(), before);
+    std::sort(cands_.begin(), cands_.end(), Before());
     sorted_ = true;
   }
 
   // Keeps the smallest most-likely prefix whose probability (softmax of the current logits)
-  // reaches top_p. The normaliser needs no sort, so only a growing prefix is sorted.
+  // reaches top_p. The normaliser needs no sort. Tokens lighter than (1 - top_p) / (2 n) of the
+  // total cannot reach the cut (together they weigh less than 1 - top_p), so they are dropped
+  // first; the rest is sorted in a growing prefix. Same result as a full sort.
   void apply_top_p(float max_l) {
     const float p = params_.top_p;
-    if (p >= 1.0f) { sorted_ = false; return; }
+    if (p >= 1.0f) return;
+    const size_t n = cands_.size();
     double total = 0.0;
     for (const Cand& c : cands_) total += std::exp(double(c.logit) - double(max_l));
     const double target = double(p) * total;
+    if (!sorted_) {
+      const double light = (1.0 - double(p)) / (2.0 * double(n)) * total;
+      const double min_logit = double(max_l) + std::log(light);
+      cands_.erase(std::remove_if(cands_.begin(), cands_.end(),
+                                  [&](const Cand& c) { return double(c.logit) < min_logit; }),
+                   cands_.end());
+    }
     size_t sorted_n = sorted_ ? cands_.size() : 0;
     size_t want = std::min<size_t>(cands_.size(), 64);
     double cum = 0.0;
     size_t i = 0;
     for (;;) {
       if (want > sorted_n) {
-        std::partial_sort(cands_.begin(), cands_.begin() + std::ptrdiff_t(want), cands_.end(), before);
+        if (want * 4 >= cands_.size()) want = cands_.size();
+        std::partial_sort(cands_.begin(), cands_.begin() + std::ptrdiff_t(want), cands_.end(), Before());
         sorted_n = want;
         i = 0;
         cum = 0.0;
@@ -207,14 +220,12 @@ class Sampler {
         cum += std::exp(double(cands_[i].logit) - double(max_l));
         if (cum >= target) {
           cands_.resize(i + 1);
-          sorted_ = false;
           return;
         }
       }
-      if (sorted_n == cands_.size()) break;  // rounding: keep everything
-      want = std::min(cands_.size(), want * 4);
+      if (sorted_n == cands_.size()) return;  // rounding: keep everything
+      want = std::min(cands_.size(), want * 8);
     }
-    sorted_ = false;
   }
 
   // Keeps logits >= max + log(min_p), i.e. p >= min_p * p_max; order is preserved.
@@ -231,7 +242,7 @@ class Sampler {
   std::mt19937_64 rng_;          // its sequence is fixed by the standard
   std::deque<int32_t> history_;  // [<= penalty_last_n] accepted tokens, oldest first
   std::unordered_map<int32_t, int> counts_;
-  std::vector<Cand> cands_;      // [n_candidates] id order or sorted by before()
+  std::vector<Cand> cands_;      // [n_candidates] id order, or sorted by Before
   std::vector<double> weights_;  // [n_candidates] exp((logit - max) / T)
   double probs_total_ = 0.0;
   bool sorted_ = false;
