@@ -186,13 +186,17 @@ TEST_CASE("sampler: seeded draws follow the distribution and repeat exactly") {
   std::vector<int> counts(3, 0);
   std::vector<int32_t> first;
   constexpr int kDraws = 100000;
+  int out_of_range = 0;
   for (int i = 0; i < kDraws; ++i) {
     const int32_t t = s.sample(l.data(), 3);
-    REQUIRE(t >= 0);
-    REQUIRE(t < 3);
+    if (t < 0 || t >= 3) {
+      ++out_of_range;
+      continue;
+    }
     ++counts[size_t(t)];
     if (i < 16) first.push_back(t);
   }
+  REQUIRE(out_of_range == 0);
   CHECK(std::fabs(counts[0] / double(kDraws) - 0.5) < kMaxFreqErr);
   CHECK(std::fabs(counts[1] / double(kDraws) - 0.3) < kMaxFreqErr);
   CHECK(std::fabs(counts[2] / double(kDraws) - 0.2) < kMaxFreqErr);
