@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     } else if (a == "--no-bos") {
       add_bos = false;
     } else {
-      return fail("unknown or incomplete argument '" + a + "' (" + std::string(kUsage).substr(7, 47) + ")");
+      return fail("unknown or incomplete argument '" + a + "' (usage: edgellm-tokenize -m MODEL.gguf [--no-bos])");
     }
   }
   if (model.empty()) return fail("missing -m MODEL.gguf");
