@@ -1,17 +1,41 @@
 // edgellm umbrella header: includes every public header. Each also compiles on its own.
+// Layers, bottom up: core, gguf, quant, kernels, runtime, kv / model / text, engine.
 #pragma once
 
 #include "edgellm/version.hpp"
 #include "edgellm/config.hpp"
+
 #include "edgellm/core/error.hpp"
 #include "edgellm/core/dtype.hpp"
-#include "edgellm/quant/fp16.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/scales.hpp"
-#include "edgellm/kernels/api.hpp"
-#include "edgellm/kernels/select.hpp"
 #include "edgellm/core/memory.hpp"
 #include "edgellm/core/tensor.hpp"
+#include "edgellm/core/json.hpp"
+
 #include "edgellm/gguf/metadata.hpp"
 #include "edgellm/gguf/reader.hpp"
 #include "edgellm/gguf/writer.hpp"
+
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/scales.hpp"
+#include "edgellm/quant/ref.hpp"
+
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/kernels/matmul.hpp"
+
+#include "edgellm/runtime/thread_pool.hpp"
+#include "edgellm/runtime/timer.hpp"
+#include "edgellm/runtime/memory_stats.hpp"
+
+#include "edgellm/kv/paged_kv_cache.hpp"
+#include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/llama_weights.hpp"
+#include "edgellm/model/llama.hpp"
+#include "edgellm/model/synthetic.hpp"
+#include "edgellm/text/vocab.hpp"
+#include "edgellm/text/tokenizer.hpp"
+#include "edgellm/text/sampler.hpp"
+#include "edgellm/text/chat_template.hpp"
+
+#include "edgellm/engine/session.hpp"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "edgellm/config.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/core/memory.hpp"
 

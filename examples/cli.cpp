@@ -1,0 +1,184 @@
+// edgellm-cli: llama-cli-like text generation. The continuation goes to stdout; logs, the memory
+// plan (-v) and timings go to stderr. Without -m it runs a small synthetic random-weight model
+// (built in memory) so a fresh machine can see the whole pipeline work.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <edgellm/engine/session.hpp>
+#include <edgellm/kernels/select.hpp>
+#include <edgellm/model/synthetic.hpp>
+#include <edgellm/text/chat_template.hpp>
+#include <edgellm/version.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: edgellm-cli [-m MODEL.gguf] [-p PROMPT] [options]\n"
+    "  -m, --model FILE       GGUF model (without it: a synthetic random-weight demo model)\n"
+    "  -p, --prompt TEXT      prompt (with --chat: the user message; without -p, --chat reads turns from stdin)\n"
+    "  -n, --n-predict N      tokens to generate (default 128; -1 = until EOS or context full)\n"
+    "  -c, --ctx-size N       context size (default: the model's training context, at most 4096)\n"
+    "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
+    "  -t, --threads N        threads (default: all cores)\n"
+    "  --temp X --top-k K --top-p P --min-p P --repeat-penalty X --repeat-last-n N\n"
+    "  --frequency-penalty X --presence-penalty X --seed S   sampling (temp 0 = greedy)\n"
+    "  --chat                 apply the model's chat template (--chat-template NAME to choose, --system TEXT)\n"
+    "  --stop TEXT            stop string (repeatable)\n"
+    "  --deadline-ms MS       wall-clock budget: the answer ends before it\n"
+    "  --ignore-eos           keep generating past end-of-generation tokens\n"
+    "  --kv-block N           KV cache block size in tokens (default 16)\n"
+    "  --timings              print time to first token, per-token latency and peak RSS\n"
+    "  -v, --verbose          print kernels and memory plan\n"
+    "  --version              print the version\n";
+
+std::string mib(double bytes) {
+  char b[32];
+  if (bytes < 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
+  else std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return b;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tool::run([&] {
+    tool::Args args(argc, argv);
+    std::string model_path, prompt, chat_template, system_prompt;
+    bool have_prompt = false, chat = false, verbose = false, timings = false;
+    edgellm::GenerateParams gp;
+    edgellm::SessionParams sp;
+    sp.n_ctx = 0;
+    gp.sampler.temperature = 0.8f;
+    gp.sampler.repeat_penalty = 1.0f;
+    for (std::string f; args.next(f);) {
+      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
+      else if (f == "--version") { std::printf("edgellm %s\n", EDGELLM_VERSION_STRING); return 0; }
+      else if (f == "-m" || f == "--model") model_path = args.value(f);
+      else if (f == "-p" || f == "--prompt") { prompt = args.value(f); have_prompt = true; }
+      else if (f == "-n" || f == "--n-predict") gp.max_tokens = static_cast<int>(args.integer(f));
+      else if (f == "-c" || f == "--ctx-size") sp.n_ctx = static_cast<int>(args.integer(f));
+      else if (f == "-b" || f == "--batch-size") sp.n_batch = static_cast<int>(args.integer(f));
+      else if (f == "-t" || f == "--threads") sp.n_threads = static_cast<int>(args.integer(f));
+      else if (f == "--temp") gp.sampler.temperature = static_cast<float>(args.number(f));
+      else if (f == "--top-k") gp.sampler.top_k = static_cast<int>(args.integer(f));
+      else if (f == "--top-p") gp.sampler.top_p = static_cast<float>(args.number(f));
+      else if (f == "--min-p") gp.sampler.min_p = static_cast<float>(args.number(f));
+      else if (f == "--repeat-penalty") gp.sampler.repeat_penalty = static_cast<float>(args.number(f));
+      else if (f == "--repeat-last-n") gp.sampler.penalty_last_n = static_cast<int>(args.integer(f));
+      else if (f == "--frequency-penalty") gp.sampler.frequency_penalty = static_cast<float>(args.number(f));
+      else if (f == "--presence-penalty") gp.sampler.presence_penalty = static_cast<float>(args.number(f));
+      else if (f == "--seed" || f == "-s") gp.sampler.seed = static_cast<uint64_t>(args.integer(f));
+      else if (f == "--chat" || f == "-cnv") chat = true;
+      else if (f == "--chat-template") { chat_template = args.value(f); chat = true; }
+      else if (f == "--system") system_prompt = args.value(f);
+      else if (f == "--stop") gp.stop.push_back(args.value(f));
+      else if (f == "--deadline-ms") gp.deadline_ms = args.number(f);
+      else if (f == "--ignore-eos") gp.ignore_eos = true;
+      else if (f == "--kv-block") sp.kv_block_size = static_cast<int>(args.integer(f));
+      else if (f == "--timings") timings = true;
+      else if (f == "-v" || f == "--verbose") verbose = true;
+      else tool::unknown(f);
+    }
+    if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
+
+    std::shared_ptr<const edgellm::LlamaModel> model;
+    if (model_path.empty()) {
+      std::fprintf(stderr, "edgellm-cli: no -m given: running a synthetic random-weight model (preset 'tiny', "
+                           "q8_0), so the output is noise. Try -m ../shared/data/models/stories260K.gguf\n");
+      const auto bytes = edgellm::build_synthetic_gguf(edgellm::synthetic_preset("tiny"), edgellm::DType::Q8_0);
+      model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"));
+      if (!have_prompt && !chat) { prompt = "Hello"; have_prompt = true; }
+    } else {
+      model = edgellm::LlamaModel::load(model_path);
+    }
+    const auto& cfg = model->config();
+    auto tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
+    if (sp.n_ctx == 0) sp.n_ctx = std::min(cfg.n_ctx_train, 4096);
+    if (sp.n_ctx > cfg.n_ctx_train)
+      std::fprintf(stderr, "warning: -c %d is above the model's training context %d\n", sp.n_ctx, cfg.n_ctx_train);
+
+    if (verbose) {
+      const auto& kt = model->kernel_table();
+      std::fprintf(stderr, "edgellm %s, model %s: %d layers, dim %d, heads %d/%d, ffn %d, vocab %d, ctx_train %d\n",
+                   EDGELLM_VERSION_STRING, model->file().path().c_str(), cfg.n_layer, cfg.n_embd, cfg.n_head,
+                   cfg.n_head_kv, cfg.n_ff, cfg.n_vocab, cfg.n_ctx_train);
+      std::fprintf(stderr, "%s", edgellm::describe_kernels(kt).c_str());
+      const auto kvp = model->kv_params(sp.n_ctx, sp.kv_block_size);
+      const double kv_tok = 2.0 * cfg.n_layer * cfg.kv_dim() * sizeof(float);
+      std::fprintf(stderr, "memory plan: weights %s (%s), KV f32 %s per token, %s at -c %d (allocated in blocks of %d tokens as used)\n",
+                   mib(static_cast<double>(model->file().file_size())).c_str(), model->file().mapped() ? "mapped" : "in memory",
+                   mib(kv_tok).c_str(), mib(kv_tok * sp.n_ctx).c_str(), sp.n_ctx, kvp.block_size);
+    }
+
+    edgellm::Session session(model, tok, sp);
+    auto emit = [](const std::string& s) {
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+    auto report = [&](const edgellm::GenerateResult& r) {
+      if (verbose || timings) {
+        std::fprintf(stderr, "\n[stop: %s] prompt %d tokens in %.1f ms (%.1f t/s), %zu tokens generated, decode %.2f t/s\n",
+                     edgellm::stop_reason_name(r.reason), r.n_prompt, r.prefill_ms, r.prefill_tps(), r.tokens.size(),
+                     r.decode_tps());
+        std::fprintf(stderr, "KV cache: %d blocks in use, %s\n", session.kv_cache().blocks_used(),
+                     mib(static_cast<double>(session.kv_cache().bytes_allocated())).c_str());
+      }
+      if (timings)
+        std::fprintf(stderr, "timings: ttft %.1f ms, per token p50 %.2f ms p90 %.2f ms p99 %.2f ms, peak RSS %s\n",
+                     r.ttft_ms, percentile(r.token_ms, 50), percentile(r.token_ms, 90), percentile(r.token_ms, 99),
+                     mib(static_cast<double>(r.peak_rss_bytes)).c_str());
+    };
+
+    if (!chat) {
+      if (!have_prompt) edgellm::throw_error("-p PROMPT is required (or --chat to read from stdin)");
+      const auto r = session.generate(prompt, gp, emit);
+      std::fputc('\n', stdout);
+      report(r);
+      return 0;
+    }
+    // Chat: the model's template (or --chat-template), one user turn from -p, or turns from stdin.
+    if (chat_template.empty()) {
+      const std::string src = model->file().get_string_or("tokenizer.chat_template", "");
+      chat_template = src.empty() ? "" : edgellm::detect_chat_template(src);
+      if (chat_template.empty()) {
+        chat_template = "chatml";
+        std::fprintf(stderr, "chat template not recognised or absent: using chatml (choose with --chat-template)\n");
+      }
+    }
+    std::vector<edgellm::ChatMessage> msgs;
+    if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
+    std::string fed;  // the conversation text already in the KV cache
+    auto turn = [&](const std::string& user) {
+      msgs.push_back({"user", user});
+      const std::string full = edgellm::render_chat(chat_template, msgs, true);
+      std::string delta = full;
+      if (!fed.empty() && full.compare(0, fed.size(), fed) == 0) delta = full.substr(fed.size());
+      else session.reset();
+      const auto r = session.generate(delta, gp, emit);
+      std::fputc('\n', stdout);
+      report(r);
+      msgs.push_back({"assistant", r.text});
+      fed = full + r.text;
+    };
+    if (have_prompt) {
+      turn(prompt);
+      return 0;
+    }
+    for (std::string line; std::getline(std::cin, line);)
+      if (!line.empty()) turn(line);
+    return 0;
+  });
+}
