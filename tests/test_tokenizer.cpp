@@ -222,14 +222,17 @@ TEST_CASE("tokenizer: SPM and BPE encode 100 KB quickly") {
   const std::string para = "The quick brown fox jumps over the lazy dog 1234567; naïve café — 你好!\n";
   while (text.size() < 100 * 1024) text += para;
   text += "unbrokenwordwithoutanyspacesatall";
-  for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2-llama3pre.gguf"}) {
+  const std::string one_word(100 * 1024, 'a');  // one pre-token / one merge chain of 100K symbols
+  for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-gpt-2-llama3pre.gguf"}) {
     const Tokenizer tok = load(dir + "/" + name);
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto ids = tok.encode(text, true, true);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    MESSAGE(std::string(name), ": 100 KB -> ", ids.size(), " tokens in ", ms, " ms");
-    CHECK(ms < kMaxEncodeMs100KB);
-    CHECK(tok.decode(ids, /*remove_special=*/true).size() >= text.size());
+    for (const std::string* t : {static_cast<const std::string*>(&text), &one_word}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto ids = tok.encode(*t, true, true);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      MESSAGE(std::string(name), ": ", t->size(), " bytes -> ", ids.size(), " tokens in ", ms, " ms");
+      CHECK(ms < kMaxEncodeMs100KB);
+      CHECK(tok.decode(ids, /*remove_special=*/true).size() >= t->size());
+    }
   }
 }
 
@@ -310,6 +313,51 @@ TEST_CASE("vocab: validation errors name the key") {
   const Vocab v = Vocab::from_gguf(GgufFile::from_bytes(
       spm_vocab_file([](GgufWriter& w) { w.set_u32("tokenizer.ggml.padding_token_id", 0xFFFFFFFFu); })));
   CHECK(v.pad == kTokenNull);
+}
+
+TEST_CASE("bpe: pre-tokenizer splits agree with the original regexes") {
+  // Expected words from Python's `regex` module applied with the rules' original patterns
+  // (matches and the gaps between them), pass after pass.
+  struct Case {
+    int rule;  // index into kRules
+    std::string text;
+    std::vector<std::string> words;
+  };
+  const PreTokenizer kRules[] = {PreTokenizer::Gpt2, PreTokenizer::Llama3, PreTokenizer::Qwen2, PreTokenizer::Starcoder,
+                                 PreTokenizer::Default};
+  const std::vector<Case> cases = {
+      {0, "Hello, world!!! 12345 it's", {"Hello", ",", " world", "!!!", " 12345", " it", "'s"}},
+      {0, " \xc2""\xa0""x\x0a""\x0a""  y's 1.5e10", {" ", "\xc2""\xa0""", "x", "\x0a""\x0a"" ", " y", "'s", " 1", ".", "5", "e", "10"}},
+      {0, "a'LL <=> b~|c 7777777", {"a", "'", "LL", " <=>", " b", "~|", "c", " 7777777"}},
+      {0, "\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd"" 42\xd9""\xa3"" \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a""", {"\xe3""\x80""\x80""", "\xe4""\xbd""\xa0""\xe5""\xa5""\xbd""", " 42\xd9""\xa3""", " \xf0""\x9f""\xa6""\x99""!!", "\x0d""\x0a"""}},
+      {1, "Hello, world!!! 12345 it's", {"Hello", ",", " world", "!!!", " ", "123", "45", " it", "'s"}},
+      {1, " \xc2""\xa0""x\x0a""\x0a""  y's 1.5e10", {" ", "\xc2""\xa0""x", "\x0a""\x0a""", " ", " y", "'s", " ", "1", ".", "5", "e", "10"}},
+      {1, "a'LL <=> b~|c 7777777", {"a", "'LL", " <=>", " b", "~|", "c", " ", "777", "777", "7"}},
+      {1, "\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd"" 42\xd9""\xa3"" \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a""", {"\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd""", " ", "42\xd9""\xa3""", " \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a"""}},
+      {2, "Hello, world!!! 12345 it's", {"Hello", ",", " world", "!!!", " ", "1", "2", "3", "4", "5", " it", "'s"}},
+      {2, " \xc2""\xa0""x\x0a""\x0a""  y's 1.5e10", {" ", "\xc2""\xa0""x", "\x0a""\x0a""", " ", " y", "'s", " ", "1", ".", "5", "e", "1", "0"}},
+      {2, "a'LL <=> b~|c 7777777", {"a", "'LL", " <=>", " b", "~|", "c", " ", "7", "7", "7", "7", "7", "7", "7"}},
+      {2, "\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd"" 42\xd9""\xa3"" \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a""", {"\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd""", " ", "4", "2", "\xd9""\xa3""", " \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a"""}},
+      {3, "Hello, world!!! 12345 it's", {"Hello", ",", " world", "!!!", " ", "1", "2", "3", "4", "5", " it", "'s"}},
+      {3, " \xc2""\xa0""x\x0a""\x0a""  y's 1.5e10", {" ", "\xc2""\xa0""", "x", "\x0a""\x0a"" ", " y", "'s", " ", "1", ".", "5", "e", "1", "0"}},
+      {3, "a'LL <=> b~|c 7777777", {"a", "'", "LL", " <=>", " b", "~|", "c", " ", "7", "7", "7", "7", "7", "7", "7"}},
+      {3, "\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd"" 42\xd9""\xa3"" \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a""", {"\xe3""\x80""\x80""", "\xe4""\xbd""\xa0""\xe5""\xa5""\xbd""", " ", "4", "2", "\xd9""\xa3""", " \xf0""\x9f""\xa6""\x99""!!", "\x0d""\x0a"""}},
+      {4, "Hello, world!!! 12345 it's", {"Hello", ",", " world", "!!!", " ", "123", "45", " it", "'", "s"}},
+      {4, " \xc2""\xa0""x\x0a""\x0a""  y's 1.5e10", {" ", "\xc2""\xa0""", "x", "\x0a""\x0a"" ", " y", "'", "s", " ", "1", ".", "5", "e", "10"}},
+      {4, "a'LL <=> b~|c 7777777", {"a", "'", "LL", " ", "<=>", " b", "~|", "c", " ", "777", "777", "7"}},
+      {4, "\xe3""\x80""\x80""\xe4""\xbd""\xa0""\xe5""\xa5""\xbd"" 42\xd9""\xa3"" \xf0""\x9f""\xa6""\x99""!!\x0d""\x0a""", {"\xe3""\x80""\x80""", "\xe4""\xbd""\xa0""\xe5""\xa5""\xbd""", " ", "42\xd9""\xa3""", " \xf0""\x9f""\xa6""\x99""", "!!", "\x0d""\x0a"""}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.rule);
+    CAPTURE(c.text);
+    std::vector<std::string> got;
+    for (const std::string& w : bpe::pre_tokenize(c.text, kRules[c.rule])) {
+      std::string raw;  // undo the GPT-2 byte encoding
+      for (uint32_t cpt : utf8_to_cpts(w)) raw.push_back(static_cast<char>(gpt2_cpt_to_byte(cpt)));
+      got.push_back(raw);
+    }
+    CHECK(got == c.words);
+  }
 }
 
 TEST_CASE("unicode: categories and GPT-2 byte map") {
