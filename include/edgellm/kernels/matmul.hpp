@@ -1,8 +1,10 @@
 // matmul(): y = x W^T for one weight matrix, through a KernelTable. Activation rows are quantized
 // once into scratch, then decode (one token) runs a GEMV with rows split over threads, prefill
 // (several tokens) runs row tiles x token tiles so each weight tile is reused while in cache.
+// Work is handed out in chunks from an atomic counter (robust to a busy or slower core).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -54,6 +56,25 @@ inline void dot_rows(const TypeKernels& k, const MatmulWeight& w, int64_t r0, in
   for (int64_t r = 0; r < nrows; ++r) out[r] = k.vec_dot(int(w.n_in), base + size_t(r) * w.row_bytes, act);
 }
 
+// Runs f(begin, end) over [0, units) in chunks handed out from an atomic counter, so a thread that
+// is descheduled (shared machine) or slower (big.LITTLE) does not hold the others up.
+template <class F>
+inline void run_chunked(ThreadPool* pool, int64_t units, F&& f) {
+  if (!pool || pool->n_threads() == 1 || units <= 1) {
+    f(int64_t(0), units);
+    return;
+  }
+  const int64_t chunk = std::max<int64_t>(1, units / (int64_t(pool->n_threads()) * 8));
+  std::atomic<int64_t> next{0};
+  pool->parallel_for(pool->n_threads(), [&](int64_t, int64_t, int) {
+    for (;;) {
+      const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (b >= units) return;
+      f(b, std::min(units, b + chunk));
+    }
+  });
+}
+
 inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_type, bool have_from_float) {
   EDGELLM_CHECK(k.vec_dot != nullptr, "matmul: no kernel multiplies weights of type ", dtype_name(w.type));
   EDGELLM_CHECK(w.n_in > 0 && w.n_out >= 0 && w.n_in <= INT32_MAX, "matmul: bad weight shape [", w.n_out, ", ",
@@ -96,19 +117,17 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
   if (n_tok == 1) {
     const int64_t rpc = std::max(1, k.rows_per_call);
     const int64_t units = (w.n_out + rpc - 1) / rpc;
-    auto gemv = [&](int64_t u0, int64_t u1, int) {
+    detail::run_chunked(pool, units, [&](int64_t u0, int64_t u1) {
       const int64_t r0 = u0 * rpc, r1 = std::min(w.n_out, u1 * rpc);
       detail::dot_rows(k, w, r0, r1 - r0, act, y + r0);
-    };
-    if (pool) pool->parallel_for(units, gemv);
-    else gemv(0, units, 0);
+    });
     return;
   }
 
-  // 3. Prefill: each thread owns a range of row tiles; a token tile (kept in L2) passes over each
-  // row tile (kept in L1) before the next row tile is loaded.
+  // 3. Prefill: threads take ranges of row tiles; a token tile (kept in L2) passes over each row
+  // tile (kept in L1) before the next row tile is loaded.
   const int64_t row_tiles = (w.n_out + detail::kMatmulRowTile - 1) / detail::kMatmulRowTile;
-  auto gemm = [&](int64_t tile0, int64_t tile1, int) {
+  detail::run_chunked(pool, row_tiles, [&](int64_t tile0, int64_t tile1) {
     for (int64_t t0 = 0; t0 < n_tok; t0 += detail::kMatmulTokTile) {
       const int64_t t1 = std::min(n_tok, t0 + detail::kMatmulTokTile);
       for (int64_t tile = tile0; tile < tile1; ++tile) {
@@ -118,9 +137,7 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
           detail::dot_rows(k, w, r0, nr, act + size_t(t) * act_row_bytes, y + t * w.n_out + r0);
       }
     }
-  };
-  if (pool) pool->parallel_for(row_tiles, gemm);
-  else gemm(0, row_tiles, 0);
+  });
 }
 
 // As above with a scratch buffer owned by the calling thread (thread_local, grows to the largest
