@@ -279,6 +279,16 @@ TEST_CASE("vocab: synthetic SPM vocabulary, merges by score and byte fallback") 
   CHECK(tok.decode({1, 8}) == " ab");
   CHECK(tok.decode({8}) == "ab");
   CHECK_THROWS_AS(tok.token_to_piece(100000), Error);
+
+  // int32 scores are accepted as llama.cpp does; same ranking -> same merges
+  const Tokenizer itok(Vocab::from_gguf(GgufFile::from_bytes(spm_vocab_file([](GgufWriter& w) {
+    std::vector<int32_t> s(9 + 256, -100);
+    s[6] = -10;  // "▁a"
+    s[7] = -20;  // "ab"
+    s[8] = -5;   // "▁ab"
+    w.set_array("tokenizer.ggml.scores", GgufType::INT32, s.data(), s.size());
+  }))));
+  CHECK(itok.encode("ab", false, false) == std::vector<int32_t>{8});
 }
 
 TEST_CASE("vocab: validation errors name the key") {

@@ -255,10 +255,17 @@ inline Vocab Vocab::from_gguf(const GgufFile& f) {
       throw_error(where, "key '", key, "': ", len, " entries, expected ", n, " (one per token)");
   };
   v.scores.assign(static_cast<size_t>(n), 0.0f);
-  if (f.has("tokenizer.ggml.scores")) {
-    const std::vector<float> s = f.get_float_array("tokenizer.ggml.scores");
-    check_len("tokenizer.ggml.scores", s.size());
-    std::copy(s.begin(), s.begin() + n, v.scores.begin());
+  if (const GgufValue* sv = f.find("tokenizer.ggml.scores")) {
+    // float32 as written by converters; llama.cpp also accepts int32 scores
+    if (sv->type == GgufType::ARRAY && gguf_type_is_int(sv->arr_type)) {
+      const std::vector<int64_t> s = f.get_int_array("tokenizer.ggml.scores");
+      check_len("tokenizer.ggml.scores", s.size());
+      for (int64_t i = 0; i < n; ++i) v.scores[static_cast<size_t>(i)] = static_cast<float>(s[static_cast<size_t>(i)]);
+    } else {
+      const std::vector<float> s = f.get_float_array("tokenizer.ggml.scores");
+      check_len("tokenizer.ggml.scores", s.size());
+      std::copy(s.begin(), s.begin() + n, v.scores.begin());
+    }
   }
   v.types.assign(static_cast<size_t>(n), TokenType::Normal);
   v.attrs.assign(static_cast<size_t>(n), token_attr::kNormal);
