@@ -294,6 +294,21 @@ TEST_CASE("vocab: synthetic SPM vocabulary, merges by score and byte fallback") 
   CHECK(tok.decode({8}) == "ab");
   CHECK_THROWS_AS(tok.token_to_piece(100000), Error);
 
+  // user-defined tokens are matched even without parse_special; control tokens only with it;
+  // SPM text after a matched token gets the space prefix again
+  const Tokenizer utok(Vocab::from_gguf(GgufFile::from_bytes(spm_vocab_file([](GgufWriter& w) {
+    std::vector<int32_t> types(9 + 256, 1);
+    types[0] = 2;
+    types[1] = types[2] = 3;
+    types[7] = 4;  // "ab" user-defined
+    for (size_t i = 9; i < types.size(); ++i) types[i] = 6;
+    w.set_array("tokenizer.ggml.token_type", GgufType::INT32, types.data(), types.size());
+  }))));
+  CHECK(utok.encode("xaby", false, false) == std::vector<int32_t>{3, 9 + 'x', 7, 3, 9 + 'y'});
+  CHECK(utok.decode(utok.encode("xaby", false, false)) == "xab y");
+  CHECK(utok.encode("</s>", false, true) == std::vector<int32_t>{2});
+  CHECK(utok.encode("</s>", false, false).size() == 5);  // "▁" + four byte tokens
+
   // int32 scores are accepted as llama.cpp does; same ranking -> same merges
   const Tokenizer itok(Vocab::from_gguf(GgufFile::from_bytes(spm_vocab_file([](GgufWriter& w) {
     std::vector<int32_t> s(9 + 256, -100);
