@@ -250,6 +250,40 @@ TEST_CASE("tokenizer: SPM and BPE encode 100 KB quickly") {
   }
 }
 
+TEST_CASE("tokenizer: random bytes never break encode/decode; SPM round-trips ASCII") {
+  const std::string dir = kData + "/vocab";
+  if (!path_exists(dir)) {
+    MESSAGE("skipped: ", dir, " not found");
+    return;
+  }
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&state] {  // xorshift64: deterministic across platforms
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-gpt-2-llama3pre.gguf"}) {
+    CAPTURE(std::string(name));
+    const Tokenizer tok = load(dir + "/" + name);
+    for (int iter = 0; iter < 300; ++iter) {
+      std::string s(next() % 40, '\0');
+      const bool ascii = iter % 2 == 0;
+      for (char& c : s) c = static_cast<char>(ascii ? next() % 128 : next() % 256);
+      if (iter % 7 == 0) s += "<s></s><|endoftext|>";
+      CAPTURE(s);
+      for (bool special : {false, true}) {
+        const auto ids = tok.encode(s, /*add_bos=*/iter % 3 == 0, special);
+        for (int32_t id : ids) REQUIRE(tok.vocab().valid_id(id));
+        const std::string back = tok.decode(ids);
+        // after a BOS, llama.cpp's detokenizer keeps the prefix space
+        const std::string expected = (ids.size() > 1 && ids[0] == tok.bos() ? " " : "") + s;
+        if (ascii && !special && tok.vocab().type == VocabType::Spm) CHECK(back == expected);
+      }
+    }
+  }
+}
+
 // ---- in-memory vocabularies: validation and edge cases without the shared data ----
 namespace {
 
