@@ -4,6 +4,12 @@
 #pragma once
 #include <cstdint>
 
+// Regenerate (Python 3): for each class c in "L", "N", "P", emit the maximal runs of
+//   [cp for cp in range(0x110000) if unicodedata.category(chr(cp)).startswith(c)]
+// llama.cpp's tables may come from a newer Unicode version: code points assigned after 14.0
+// (e.g. CJK Extension H/I) read as unassigned here. Whitespace is the White_Space property,
+// listed in text/unicode.hpp.
+
 namespace edgellm {
 namespace unicode_data {
 
