@@ -47,6 +47,10 @@ struct FloatKernels {
   void (*axpy)(float* y, float alpha, const float* x, int n) = nullptr;
   // y[i] += alpha * x[i], x stored as F16 (KV cache)
   void (*axpy_f16)(float* y, float alpha, const uint16_t* x, int n) = nullptr;
+  // sum a[i] * b[i], a stored as n / 32 block_q8_0 (KV cache); n a multiple of 32
+  float (*dot_q8_0_f32)(const void* a, const float* b, int n) = nullptr;
+  // y[i] += alpha * x[i], x stored as n / 32 block_q8_0 (KV cache); n a multiple of 32
+  void (*axpy_q8_0)(float* y, float alpha, const void* x, int n) = nullptr;
   // y[i] *= alpha
   void (*scale)(float* y, float alpha, int n) = nullptr;
   // in place: x = exp(x - max) / sum; returns nothing, x of length n >= 1

@@ -1,19 +1,24 @@
 // PagedKvCache: K and V of every layer in fixed-size blocks of tokens (PagedAttention-style),
 // allocated on demand up to a byte budget, a block table per sequence, reference counts so that
-// sequences can share a prefix (fork) and copy a shared block on write.
-// Storage is F32 here. Includes only core/.
+// sequences share a prefix (fork) and copy a shared block on write, "sinks + window" eviction,
+// and a storage type per cache (F32, F16, Q8_0; the most recent tokens optionally also in F32).
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "edgellm/config.hpp"
+#include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/core/memory.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref_legacy.hpp"
 
 namespace edgellm {
 
@@ -21,52 +26,81 @@ struct KvCacheParams {
   int n_layer = 0;
   int n_kv_head = 0;
   int head_dim = 0;
-  int block_size = 16;   // tokens per block
-  int max_tokens = 0;    // per-sequence context limit (positions 0..max_tokens-1); 0 = no limit
-  size_t max_bytes = 0;  // budget for all blocks together; 0 = no limit
+  int block_size = 16;      // tokens per block
+  int max_tokens = 0;       // per-sequence context limit (positions 0..max_tokens-1); 0 = no limit
+  size_t max_bytes = 0;     // budget for all blocks together; 0 = no limit
+  DType type = DType::F32;  // storage of K and V rows: F32, F16 or Q8_0 (head_dim a multiple of 32)
+  int n_recent_f32 = 0;     // per sequence, the last n positions are also kept in F32 (0 = off; unused for F32)
 };
+
+// Positions [begin, begin + count) were dropped; later positions moved down by count.
+struct KvEviction {
+  int begin = 0;
+  int count = 0;
+};
+
+// Rotation kernel used to re-rotate keys after an eviction (FloatKernels::rope's signature).
+using KvRopeFn = void (*)(float* x, int n_heads, int head_dim, int n_rot, const float* cs);
 
 class PagedKvCache {
  public:
   explicit PagedKvCache(const KvCacheParams& p) : p_(p) {
-    EDGELLM_CHECK(p.n_layer > 0 && p.n_kv_head > 0 && p.head_dim > 0, "KV cache: layers, heads and head dim must be > 0");
+    EDGELLM_CHECK(p.n_layer > 0 && p.n_kv_head > 0 && p.head_dim > 0, "KV cache: layers, heads and head dim must be > 0, got ",
+                  p.n_layer, ", ", p.n_kv_head, ", ", p.head_dim);
     EDGELLM_CHECK(p.block_size >= 1 && p.block_size <= 4096, "KV cache: block size ", p.block_size, " not in 1..4096");
-    EDGELLM_CHECK(p.max_tokens >= 0, "KV cache: max_tokens must be >= 0");
+    EDGELLM_CHECK(p.max_tokens >= 0, "KV cache: max_tokens must be >= 0, got ", p.max_tokens);
+    EDGELLM_CHECK(p.n_recent_f32 >= 0, "KV cache: n_recent_f32 must be >= 0, got ", p.n_recent_f32);
+    EDGELLM_CHECK(p.type == DType::F32 || p.type == DType::F16 || p.type == DType::Q8_0, "KV cache: storage type ",
+                  dtype_name(p.type), " not supported (f32, f16 or q8_0)");
+    if (p.type == DType::Q8_0)
+      EDGELLM_CHECK(p.head_dim % QK8_0 == 0, "KV cache: q8_0 storage needs a head dim that is a multiple of ", QK8_0,
+                    ", the model's is ", p.head_dim, " (use f16 or f32)");
     kv_dim_ = p.n_kv_head * p.head_dim;
-    // One block: [n_layer][2 (K, V)][block_size][kv_dim] floats.
-    block_floats_ = static_cast<size_t>(p.n_layer) * 2 * p.block_size * kv_dim_;
+    row_bytes_ = dtype_row_bytes(p.type, p.head_dim);
+    n_shadow_ = p.type == DType::F32 ? 0 : p.n_recent_f32;
+    // One block: [n_layer][2 (K, V)][n_kv_head][block_size] head rows of row_bytes_, so that
+    // attention walks one head's rows contiguously.
+    block_bytes_ = static_cast<size_t>(p.n_layer) * 2 * p.n_kv_head * p.block_size * row_bytes_;
   }
 
   const KvCacheParams& params() const { return p_; }
+  DType type() const { return p_.type; }
   int kv_dim() const { return kv_dim_; }
-  size_t block_bytes() const { return block_floats_ * sizeof(float); }
-  size_t bytes_per_token() const { return block_bytes() / p_.block_size; }
+  int block_size() const { return p_.block_size; }
+  size_t head_row_bytes() const { return row_bytes_; }
+  size_t block_bytes() const { return block_bytes_; }
+  size_t bytes_per_token() const { return block_bytes_ / static_cast<size_t>(p_.block_size); }
+  // F32 copy of the recent positions, per sequence: [n_layer][2][n_recent][kv_dim] floats.
+  size_t shadow_bytes() const { return static_cast<size_t>(n_shadow_) * p_.n_layer * 2 * kv_dim_ * sizeof(float); }
 
   // ---- sequences ----
   int create_sequence() {
-    for (size_t i = 0; i < seqs_.size(); ++i)
-      if (!seqs_[i].alive) {
-        seqs_[i] = Seq{};
-        seqs_[i].alive = true;
-        return static_cast<int>(i);
-      }
-    seqs_.push_back(Seq{});
-    seqs_.back().alive = true;
-    return static_cast<int>(seqs_.size() - 1);
+    size_t i = 0;
+    while (i < seqs_.size() && seqs_[i].alive) ++i;
+    if (i == seqs_.size()) seqs_.emplace_back();
+    seqs_[i] = Seq{};
+    seqs_[i].alive = true;
+    seqs_[i].shadow.resize(shadow_bytes() / sizeof(float));
+    return static_cast<int>(i);
   }
   void remove_sequence(int s) {
     Seq& q = seq(s);
     for (int b : q.table) release(b);
     q = Seq{};
   }
-  // A new sequence sharing every block of `s` (copy on write when either side writes to one).
+  // A new sequence sharing every block of `s`; a shared block is copied when either side writes
+  // to it (in practice the partly-filled last block).
   int fork(int s) {
+    seq(s);
     const int child = create_sequence();
-    Seq& parent = seq(s);
-    Seq& c = seqs_[child];
+    const Seq& parent = seqs_[static_cast<size_t>(s)];
+    Seq& c = seqs_[static_cast<size_t>(child)];
     c.table = parent.table;
     c.n_tokens = parent.n_tokens;
-    for (int b : c.table) ++refs_[b];
+    c.shadow = parent.shadow;
+    c.shadow_lo = parent.shadow_lo;
+    c.ring_off = parent.ring_off;
+    for (int b : c.table) ++refs_[static_cast<size_t>(b)];
     return child;
   }
   // Drops positions >= n (edits, speculative rollback); whole blocks past the end return to the pool.
@@ -79,101 +113,241 @@ class PagedKvCache {
       q.table.pop_back();
     }
     q.n_tokens = n;
+    q.shadow_lo = std::min(q.shadow_lo, n);  // ring slots below n were not overwritten (see write)
   }
   int n_tokens(int s) const { return cseq(s).n_tokens; }
+  int n_evicted(int s) const { return cseq(s).n_evicted; }
   int n_sequences() const {
     int n = 0;
     for (const auto& q : seqs_) n += q.alive;
     return n;
   }
 
+  // Whether append(s, n) would succeed (context limit and byte budget, copies on write included).
+  bool fits(int s, int n) const {
+    const Seq& q = cseq(s);
+    if (p_.max_tokens > 0 && q.n_tokens + static_cast<int64_t>(n) > p_.max_tokens) return false;
+    return p_.max_bytes == 0 || blocks_needed(q, n) <= static_cast<int64_t>(free_.size()) + blocks_below_budget();
+  }
+
   // Makes positions [n_tokens, n_tokens + n) of `s` writable (allocating blocks, copying shared
-  // ones) and counts them as held. Throws Error when the context limit or byte budget is reached.
+  // ones) and counts them as held. Throws Error when the context limit or byte budget is reached;
+  // the sequence is then unchanged.
   void append(int s, int n) {
     Seq& q = seq(s);
     EDGELLM_CHECK(n >= 0, "KV cache: append of ", n, " tokens");
     const int end = q.n_tokens + n;
     if (p_.max_tokens > 0 && end > p_.max_tokens)
       throw_error("KV cache: sequence ", s, " would hold ", end, " tokens, more than the context of ", p_.max_tokens);
+    if (p_.max_bytes > 0 && blocks_needed(q, n) > static_cast<int64_t>(free_.size()) + blocks_below_budget())
+      throw_error("KV cache: byte budget of ", p_.max_bytes, " bytes exhausted (", blocks_used(), " blocks of ",
+                  block_bytes_, " bytes in use, ", blocks_needed(q, n), " more needed for ", n,
+                  " tokens) and no eviction policy is set");
     const int first_block = q.n_tokens / p_.block_size;
     const int n_blocks = (end + p_.block_size - 1) / p_.block_size;
     for (int b = first_block; b < n_blocks; ++b) {
-      if (b < static_cast<int>(q.table.size())) {
-        if (refs_[q.table[b]] > 1) {  // shared block: copy on write
-          const int copy = allocate();
-          std::memcpy(block_ptr(copy), block_ptr(q.table[b]), block_bytes());
-          release(q.table[b]);
-          q.table[b] = copy;
-        }
-      } else {
-        q.table.push_back(allocate());
-      }
+      if (b < static_cast<int>(q.table.size())) make_unique(q, static_cast<size_t>(b));
+      else q.table.push_back(allocate());
     }
     q.n_tokens = end;
   }
 
-  // K / V of (sequence, layer, position): kv_dim floats, heads one after another.
-  float* k(int s, int layer, int pos) { return row(s, layer, 0, pos); }
-  float* v(int s, int layer, int pos) { return row(s, layer, 1, pos); }
-  const float* k(int s, int layer, int pos) const { return const_cast<PagedKvCache*>(this)->row(s, layer, 0, pos); }
-  const float* v(int s, int layer, int pos) const { return const_cast<PagedKvCache*>(this)->row(s, layer, 1, pos); }
-  // Block table access for kernels that walk a block at a time.
+  // Stores K and V of one token of `layer` at `pos` (< n_tokens): k, v: [kv_dim], heads one after
+  // another, converted to the storage type (and kept in F32 too when pos is among the recent ones).
+  void write(int s, int layer, int pos, const float* k, const float* v) {
+    Seq& q = seqs_[static_cast<size_t>(s)];
+    EDGELLM_DASSERT(pos >= 0 && pos < q.n_tokens && layer >= 0 && layer < p_.n_layer);
+    const int b = q.table[static_cast<size_t>(pos / p_.block_size)];
+    EDGELLM_DASSERT(refs_[static_cast<size_t>(b)] == 1);
+    for (int kv = 0; kv < 2; ++kv) {
+      const float* src = kv == 0 ? k : v;
+      for (int h = 0; h < p_.n_kv_head; ++h)
+        store_row(head_rows_mut(b, layer, kv, h) + static_cast<size_t>(pos % p_.block_size) * row_bytes_, src + h * p_.head_dim);
+    }
+    if (n_shadow_ == 0) return;
+    // The ring keeps positions (newest - n_shadow_, newest]; positions are written in increasing
+    // order per layer, so an older position never overwrites a newer one's slot.
+    q.shadow_lo = std::max(q.shadow_lo, pos - n_shadow_ + 1);
+    if (pos < q.shadow_lo) return;
+    std::copy_n(k, kv_dim_, shadow_row_mut(q, layer, 0, pos));
+    std::copy_n(v, kv_dim_, shadow_row_mut(q, layer, 1, pos));
+  }
+
+  // ---- reading in place (attention) ----
   const std::vector<int>& block_table(int s) const { return cseq(s).table; }
-  // K (kv = 0) or V (kv = 1) of `layer` in `block`: [block_size][kv_dim].
-  const float* block_data(int block, int layer, int kv) const {
-    return block_ptr(block) + (static_cast<size_t>(layer) * 2 + kv) * p_.block_size * kv_dim_;
+  // Rows of one head in `block`: [block_size][head_row_bytes()] in the storage type.
+  const uint8_t* head_rows(int block, int layer, int kv, int head) const {
+    return block_ptr(block) + ((static_cast<size_t>(layer) * 2 + kv) * p_.n_kv_head + head) * p_.block_size * row_bytes_;
+  }
+  // Positions >= shadow_begin(s) (and < n_tokens) are also available in F32 via shadow_row.
+  int shadow_begin(int s) const { return n_shadow_ ? cseq(s).shadow_lo : cseq(s).n_tokens; }
+  // F32 K (kv = 0) or V (kv = 1) of `layer` at a position >= shadow_begin(s): [kv_dim].
+  const float* shadow_row(int s, int layer, int kv, int pos) const {
+    PagedKvCache* self = const_cast<PagedKvCache*>(this);
+    return self->shadow_row_mut(self->seqs_[static_cast<size_t>(s)], layer, kv, pos);
+  }
+  // K or V of one position as floats (from the shadow when there): out [kv_dim]. For tests and tools.
+  void read_row(int s, int layer, int kv, int pos, float* out) const {
+    const Seq& q = cseq(s);
+    EDGELLM_CHECK(pos >= 0 && pos < q.n_tokens, "KV cache: position ", pos, " not held by sequence ", s);
+    if (pos >= shadow_begin(s)) {
+      std::copy_n(shadow_row(s, layer, kv, pos), kv_dim_, out);
+      return;
+    }
+    const int b = q.table[static_cast<size_t>(pos / p_.block_size)];
+    for (int h = 0; h < p_.n_kv_head; ++h)
+      load_row(head_rows(b, layer, kv, h) + static_cast<size_t>(pos % p_.block_size) * row_bytes_, out + h * p_.head_dim);
+  }
+
+  // ---- eviction ("sinks + window", StreamingLLM) ----
+  // Drops the whole blocks after the ones holding the first n_sink positions and before the one
+  // holding the first of the last `window` positions. Keys after the dropped range still carry
+  // their old rotation: the caller re-rotates them (rotate_keys) by -count positions.
+  KvEviction evict_sink_window(int s, int n_sink, int window) {
+    Seq& q = seq(s);
+    EDGELLM_CHECK(n_sink >= 0 && window >= 1, "KV cache: eviction needs n_sink >= 0 and window >= 1, got ", n_sink, " and ", window);
+    const int bs = p_.block_size;
+    const int first = (n_sink + bs - 1) / bs;                 // first droppable block
+    const int last = std::max(0, q.n_tokens - window) / bs;   // block of the window's first position
+    if (last <= first) return {};
+    for (int b = first; b < last; ++b) release(q.table[static_cast<size_t>(b)]);
+    q.table.erase(q.table.begin() + first, q.table.begin() + last);
+    const KvEviction e{first * bs, (last - first) * bs};
+    q.n_tokens -= e.count;
+    q.n_evicted += e.count;
+    if (n_shadow_) {  // slots follow their positions down; sink positions lose theirs
+      q.ring_off = (q.ring_off + e.count) % n_shadow_;
+      q.shadow_lo = std::max(q.shadow_lo, e.begin + e.count) - e.count;
+    }
+    return e;
+  }
+  // Applies `rope` (the rotation given by cs, n_rot values) to the keys of every layer at positions
+  // >= from of `s`, in the storage type and the F32 copy. Shared blocks are copied first.
+  void rotate_keys(int s, int from, KvRopeFn rope, int n_rot, const float* cs) {
+    Seq& q = seq(s);
+    std::vector<float> tmp(static_cast<size_t>(p_.head_dim));
+    const int bs = p_.block_size;
+    for (int bi = std::max(0, from) / bs; bi < static_cast<int>(q.table.size()); ++bi) {
+      make_unique(q, static_cast<size_t>(bi));
+      const int b = q.table[static_cast<size_t>(bi)];
+      const int lo = std::max(from, bi * bs), hi = std::min(q.n_tokens, (bi + 1) * bs);
+      for (int l = 0; l < p_.n_layer; ++l)
+        for (int h = 0; h < p_.n_kv_head; ++h)
+          for (int pos = lo; pos < hi; ++pos) {
+            uint8_t* row = head_rows_mut(b, l, 0, h) + static_cast<size_t>(pos % bs) * row_bytes_;
+            load_row(row, tmp.data());
+            rope(tmp.data(), 1, p_.head_dim, n_rot, cs);
+            store_row(row, tmp.data());
+          }
+    }
+    if (n_shadow_ == 0) return;
+    for (int pos = std::max(from, q.shadow_lo); pos < q.n_tokens; ++pos)
+      for (int l = 0; l < p_.n_layer; ++l) rope(shadow_row_mut(q, l, 0, pos), p_.n_kv_head, p_.head_dim, n_rot, cs);
   }
 
   // ---- stats ----
   int blocks_allocated() const { return static_cast<int>(blocks_.size()); }
   int blocks_free() const { return static_cast<int>(free_.size()); }
   int blocks_used() const { return blocks_allocated() - blocks_free(); }
-  size_t bytes_allocated() const { return blocks_.size() * block_bytes(); }
-  int block_refs(int block) const { return refs_[block]; }
+  // Bytes held: every allocated block (used or free) plus the F32 copies of live sequences.
+  size_t bytes_allocated() const { return blocks_.size() * block_bytes_ + static_cast<size_t>(n_sequences()) * shadow_bytes(); }
+  int block_refs(int block) const { return refs_[static_cast<size_t>(block)]; }
 
  private:
   struct Seq {
     bool alive = false;
     int n_tokens = 0;
-    std::vector<int> table;  // block ids, one per block_size positions
+    int n_evicted = 0;        // positions dropped by eviction so far
+    std::vector<int> table;   // block ids, one per block_size positions
+    std::vector<float> shadow;  // [n_layer][2][n_shadow_][kv_dim] ring of recent positions
+    int shadow_lo = 0;        // the ring holds positions [shadow_lo, n_tokens)
+    int ring_off = 0;         // slot of position p: (p + ring_off) % n_shadow_
   };
 
   Seq& seq(int s) {
-    EDGELLM_CHECK(s >= 0 && s < static_cast<int>(seqs_.size()) && seqs_[s].alive, "KV cache: no sequence ", s);
-    return seqs_[s];
+    EDGELLM_CHECK(s >= 0 && s < static_cast<int>(seqs_.size()) && seqs_[static_cast<size_t>(s)].alive, "KV cache: no sequence ", s);
+    return seqs_[static_cast<size_t>(s)];
   }
   const Seq& cseq(int s) const { return const_cast<PagedKvCache*>(this)->seq(s); }
 
-  float* block_ptr(int b) const { return reinterpret_cast<float*>(blocks_[b].get()); }
-  float* row(int s, int layer, int kv, int pos) {
-    const Seq& q = seqs_[s];
-    EDGELLM_DASSERT(pos >= 0 && pos < q.n_tokens);
-    const int b = q.table[pos / p_.block_size];
-    return block_ptr(b) + ((static_cast<size_t>(layer) * 2 + kv) * p_.block_size + pos % p_.block_size) * kv_dim_;
+  uint8_t* block_ptr(int b) const { return blocks_[static_cast<size_t>(b)].get(); }
+  uint8_t* head_rows_mut(int block, int layer, int kv, int head) { return const_cast<uint8_t*>(head_rows(block, layer, kv, head)); }
+  float* shadow_row_mut(Seq& q, int layer, int kv, int pos) {
+    const int slot = (pos + q.ring_off) % n_shadow_;
+    return q.shadow.data() + ((static_cast<size_t>(layer) * 2 + kv) * n_shadow_ + slot) * kv_dim_;
   }
 
+  // One head row (head_dim values) between floats and the storage type.
+  void store_row(uint8_t* dst, const float* x) const {
+    switch (p_.type) {
+      case DType::F16: {
+        uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+        for (int i = 0; i < p_.head_dim; ++i) d[i] = fp32_to_fp16(x[i]);
+        return;
+      }
+      case DType::Q8_0: quantize_row_q8_0_ref(x, reinterpret_cast<block_q8_0*>(dst), p_.head_dim); return;
+      default: std::memcpy(dst, x, row_bytes_); return;
+    }
+  }
+  void load_row(const uint8_t* src, float* y) const {
+    switch (p_.type) {
+      case DType::F16: {
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+        for (int i = 0; i < p_.head_dim; ++i) y[i] = fp16_to_fp32(h[i]);
+        return;
+      }
+      case DType::Q8_0: dequantize_row_q8_0(reinterpret_cast<const block_q8_0*>(src), y, p_.head_dim); return;
+      default: std::memcpy(y, src, row_bytes_); return;
+    }
+  }
+
+  // New blocks plus copies of shared blocks that append(q, n) would take.
+  int64_t blocks_needed(const Seq& q, int n) const {
+    if (n <= 0) return 0;
+    const int64_t end = q.n_tokens + static_cast<int64_t>(n);
+    const int64_t n_blocks = (end + p_.block_size - 1) / p_.block_size;
+    int64_t need = std::max<int64_t>(0, n_blocks - static_cast<int64_t>(q.table.size()));
+    for (int64_t b = q.n_tokens / p_.block_size; b < static_cast<int64_t>(q.table.size()); ++b)
+      need += refs_[static_cast<size_t>(q.table[static_cast<size_t>(b)])] > 1;
+    return need;
+  }
+  int64_t blocks_below_budget() const {
+    if (p_.max_bytes == 0) return std::numeric_limits<int64_t>::max() / 2;
+    return std::max<int64_t>(0, static_cast<int64_t>(p_.max_bytes / block_bytes_) - static_cast<int64_t>(blocks_.size()));
+  }
+  // Copy on write: gives q its own copy of table[i] when the block is shared.
+  void make_unique(Seq& q, size_t i) {
+    const int b = q.table[i];
+    if (refs_[static_cast<size_t>(b)] <= 1) return;
+    const int copy = allocate();
+    std::memcpy(block_ptr(copy), block_ptr(b), block_bytes_);
+    release(b);
+    q.table[i] = copy;
+  }
   int allocate() {
     if (!free_.empty()) {
       const int b = free_.back();
       free_.pop_back();
-      refs_[b] = 1;
+      refs_[static_cast<size_t>(b)] = 1;
       return b;
     }
-    if (p_.max_bytes > 0 && (blocks_.size() + 1) * block_bytes() > p_.max_bytes)
+    if (p_.max_bytes > 0 && (blocks_.size() + 1) * block_bytes_ > p_.max_bytes)
       throw_error("KV cache: byte budget of ", p_.max_bytes, " bytes exhausted (", blocks_.size(), " blocks of ",
-                  block_bytes(), " bytes in use) and no eviction policy is set");
-    blocks_.push_back(aligned_bytes(block_bytes()));
+                  block_bytes_, " bytes in use) and no eviction policy is set");
+    blocks_.push_back(aligned_bytes(block_bytes_));
     refs_.push_back(1);
     return static_cast<int>(blocks_.size() - 1);
   }
   void release(int b) {
-    EDGELLM_DASSERT(refs_[b] > 0);
-    if (--refs_[b] == 0) free_.push_back(b);
+    EDGELLM_DASSERT(refs_[static_cast<size_t>(b)] > 0);
+    if (--refs_[static_cast<size_t>(b)] == 0) free_.push_back(b);
   }
 
   KvCacheParams p_;
   int kv_dim_ = 0;
-  size_t block_floats_ = 0;
+  size_t row_bytes_ = 0;    // bytes of one head's row in the storage type
+  int n_shadow_ = 0;        // recent positions also kept in F32
+  size_t block_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t, AlignedFree>> blocks_;
   std::vector<int> refs_;
   std::vector<int> free_;

@@ -91,7 +91,10 @@ class LlamaModel {
   const LlamaWeights& weights() const { return w_; }
   const KernelTable& kernel_table() const { return *kt_; }
 
-  KvCacheParams kv_params(int n_ctx, int block_size = 16, size_t max_bytes = 0) const {
+  // KV cache shape for this model; type F32, F16 or Q8_0 (Q8_0 needs head_dim % 32 == 0), the last
+  // n_recent_f32 positions optionally also kept in F32.
+  KvCacheParams kv_params(int n_ctx, int block_size = 16, size_t max_bytes = 0, DType type = DType::F32,
+                          int n_recent_f32 = 0) const {
     KvCacheParams p;
     p.n_layer = cfg_.n_layer;
     p.n_kv_head = cfg_.n_head_kv;
@@ -99,7 +102,21 @@ class LlamaModel {
     p.block_size = block_size;
     p.max_tokens = n_ctx;
     p.max_bytes = max_bytes;
+    p.type = type;
+    p.n_recent_f32 = n_recent_f32;
     return p;
+  }
+
+  // "Sinks + window" eviction of one sequence (see PagedKvCache::evict_sink_window); the keys
+  // after the dropped blocks are rotated back by the number of dropped positions, so the kept
+  // positions stay contiguous and new tokens continue at n_tokens.
+  KvEviction evict(PagedKvCache& kv, int seq, int n_sink, int window) const {
+    const KvEviction e = kv.evict_sink_window(seq, n_sink, window);
+    if (e.count == 0) return e;
+    std::vector<float> cs(static_cast<size_t>(cfg_.n_rot));
+    rope_delta_table(-e.count, cs.data());
+    kv.rotate_keys(seq, e.begin, kt_->f.rope, cfg_.n_rot, cs.data());
+    return e;
   }
 
   // Evaluates the batch; K/V of its tokens are appended to their sequences in `kv`, and the
@@ -153,6 +170,16 @@ class LlamaModel {
 
   void mm(LlamaContext& ctx, const MatmulWeight& w, const float* x, int n_tok, float* y) const {
     matmul(*kt_, ctx.pool(), w, x, n_tok, y, ctx.mm_scratch_);
+  }
+
+  // cos/sin of a rotation by `delta` positions, in double (delta can be thousands of positions).
+  void rope_delta_table(int delta, float* cs) const {
+    for (int i = 0; i < cfg_.n_rot / 2; ++i) {
+      const double ff = w_.rope_freqs.empty() ? 1.0 : w_.rope_freqs[static_cast<size_t>(i)];
+      const double t = cfg_.rope_freq_scale * delta * std::pow(static_cast<double>(cfg_.rope_freq_base), -2.0 * i / cfg_.n_rot) / ff;
+      cs[2 * i] = static_cast<float>(std::cos(t));
+      cs[2 * i + 1] = static_cast<float>(std::sin(t));
+    }
   }
 
   // cos/sin of each rotated pair for position p, the way ggml computes them (float theta
@@ -211,8 +238,7 @@ class LlamaModel {
         const float* cs = ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot;
         f.rope(ctx.q_.data() + i * QD, c.n_head, c.head_dim, c.n_rot, cs);
         f.rope(ctx.k_.data() + i * KVD, c.n_head_kv, c.head_dim, c.n_rot, cs);
-        std::copy_n(ctx.k_.data() + i * KVD, KVD, kv.k(b.seq[i], l, b.pos[i]));
-        std::copy_n(ctx.v_.data() + i * KVD, KVD, kv.v(b.seq[i], l, b.pos[i]));
+        kv.write(b.seq[i], l, b.pos[i], ctx.k_.data() + i * KVD, ctx.v_.data() + i * KVD);
       }
       // 5. causal attention of every (token, head) over its sequence's positions 0..pos
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
@@ -241,23 +267,65 @@ class LlamaModel {
     if (n_out > 0) mm(ctx, w_.output, ctx.out_in_.data(), n_out, ctx.logits_.data());
   }
 
-  // att[i, h*head_dim ..] = sum_j softmax_j(q_i,h . k_j / sqrt(head_dim)) v_j over positions j <= pos_i.
+  // Row access in the cache's storage type, for attention_typed.
+  struct F32Rows {
+    const FloatKernels* f;
+    float dot(const uint8_t* r, const float* q, int n) const { return f->dot_f32(reinterpret_cast<const float*>(r), q, n); }
+    void axpy(float* y, float a, const uint8_t* r, int n) const { f->axpy(y, a, reinterpret_cast<const float*>(r), n); }
+  };
+  struct F16Rows {
+    const FloatKernels* f;
+    float dot(const uint8_t* r, const float* q, int n) const { return f->dot_f16_f32(reinterpret_cast<const uint16_t*>(r), q, n); }
+    void axpy(float* y, float a, const uint8_t* r, int n) const { f->axpy_f16(y, a, reinterpret_cast<const uint16_t*>(r), n); }
+  };
+  struct Q8Rows {
+    const FloatKernels* f;
+    float dot(const uint8_t* r, const float* q, int n) const { return f->dot_q8_0_f32(r, q, n); }
+    void axpy(float* y, float a, const uint8_t* r, int n) const { f->axpy_q8_0(y, a, r, n); }
+  };
+
   void attention(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att) const {
+    const FloatKernels* f = &kt_->f;
+    switch (kv.type()) {
+      case DType::F16: attention_typed(ctx, kv, b, l, att, F16Rows{f}); return;
+      case DType::Q8_0: attention_typed(ctx, kv, b, l, att, Q8Rows{f}); return;
+      default: attention_typed(ctx, kv, b, l, att, F32Rows{f}); return;
+    }
+  }
+
+  // att[i, h*head_dim ..] = sum_j softmax_j(q_i,h . k_j / sqrt(head_dim)) v_j over positions j <= pos_i.
+  // K/V rows are read in place, block after block of the sequence's table (positions from
+  // shadow_begin on from the F32 copy); the (token, head) pairs are split over the thread pool.
+  template <class Rows>
+  void attention_typed(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att, Rows rows) const {
     const LlamaConfig& c = cfg_;
     const FloatKernels& f = kt_->f;
-    const int n = b.size(), hd = c.head_dim, n_gqa = c.n_gqa();
+    const int n = b.size(), hd = c.head_dim, n_gqa = c.n_gqa(), bs = kv.block_size();
+    const size_t rb = kv.head_row_bytes();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     auto work = [&](int64_t begin, int64_t end, int thread) {
-      float* scores = ctx.scores_[static_cast<size_t>(thread)].data();
+      float* scores = ctx.scores_[static_cast<size_t>(thread)].data();  // [n_pos]
       for (int64_t w = begin; w < end; ++w) {
         const int i = static_cast<int>(w / c.n_head), h = static_cast<int>(w % c.n_head);
         const int s = b.seq[i], n_pos = b.pos[i] + 1, kvh = h / n_gqa;
+        const int n_blk = std::min(n_pos, kv.shadow_begin(s));  // positions read from the blocks
+        const std::vector<int>& table = kv.block_table(s);
         const float* q = ctx.q_.data() + static_cast<size_t>(i) * c.q_dim() + static_cast<size_t>(h) * hd;
-        for (int j = 0; j < n_pos; ++j) scores[j] = f.dot_f32(q, kv.k(s, l, j) + kvh * hd, hd) * scale;
-        f.softmax(scores, n_pos);
         float* out = att + static_cast<size_t>(i) * c.q_dim() + static_cast<size_t>(h) * hd;
+        for (int j0 = 0; j0 < n_blk; j0 += bs) {
+          const uint8_t* k = kv.head_rows(table[static_cast<size_t>(j0 / bs)], l, 0, kvh);
+          const int cnt = std::min(bs, n_blk - j0);
+          for (int r = 0; r < cnt; ++r) scores[j0 + r] = rows.dot(k + r * rb, q, hd) * scale;
+        }
+        for (int j = n_blk; j < n_pos; ++j) scores[j] = f.dot_f32(kv.shadow_row(s, l, 0, j) + kvh * hd, q, hd) * scale;
+        f.softmax(scores, n_pos);
         std::fill_n(out, hd, 0.0f);
-        for (int j = 0; j < n_pos; ++j) f.axpy(out, scores[j], kv.v(s, l, j) + kvh * hd, hd);
+        for (int j0 = 0; j0 < n_blk; j0 += bs) {
+          const uint8_t* v = kv.head_rows(table[static_cast<size_t>(j0 / bs)], l, 1, kvh);
+          const int cnt = std::min(bs, n_blk - j0);
+          for (int r = 0; r < cnt; ++r) rows.axpy(out, scores[j0 + r], v + r * rb, hd);
+        }
+        for (int j = n_blk; j < n_pos; ++j) f.axpy(out, scores[j], kv.shadow_row(s, l, 1, j) + kvh * hd, hd);
       }
     };
     const int64_t items = static_cast<int64_t>(n) * c.n_head;
