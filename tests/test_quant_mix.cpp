@@ -126,6 +126,14 @@ TEST_CASE("Q2_K / Q3_K_M / Q4_K_S rules") {
   CHECK(type_of(t, q4s, "blk.2.ffn_down.weight") == DType::Q4_K);
 }
 
+TEST_CASE("llama-quantize tensor order: non-layer tensors by name, then layers numerically") {
+  const std::vector<std::string> names = {"token_embd.weight", "blk.10.attn_q.weight", "blk.2.ffn_up.weight", "output.weight",
+                                          "blk.2.attn_k.weight", "output_norm.weight"};
+  const std::vector<size_t> order = llama_tensor_order(names);
+  const std::vector<size_t> expect = {3, 5, 0, 4, 2, 1};
+  CHECK(order == expect);
+}
+
 TEST_CASE("rows that do not fit K-quant blocks fall back") {
   const std::vector<MixTensor> t = {{"blk.0.attn_q.weight", 2, 96}, {"blk.0.ffn_up.weight", 2, 80}, {"output.weight", 2, 96}};
   MixModelInfo info;
@@ -151,9 +159,12 @@ TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") 
   info.n_head = static_cast<int>(src.get_int("llama.attention.head_count"));
   info.n_head_kv = static_cast<int>(src.get_int_or("llama.attention.head_count_kv", info.n_head));
   info.has_output = src.find_tensor("output.weight") != nullptr;
+  std::vector<std::string> names;
+  for (const auto& ti : src.tensors()) names.push_back(ti.name);
   std::vector<MixTensor> tensors;
   std::vector<DType> cur;
-  for (const auto& ti : src.tensors()) {
+  for (size_t i : llama_tensor_order(names)) {
+    const auto& ti = src.tensors()[i];
     tensors.push_back({ti.name, static_cast<int>(ti.n_dims), ti.ne[0]});
     cur.push_back(ti.type);
   }
@@ -168,6 +179,7 @@ TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") 
     const auto types = plan_quant_mix(mix, info, tensors, cur, false);
     REQUIRE(ref.tensors().size() == tensors.size());
     for (size_t i = 0; i < tensors.size(); ++i) {
+      CHECK(ref.tensors()[i].name == tensors[i].name);  // llama-quantize's order
       const GgufTensorInfo* r = ref.find_tensor(tensors[i].name);
       REQUIRE(r != nullptr);
       INFO(name, " ", tensors[i].name);

@@ -2,7 +2,9 @@
 // and the type of every tensor, chosen by the same rules as llama-quantize (output and some attn_v /
 // ffn_down kept at more bits). Pure planning: no tensor data is touched here. Includes core/ only.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,9 +122,11 @@ class MixPlanner {
     if (!is_quantizable_tensor(t.name, t.n_dims)) return current;
     if (mix_.base == DType::F32) return current == DType::F32 ? current : DType::F32;
     DType type = mix_.base;
-    if (!pure_ && dtype_is_quantized(mix_.base)) type = choose(t, type);
-    return type;
+    if (!pure_ && dtype_is_quantized(mix_.base)) return choose(t, type);
+    return fallback(t, type);
   }
+  // Tensors that got another type because their rows do not split into the chosen type's blocks.
+  int n_fallback() const { return n_fallback_; }
 
   // llama.cpp's "use more bits" layers: the first and last eighth and every third in between.
   static bool use_more_bits(int i_layer, int n_layers) {
@@ -199,15 +203,16 @@ class MixPlanner {
   }
 
   // Rows that do not split into the chosen type's blocks get a type with smaller blocks.
-  static DType fallback(const MixTensor& t, DType type) {
+  DType fallback(const MixTensor& t, DType type) {
     if (t.ne0 % dtype_block_size(type) == 0) return type;
+    ++n_fallback_;
     switch (type) {
       case DType::Q2_K:
       case DType::Q3_K: type = DType::IQ4_NL; break;
       case DType::Q4_K: type = DType::Q5_0; break;
       case DType::Q5_K: type = DType::Q5_1; break;
       case DType::Q6_K: type = DType::Q8_0; break;
-      default: throw_error("tensor '", t.name, "': row length ", t.ne0, " does not fit type ", dtype_name(type));
+      default: type = DType::F16; break;  // llama.cpp gives up here; a 16-bit tensor still runs
     }
     // IQ4_NL has no quantizer here; q5_0 keeps its 32-element blocks and more bits.
     if (type == DType::IQ4_NL) type = DType::Q5_0;
@@ -221,11 +226,31 @@ class MixPlanner {
   bool pure_;
   int i_attention_wv_ = 0;
   int i_ffn_down_ = 0;
+  int n_fallback_ = 0;
 };
 
-// Types for all tensors of a model, in order. current[i] is tensor i's type in the source file.
+// The order llama-quantize writes (and plans) tensors in: tensors outside the layers first, then
+// layer by layer ("blk.N." numerically), by name within each group. Returns indices into `names`.
+inline std::vector<size_t> llama_tensor_order(const std::vector<std::string>& names) {
+  auto layer = [](const std::string& n) {
+    if (n.compare(0, 4, "blk.") != 0) return -1L;
+    char* end = nullptr;
+    const long l = std::strtol(n.c_str() + 4, &end, 10);
+    return (end != n.c_str() + 4 && *end == '.') ? l : -1L;
+  };
+  std::vector<size_t> order(names.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const long la = layer(names[a]), lb = layer(names[b]);
+    return la != lb ? la < lb : names[a] < names[b];
+  });
+  return order;
+}
+
+// Types for all tensors of a model, given in the order they are planned (llama_tensor_order).
+// n_fallback (optional) receives the number of tensors whose rows forced a smaller-block type. current[i] is tensor i's type in the source file.
 inline std::vector<DType> plan_quant_mix(const QuantMix& mix, const MixModelInfo& info, const std::vector<MixTensor>& tensors,
-                                         const std::vector<DType>& current, bool pure) {
+                                         const std::vector<DType>& current, bool pure, int* n_fallback = nullptr) {
   EDGELLM_CHECK(tensors.size() == current.size(), "plan_quant_mix: ", tensors.size(), " tensors but ", current.size(),
                 " current types");
   int n_attention_wv = 0;
@@ -234,6 +259,7 @@ inline std::vector<DType> plan_quant_mix(const QuantMix& mix, const MixModelInfo
   std::vector<DType> out;
   out.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) out.push_back(planner.next(tensors[i], current[i]));
+  if (n_fallback) *n_fallback = planner.n_fallback();
   return out;
 }
 
