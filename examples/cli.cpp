@@ -1,5 +1,6 @@
 // edgellm-cli: llama-cli-like text generation. The continuation goes to stdout; logs, the memory
-// plan (-v) and timings go to stderr. Without -m it runs a small synthetic random-weight model
+// plan (-v) and timings go to stderr. --keep/--window turn on sinks+window KV eviction (endless
+// generation in fixed memory); --parallel N decodes N continuations of one prompt in one batch. Without -m it runs a small synthetic random-weight model
 // (built in memory) so a fresh machine can see the whole pipeline work.
 #include <cstdio>
 #include <iostream>
@@ -32,6 +33,12 @@ const char* kUsage =
     "  --deadline-ms MS       wall-clock budget: the answer ends before it\n"
     "  --ignore-eos           keep generating past end-of-generation tokens\n"
     "  --kv-block N           KV cache block size in tokens (default 16)\n"
+    "  --kv-type T            KV storage: f32 (default), f16, q8_0 (q8_0 needs head dim % 32 == 0)\n"
+    "  --kv-recent N          with f16/q8_0: also keep the last N positions in f32\n"
+    "  --kv-budget-mb X       KV byte budget in MiB (default: none beyond -c)\n"
+    "  --keep N --window W    when the context is full, keep the first N tokens and the last W, drop\n"
+    "                         whole KV blocks in between (generation goes on in fixed memory)\n"
+    "  --parallel N           N continuations of the prompt (seeds S, S+1, ...) decoded in one batch\n"
     "  --timings              print time to first token, per-token latency and peak RSS\n"
     "  -v, --verbose          print kernels and memory plan\n"
     "  --version              print the version\n";
@@ -41,6 +48,12 @@ std::string mib(double bytes) {
   if (bytes < 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
   else std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
   return b;
+}
+
+bool args_has_window(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--window") return true;
+  return false;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -56,7 +69,8 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     std::string model_path, prompt, chat_template, system_prompt;
-    bool have_prompt = false, chat = false, verbose = false, timings = false;
+    bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false;
+    int n_parallel = 1;
     edgellm::GenerateParams gp;
     edgellm::SessionParams sp;
     sp.n_ctx = 0;
@@ -87,11 +101,28 @@ int main(int argc, char** argv) {
       else if (f == "--deadline-ms") gp.deadline_ms = args.number(f);
       else if (f == "--ignore-eos") gp.ignore_eos = true;
       else if (f == "--kv-block") sp.kv_block_size = static_cast<int>(args.integer(f));
+      else if (f == "--kv-type") {
+        const std::string t = args.value(f);
+        if (!edgellm::dtype_from_name(t, &sp.kv_type) ||
+            (sp.kv_type != edgellm::DType::F32 && sp.kv_type != edgellm::DType::F16 && sp.kv_type != edgellm::DType::Q8_0))
+          edgellm::throw_error("--kv-type ", t, ": expected f32, f16 or q8_0");
+      }
+      else if (f == "--kv-recent") sp.kv_recent_f32 = static_cast<int>(args.integer(f));
+      else if (f == "--kv-budget-mb") sp.kv_max_bytes = static_cast<size_t>(args.number(f) * 1024 * 1024);
+      else if (f == "--keep") { sp.n_keep = static_cast<int>(args.integer(f)); have_keep = true; }
+      else if (f == "--window") sp.n_window = static_cast<int>(args.integer(f));
+      else if (f == "--parallel") n_parallel = static_cast<int>(args.integer(f));
       else if (f == "--timings") timings = true;
       else if (f == "-v" || f == "--verbose") verbose = true;
       else tool::unknown(f);
     }
     if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
+    if (sp.n_keep < 0) edgellm::throw_error("--keep must be >= 0, got ", sp.n_keep);
+    if (have_keep && sp.n_window == 0) edgellm::throw_error("--keep needs --window W (W >= 1)");
+    if (sp.n_window < 0 || (sp.n_window == 0 && args_has_window(argc, argv)))
+      edgellm::throw_error("--window must be >= 1, got ", sp.n_window);
+    if (n_parallel < 1) edgellm::throw_error("--parallel must be >= 1, got ", n_parallel);
+    if (n_parallel > 1 && chat) edgellm::throw_error("--parallel is not available with --chat");
 
     std::shared_ptr<const edgellm::LlamaModel> model;
     if (model_path.empty()) {
@@ -115,11 +146,17 @@ int main(int argc, char** argv) {
                    EDGELLM_VERSION_STRING, model->file().path().c_str(), cfg.n_layer, cfg.n_embd, cfg.n_head,
                    cfg.n_head_kv, cfg.n_ff, cfg.n_vocab, cfg.n_ctx_train);
       std::fprintf(stderr, "%s", edgellm::describe_kernels(kt).c_str());
-      const auto kvp = model->kv_params(sp.n_ctx, sp.kv_block_size);
-      const double kv_tok = 2.0 * cfg.n_layer * cfg.kv_dim() * sizeof(float);
-      std::fprintf(stderr, "memory plan: weights %s (%s), KV f32 %s per token, %s at -c %d (allocated in blocks of %d tokens as used)\n",
+      const edgellm::PagedKvCache probe(model->kv_params(sp.n_ctx, sp.kv_block_size, sp.kv_max_bytes, sp.kv_type, sp.kv_recent_f32));
+      const double kv_tok = static_cast<double>(probe.bytes_per_token());
+      std::fprintf(stderr, "memory plan: weights %s (%s); KV %s %s per token (%d layers x 2 x %d), blocks of %d tokens = %s, "
+                           "allocated as tokens arrive: %s at -c %d if full",
                    mib(static_cast<double>(model->file().file_size())).c_str(), model->file().mapped() ? "mapped" : "in memory",
-                   mib(kv_tok).c_str(), mib(kv_tok * sp.n_ctx).c_str(), sp.n_ctx, kvp.block_size);
+                   edgellm::dtype_name(sp.kv_type), mib(kv_tok).c_str(), cfg.n_layer, cfg.kv_dim(), sp.kv_block_size,
+                   mib(static_cast<double>(probe.block_bytes())).c_str(), mib(kv_tok * sp.n_ctx).c_str(), sp.n_ctx);
+      if (probe.shadow_bytes()) std::fprintf(stderr, "; f32 copy of the last %d positions %s per sequence", sp.kv_recent_f32, mib(static_cast<double>(probe.shadow_bytes())).c_str());
+      if (sp.kv_max_bytes) std::fprintf(stderr, "; budget %s", mib(static_cast<double>(sp.kv_max_bytes)).c_str());
+      if (sp.n_window) std::fprintf(stderr, "; eviction keeps %d sink + %d recent tokens", sp.n_keep, sp.n_window);
+      std::fputc('\n', stderr);
     }
 
     edgellm::Session session(model, tok, sp);
@@ -133,8 +170,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "\n[stop: %s] prompt %d tokens in %.1f ms (%.1f t/s), %zu tokens generated, decode %.2f t/s\n",
                      edgellm::stop_reason_name(r.reason), r.n_prompt, r.prefill_ms, r.prefill_tps(), r.tokens.size(),
                      r.decode_tps());
-        std::fprintf(stderr, "KV cache: %d blocks in use, %s\n", session.kv_cache().blocks_used(),
-                     mib(static_cast<double>(session.kv_cache().bytes_allocated())).c_str());
+        const auto& kv = session.kv_cache();
+        std::fprintf(stderr, "KV cache: %d blocks in use (%d allocated at peak), %s, %d tokens held, %d evicted\n",
+                     kv.blocks_used(), kv.blocks_allocated(), mib(static_cast<double>(kv.bytes_allocated())).c_str(),
+                     session.n_past(), session.n_evicted());
       }
       if (timings)
         std::fprintf(stderr, "timings: ttft %.1f ms, per token p50 %.2f ms p90 %.2f ms p99 %.2f ms, peak RSS %s\n",
@@ -142,6 +181,16 @@ int main(int argc, char** argv) {
                      mib(static_cast<double>(r.peak_rss_bytes)).c_str());
     };
 
+    if (!chat && n_parallel > 1) {
+      if (!have_prompt) edgellm::throw_error("-p PROMPT is required");
+      const auto rs = session.generate_parallel(prompt, n_parallel, gp);
+      for (size_t i = 0; i < rs.size(); ++i) {
+        std::printf("--- continuation %zu (seed %llu) ---\n%s\n", i + 1,
+                    static_cast<unsigned long long>(gp.sampler.seed + i), rs[i].text.c_str());
+        report(rs[i]);
+      }
+      return 0;
+    }
     if (!chat) {
       if (!have_prompt) edgellm::throw_error("-p PROMPT is required (or --chat to read from stdin)");
       const auto r = session.generate(prompt, gp, emit);

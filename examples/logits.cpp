@@ -1,7 +1,7 @@
-// edgellm-logits -m M -p TEXT -n N [--top K] [--kv-type f32] [-t T]: one JSON object in the schema
+// edgellm-logits -m M -p TEXT -n N [--top K] [--kv-type f32|f16|q8_0] [-t T]: one JSON object in the schema
 // of ../shared/data/reference/*.json — prompt tokens (BOS where the vocabulary adds one), a logits
 // row per prompt position then one after each greedy step but the last, greedy tokens, greedy text
-// as hex. The prompt is evaluated as one batch with an F32 KV cache.
+// as hex. The prompt is evaluated as one batch; the KV cache stores F32 unless --kv-type says otherwise.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,7 +14,7 @@
 namespace {
 
 const char* kUsage =
-    "usage: edgellm-logits -m MODEL.gguf -p TEXT [-n N] [--top K] [--kv-type f32] [-t THREADS]\n"
+    "usage: edgellm-logits -m MODEL.gguf -p TEXT [-n N] [--top K] [--kv-type f32|f16|q8_0] [-t THREADS]\n"
     "  prints prompt tokens, logits rows, greedy tokens and greedy text (hex) as one JSON object\n";
 
 void print_row(std::string& out, const float* row, int n_vocab, int top) {
@@ -78,7 +78,10 @@ int main(int argc, char** argv) {
     if (model_path.empty()) edgellm::throw_error("-m MODEL is required\n", kUsage);
     if (!have_prompt) edgellm::throw_error("-p TEXT is required");
     if (n < 1) edgellm::throw_error("-n must be >= 1, got ", n);
-    if (kv_type != "f32") edgellm::throw_error("--kv-type ", kv_type, ": only f32 is available in this build");
+    edgellm::DType kv_dtype = edgellm::DType::F32;
+    if (!edgellm::dtype_from_name(kv_type, &kv_dtype) ||
+        (kv_dtype != edgellm::DType::F32 && kv_dtype != edgellm::DType::F16 && kv_dtype != edgellm::DType::Q8_0))
+      edgellm::throw_error("--kv-type ", kv_type, ": expected f32, f16 or q8_0");
 
     auto model = edgellm::LlamaModel::load(model_path);
     const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
@@ -87,7 +90,7 @@ int main(int argc, char** argv) {
     if (ptoks.empty()) edgellm::throw_error("the prompt gives no tokens");
     const int n_ctx = static_cast<int>(ptoks.size()) + n;
     edgellm::ThreadPool pool(threads > 0 ? threads : edgellm::default_thread_count());
-    edgellm::PagedKvCache kv(model->kv_params(n_ctx));
+    edgellm::PagedKvCache kv(model->kv_params(n_ctx, 16, 0, kv_dtype));
     const int seq = kv.create_sequence();
     edgellm::LlamaContext ctx(&pool);
 

@@ -1,7 +1,8 @@
 // Session: one conversation on a loaded model — tokenize, prefill in chunks of n_batch, decode
 // loop, sampler, streaming callback — with stop rules (EOS/EOT, stop strings, max_tokens,
-// wall-clock deadline, cancellation) and timing/memory stats. The model is shared read-only;
-// each Session owns its KV sequence, scratch and thread pool.
+// wall-clock deadline, cancellation), "sinks + window" eviction for endless generation, N
+// continuations of one prompt decoded in one batch, and timing/memory stats. The model is shared
+// read-only; each Session owns its KV cache, scratch and thread pool.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -28,6 +29,10 @@ struct SessionParams {
   int n_threads = 0;         // 0: default_thread_count()
   int kv_block_size = 16;    // tokens per KV block
   size_t kv_max_bytes = 0;   // KV budget; 0: none beyond n_ctx
+  DType kv_type = DType::F32;  // KV storage: F32, F16 or Q8_0
+  int kv_recent_f32 = 0;     // with F16/Q8_0: the last N positions also kept in F32
+  int n_keep = 0;            // eviction: first tokens always kept (attention sinks)
+  int n_window = 0;          // eviction: recent tokens kept; 0 = no eviction (full context is an error)
 };
 
 struct GenerateParams {
@@ -74,9 +79,18 @@ class Session {
   Session(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const Tokenizer> tok, const SessionParams& p = {})
       : model_(std::move(model)), tok_(std::move(tok)), p_(p),
         pool_(p.n_threads > 0 ? p.n_threads : default_thread_count()),
-        kv_(model_->kv_params(p.n_ctx, p.kv_block_size, p.kv_max_bytes)), ctx_(&pool_) {
+        kv_(model_->kv_params(p.n_ctx, p.kv_block_size, p.kv_max_bytes, p.kv_type, p.kv_recent_f32)), ctx_(&pool_) {
     EDGELLM_CHECK(p.n_ctx >= 1, "session: n_ctx must be >= 1, got ", p.n_ctx);
     EDGELLM_CHECK(p.n_batch >= 1, "session: n_batch must be >= 1, got ", p.n_batch);
+    EDGELLM_CHECK(p.n_keep >= 0 && p.n_window >= 0, "session: --keep must be >= 0 and --window >= 1, got ", p.n_keep, " and ", p.n_window);
+    if (evicting()) {
+      // Worst case kept after an eviction: whole sink blocks + the window rounded out to blocks.
+      const int bs = p.kv_block_size;
+      const int64_t kept = (p.n_keep + bs - 1) / bs * static_cast<int64_t>(bs) + p.n_window + bs - 1;
+      if (kept >= p.n_ctx)
+        throw_error("session: --keep ", p.n_keep, " and --window ", p.n_window, " with KV blocks of ", bs,
+                    " tokens keep up to ", kept, " tokens, which leaves no room in a context of ", p.n_ctx);
+    }
     seq_ = kv_.create_sequence();
   }
 
@@ -84,8 +98,10 @@ class Session {
   const Tokenizer& tokenizer() const { return *tok_; }
   PagedKvCache& kv_cache() { return kv_; }
   int n_past() const { return kv_.n_tokens(seq_); }
+  int n_evicted() const { return kv_.n_evicted(seq_); }  // tokens dropped by eviction so far
   const std::vector<int32_t>& history() const { return history_; }
   ThreadPool& pool() { return pool_; }
+  bool evicting() const { return p_.n_window > 0; }
 
   // Forgets the conversation (blocks return to the pool).
   void reset() {
@@ -95,30 +111,55 @@ class Session {
   // Asks a running generate() (on another thread) to stop before its next token.
   void cancel() { cancel_.store(true); }
 
-  // Evaluates tokens after the current history; returns the logits of the last one.
-  // Throws Error (and keeps the session as it was) when they do not fit the context.
+  // Evaluates tokens after the current history; returns the logits of the last one. With eviction
+  // on, old tokens are dropped as needed; otherwise tokens that do not fit the context (or the KV
+  // byte budget) throw Error and the session stays as it was.
   const float* eval(const std::vector<int32_t>& tokens, const std::function<bool()>& keep_going = {}) {
     EDGELLM_CHECK(!tokens.empty(), "session: nothing to evaluate");
+    if (static_cast<int64_t>(tokens.size()) > p_.n_ctx)
+      throw_error("prompt of ", tokens.size(), " tokens is longer than the context (n_ctx = ", p_.n_ctx, ")");
     const int start = n_past();
-    if (start + static_cast<int64_t>(tokens.size()) > p_.n_ctx)
+    if (!evicting() && start + static_cast<int64_t>(tokens.size()) > p_.n_ctx)
       throw_error("prompt of ", tokens.size(), " tokens does not fit the context: ", start, " tokens held, n_ctx = ", p_.n_ctx);
+    const size_t hist = history_.size();
+    const int evicted = kv_.n_evicted(seq_);
     Batch b;
     for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(p_.n_batch)) {
       const size_t end = std::min(tokens.size(), i + static_cast<size_t>(p_.n_batch));
-      b.clear();
-      for (size_t j = i; j < end; ++j)
-        b.add(tokens[j], static_cast<int32_t>(start + j), seq_, j + 1 == tokens.size());
       try {
+        make_room(seq_, static_cast<int>(end - i));
+        const int pos = n_past();
+        b.clear();
+        for (size_t j = i; j < end; ++j) b.add(tokens[j], static_cast<int32_t>(pos + (j - i)), seq_, j + 1 == tokens.size());
         model_->forward(ctx_, kv_, b);
       } catch (...) {
-        kv_.truncate(seq_, start);
-        history_.resize(static_cast<size_t>(start));
+        if (kv_.n_evicted(seq_) == evicted) {  // else the evaluated chunks stay (forward undid its own)
+          kv_.truncate(seq_, start);
+          history_.resize(hist);
+        }
         throw;
       }
       history_.insert(history_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(i), tokens.begin() + static_cast<std::ptrdiff_t>(end));
       if (end < tokens.size() && keep_going && !keep_going()) return nullptr;
     }
     return ctx_.logits(0);
+  }
+
+  // Makes room for n more tokens of sequence s: evicts (sinks + window) when on, else throws Error
+  // naming the limit that is reached.
+  void make_room(int s, int n) {
+    if (kv_.fits(s, n)) return;
+    if (evicting()) {
+      model_->evict(kv_, s, p_.n_keep, p_.n_window);
+      if (kv_.fits(s, n)) return;
+      throw_error("KV cache: no room for ", n, " tokens even after eviction (", kv_.n_tokens(s), " tokens held, n_ctx ",
+                  p_.n_ctx, ", budget ", p_.kv_max_bytes, " bytes, ", kv_.blocks_used(), " blocks in use)");
+    }
+    if (kv_.n_tokens(s) + static_cast<int64_t>(n) > p_.n_ctx)
+      throw_error("context full: ", kv_.n_tokens(s), " tokens held + ", n, " new > n_ctx = ", p_.n_ctx,
+                  " and no eviction policy is set (--keep N --window W)");
+    throw_error("KV cache: byte budget of ", p_.kv_max_bytes, " bytes exhausted (", kv_.blocks_used(), " blocks of ",
+                kv_.block_bytes(), " bytes in use) and no eviction policy is set (--keep N --window W)");
   }
 
   // Generates a continuation of `prompt`; on_text receives each piece of valid UTF-8 as it is
@@ -169,7 +210,7 @@ class Session {
       if (!piece.empty() && on_text && !on_text(piece)) { r.reason = StopReason::Cancelled; break; }
       if (stops.matched()) { r.reason = StopReason::StopString; break; }
       if (gp.max_tokens >= 0 && i + 1 >= gp.max_tokens) { r.reason = StopReason::MaxTokens; break; }
-      if (n_past() >= p_.n_ctx) { r.reason = StopReason::ContextFull; break; }
+      if (!evicting() && n_past() >= p_.n_ctx) { r.reason = StopReason::ContextFull; break; }
       // Budget-aware: stop when the next token would likely end past the deadline.
       if (over_deadline(worst_token_ms)) { r.reason = StopReason::Deadline; break; }
       tok_clock = Timer();
@@ -184,6 +225,91 @@ class Session {
     if (!tail.empty() && on_text) on_text(tail);
     r.peak_rss_bytes = peak_rss_bytes();
     return r;
+  }
+
+  // n_seq continuations of one prompt, decoded together: the prompt is evaluated once, each
+  // continuation forks its KV sequence (sharing the prompt's blocks) and every step is one batch
+  // (one pass over the weights) holding the next token of each unfinished continuation.
+  // Continuation i samples with seed gp.sampler.seed + i; on_text(i, piece) streams its text.
+  // The session's own sequence keeps the prompt; the continuations' sequences are removed.
+  std::vector<GenerateResult> generate_parallel(const std::string& prompt, int n_seq, const GenerateParams& gp,
+                                                const std::function<bool(int, const std::string&)>& on_text = {}) {
+    EDGELLM_CHECK(n_seq >= 1, "generate_parallel: n_seq must be >= 1, got ", n_seq);
+    cancel_.store(false);
+    Timer clock;
+    const bool use_bos = gp.add_bos && history_.empty() && tok_->add_bos();
+    const std::vector<int32_t> toks = tok_->encode(prompt, use_bos, gp.parse_special);
+    const float* first = toks.empty() ? last_logits() : eval(toks);
+    const int n_vocab = model_->config().n_vocab;
+    std::vector<float> logits(first, first + n_vocab);  // [n_seq][n_vocab] rows of the last step
+    const double prefill_ms = clock.ms();
+
+    struct Stream {
+      int seq;
+      Sampler sampler;
+      StreamDecoder decoder;
+      StopMatcher stops;
+      GenerateResult r;
+      bool done = false;
+    };
+    std::vector<std::unique_ptr<Stream>> st;
+    for (int i = 0; i < n_seq; ++i) {
+      SamplerParams sp = gp.sampler;
+      sp.seed = gp.sampler.seed + static_cast<uint64_t>(i);
+      st.push_back(std::unique_ptr<Stream>(new Stream{kv_.fork(seq_), Sampler(sp), StreamDecoder(*tok_), StopMatcher(gp.stop), {}}));
+      for (int32_t t : history_) st.back()->sampler.accept(t);
+      st.back()->r.n_prompt = static_cast<int>(toks.size());
+      st.back()->r.prefill_ms = prefill_ms;
+    }
+    std::vector<int> row(static_cast<size_t>(n_seq), 0);  // logits row of each stream in the last step
+    Batch b;
+    try {
+      for (int step = 0;; ++step) {
+        b.clear();
+        for (int i = 0; i < n_seq; ++i) {
+          Stream& x = *st[static_cast<size_t>(i)];
+          if (x.done) continue;
+          if (gp.max_tokens == 0 || (gp.deadline_ms > 0 && clock.ms() > gp.deadline_ms)) {
+            x.r.reason = gp.max_tokens == 0 ? StopReason::MaxTokens : StopReason::Deadline;
+            x.done = true;
+            continue;
+          }
+          const int32_t id = x.sampler.sample(logits.data() + static_cast<size_t>(row[static_cast<size_t>(i)]) * n_vocab, n_vocab);
+          if (step == 0) x.r.ttft_ms = clock.ms();
+          x.sampler.accept(id);
+          x.done = !take_token(x.r, x.decoder, x.stops, gp, id, step, kv_.n_tokens(x.seq),
+                               [&](const std::string& piece) { return !on_text || on_text(i, piece); });
+          if (x.done) continue;
+          make_room(x.seq, 1);
+          row[static_cast<size_t>(i)] = b.size();
+          b.add(id, kv_.n_tokens(x.seq), x.seq, true);
+        }
+        if (b.size() == 0) break;
+        Timer t;
+        model_->forward(ctx_, kv_, b);
+        logits.assign(ctx_.logits(0), ctx_.logits(0) + static_cast<size_t>(b.size()) * n_vocab);
+        const double dt = t.ms();
+        for (auto& x : st)
+          if (!x->done) {
+            x->r.token_ms.push_back(dt);
+            x->r.decode_ms += dt;
+          }
+      }
+    } catch (...) {
+      for (auto& x : st) kv_.remove_sequence(x->seq);
+      throw;
+    }
+    std::vector<GenerateResult> out;
+    for (int i = 0; i < n_seq; ++i) {
+      Stream& x = *st[static_cast<size_t>(i)];
+      const std::string tail = x.stops.matched() ? std::string() : x.stops.push(x.decoder.flush()) + x.stops.flush();
+      x.r.text += tail;
+      if (!tail.empty() && on_text) on_text(i, tail);
+      kv_.remove_sequence(x.seq);
+      x.r.peak_rss_bytes = peak_rss_bytes();
+      out.push_back(std::move(x.r));
+    }
+    return out;
   }
 
  private:
@@ -227,6 +353,24 @@ class Session {
     std::string pending_;
     bool matched_ = false;
   };
+
+  // Applies the stop rules to a sampled token of one continuation (step = tokens sampled before,
+  // n_held = its sequence's tokens in the cache); records it and emits its text. Returns whether
+  // the continuation goes on.
+  template <class Emit>
+  bool take_token(GenerateResult& r, StreamDecoder& decoder, StopMatcher& stops, const GenerateParams& gp, int32_t id,
+                  int step, int n_held, Emit&& emit) {
+    if (cancel_.load()) { r.reason = StopReason::Cancelled; return false; }
+    if (!gp.ignore_eos && tok_->is_eog(id)) { r.reason = StopReason::EndOfGeneration; return false; }
+    r.tokens.push_back(id);
+    const std::string piece = stops.push(decoder.push(id));
+    r.text += piece;
+    if (!piece.empty() && !emit(piece)) { r.reason = StopReason::Cancelled; return false; }
+    if (stops.matched()) { r.reason = StopReason::StopString; return false; }
+    if (gp.max_tokens >= 0 && step + 1 >= gp.max_tokens) { r.reason = StopReason::MaxTokens; return false; }
+    if (!evicting() && n_held >= p_.n_ctx) { r.reason = StopReason::ContextFull; return false; }
+    return true;
+  }
 
   const float* last_logits() {
     EDGELLM_CHECK(!history_.empty(), "session: no logits yet");
