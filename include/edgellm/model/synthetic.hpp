@@ -3,6 +3,7 @@
 // real GGUF by our writer — tensor by tensor, so an 8B model never needs F32 in memory. Used by
 // edgellm-bench --preset, edgellm-cli without -m, and tests. Random text in, random text out.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -12,7 +13,9 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/gguf/writer.hpp"
+#include "edgellm/quant/mix.hpp"
 #include "edgellm/quant/ref.hpp"
+#include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
 
@@ -42,21 +45,92 @@ inline SyntheticSpec synthetic_preset(const std::string& name) {
   throw_error("unknown preset '", name, "' (known: ", known, ")");
 }
 
-// The per-tensor type a llama.cpp-style mix gives: `type` for the matrices, F32 for norms, and
-// Q6_K for output.weight when `type` is a K-quant (as llama.cpp keeps the output higher).
+// The per-tensor type of the simple rule used with a plain DType: `type` for the matrices, F32 for
+// norms, and Q6_K for output.weight when `type` is a K-quant.
 inline DType synthetic_tensor_type(const std::string& name, DType type) {
   if (name.find("norm") != std::string::npos) return DType::F32;
   if (name == "output.weight" && dtype_block_size(type) == 256 && type != DType::Q6_K) return DType::Q6_K;
   return type;
 }
 
-// Writes the model to `path` (or returns it in memory when path is empty). progress(done, total)
-// is called after each tensor.
-inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, DType type, uint64_t seed = 1234,
-                                                 const std::string& path = "",
-                                                 const std::function<void(size_t, size_t)>& progress = {}) {
-  EDGELLM_CHECK(can_quantize(type), "synthetic model: cannot quantize to ", dtype_name(type));
-  GgufWriter w;
+// One tensor of a synthetic model: n_out rows of n_in N(0, stddev) values (stddev 0: all ones).
+struct SyntheticTensor {
+  std::string name;
+  int64_t n_in, n_out;
+  float stddev;
+};
+
+// The tensors of a LLaMA model of this shape, in llama.cpp's file order.
+inline std::vector<SyntheticTensor> synthetic_tensors(const SyntheticSpec& s) {
+  std::vector<SyntheticTensor> ts;
+  const int hd = s.n_embd / s.n_head;
+  const float si = 1.0f / std::sqrt(float(s.n_embd)), sf = 1.0f / std::sqrt(float(s.n_ff));
+  ts.push_back({"token_embd.weight", s.n_embd, s.n_vocab, 1.0f});
+  ts.push_back({"output_norm.weight", s.n_embd, 1, 0});
+  if (!s.tied) ts.push_back({"output.weight", s.n_embd, s.n_vocab, si});
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    ts.push_back({p + "attn_norm.weight", s.n_embd, 1, 0});
+    ts.push_back({p + "attn_q.weight", s.n_embd, int64_t(s.n_head) * hd, si});
+    ts.push_back({p + "attn_k.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
+    ts.push_back({p + "attn_v.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
+    ts.push_back({p + "attn_output.weight", int64_t(s.n_head) * hd, s.n_embd, si});
+    ts.push_back({p + "ffn_norm.weight", s.n_embd, 1, 0});
+    ts.push_back({p + "ffn_gate.weight", s.n_embd, s.n_ff, si});
+    ts.push_back({p + "ffn_up.weight", s.n_embd, s.n_ff, si});
+    ts.push_back({p + "ffn_down.weight", s.n_ff, s.n_embd, sf});
+  }
+  return ts;
+}
+
+// Per-tensor types of a llama.cpp mix (Q4_K_M, Q2_K, Q8_0 ...) for this shape, by the same rules
+// as llama-quantize (quant/mix.hpp), so a synthetic Q4_K_M file has llama.cpp's Q4_K_M layout.
+inline std::vector<DType> synthetic_mix_types(const SyntheticSpec& s, const QuantMix& mix) {
+  const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
+  std::vector<std::string> names;
+  for (const auto& t : ts) names.push_back(t.name);
+  const std::vector<size_t> order = llama_tensor_order(names);
+  MixModelInfo info;
+  info.n_layer = s.n_layer;
+  info.n_head = s.n_head;
+  info.n_head_kv = s.n_head_kv;
+  info.has_output = !s.tied;
+  std::vector<MixTensor> planned;
+  for (size_t i : order) planned.push_back({ts[i].name, ts[i].n_out == 1 ? 1 : 2, ts[i].n_in});
+  const std::vector<DType> in_order =
+      plan_quant_mix(mix, info, planned, std::vector<DType>(planned.size(), DType::F32), false);
+  std::vector<DType> types(ts.size());
+  for (size_t k = 0; k < order.size(); ++k) types[order[k]] = in_order[k];
+  return types;
+}
+
+namespace detail {
+
+// splitmix64 step: the whole generator state is one counter, so any row can be generated on
+// its own (rows are quantized in parallel, the file is the same for any thread count).
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// row: [t.n_in] values of row r of tensor i.
+inline void synthetic_row(const SyntheticTensor& t, uint64_t seed, size_t i, int64_t r, float* row) {
+  if (t.stddev == 0) {
+    std::fill_n(row, t.n_in, 1.0f);
+    return;
+  }
+  uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (i + 1)) ^ (0xD1B54A32D192ED03ull * uint64_t(r + 1));
+  for (int64_t j = 0; j < t.n_in; ++j) {
+    // Sum of 4 uniforms, rescaled: close enough to a normal for weights.
+    float u = 0;
+    for (int k = 0; k < 4; ++k) u += static_cast<float>(splitmix64(state) >> 40) * (1.0f / 16777216.0f);
+    row[j] = (u - 2.0f) * 1.7320508f * t.stddev;
+  }
+}
+
+inline void set_synthetic_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t file_type) {
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", "synthetic-" + s.name);
   w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
@@ -68,7 +142,7 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, DType t
   w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_f32("llama.rope.freq_base", s.rope_base);
-  w.set_u32("general.file_type", 0);
+  w.set_u32("general.file_type", static_cast<uint32_t>(file_type));
   // SPM vocabulary: <unk> <s> </s>, the 256 byte tokens, then filler pieces.
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -96,63 +170,43 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, DType t
   w.set_u32("tokenizer.ggml.bos_token_id", 1);
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
   w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+}
 
-  struct T {
-    std::string name;
-    int64_t n_in, n_out;
-    float stddev;  // N(0, stddev) weights; norms are 1
-  };
-  std::vector<T> ts;
-  const int hd = s.n_embd / s.n_head;
-  ts.push_back({"token_embd.weight", s.n_embd, s.n_vocab, 1.0f});
-  ts.push_back({"output_norm.weight", s.n_embd, 1, 0});
-  if (!s.tied) ts.push_back({"output.weight", s.n_embd, s.n_vocab, 1.0f / std::sqrt(float(s.n_embd))});
-  for (int l = 0; l < s.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    const float si = 1.0f / std::sqrt(float(s.n_embd)), sf = 1.0f / std::sqrt(float(s.n_ff));
-    ts.push_back({p + "attn_norm.weight", s.n_embd, 1, 0});
-    ts.push_back({p + "attn_q.weight", s.n_embd, int64_t(s.n_head) * hd, si});
-    ts.push_back({p + "attn_k.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
-    ts.push_back({p + "attn_v.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
-    ts.push_back({p + "attn_output.weight", int64_t(s.n_head) * hd, s.n_embd, si});
-    ts.push_back({p + "ffn_norm.weight", s.n_embd, 1, 0});
-    ts.push_back({p + "ffn_gate.weight", s.n_embd, s.n_ff, si});
-    ts.push_back({p + "ffn_up.weight", s.n_embd, s.n_ff, si});
-    ts.push_back({p + "ffn_down.weight", s.n_ff, s.n_embd, sf});
-  }
-  for (const T& t : ts) {
-    const DType tt = synthetic_tensor_type(t.name, type);
-    EDGELLM_CHECK(t.n_in % dtype_block_size(tt) == 0, "synthetic model: row of ", t.n_in, " for tensor '", t.name,
-                  "' is not a whole number of ", dtype_name(tt), " blocks");
-    w.add_tensor(t.name, tt, t.n_out == 1 ? Shape{t.n_in} : Shape{t.n_in, t.n_out});
-  }
+}  // namespace detail
 
+// Writes the model with the given per-tensor types (one per synthetic_tensors(s) entry) to `path`
+// (or returns it in memory when path is empty). progress(done, total) is called after each
+// tensor; rows are generated and quantized in parallel on `pool` when given.
+inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const std::vector<DType>& types,
+                                                 int32_t file_type, uint64_t seed, const std::string& path,
+                                                 const std::function<void(size_t, size_t)>& progress,
+                                                 ThreadPool* pool) {
+  const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
+  EDGELLM_CHECK(types.size() == ts.size(), "synthetic model: ", types.size(), " tensor types for ", ts.size(),
+                " tensors");
+  GgufWriter w;
+  detail::set_synthetic_metadata(w, s, file_type);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const SyntheticTensor& t = ts[i];
+    EDGELLM_CHECK(can_quantize(types[i]), "synthetic model: cannot quantize to ", dtype_name(types[i]));
+    EDGELLM_CHECK(t.n_in % dtype_block_size(types[i]) == 0, "synthetic model: row of ", t.n_in, " for tensor '",
+                  t.name, "' is not a whole number of ", dtype_name(types[i]), " blocks");
+    w.add_tensor(t.name, types[i], t.n_out == 1 ? Shape{t.n_in} : Shape{t.n_in, t.n_out});
+  }
   auto provide = [&](size_t i, std::vector<uint8_t>& out) {
-    const T& t = ts[i];
-    const DType tt = synthetic_tensor_type(t.name, type);
+    const SyntheticTensor& t = ts[i];
+    const DType tt = types[i];
     const size_t row_bytes = dtype_row_bytes(tt, t.n_in);
     out.resize(row_bytes * static_cast<size_t>(t.n_out));
-    std::vector<float> row(static_cast<size_t>(t.n_in));
-    uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (i + 1));
-    auto next = [&] {  // splitmix64
-      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      return z ^ (z >> 31);
-    };
-    for (int64_t r = 0; r < t.n_out; ++r) {
-      for (auto& v : row) {
-        if (t.stddev == 0) {
-          v = 1.0f;
-          continue;
-        }
-        // Sum of 4 uniforms, rescaled: close enough to a normal for weights.
-        float u = 0;
-        for (int k = 0; k < 4; ++k) u += static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
-        v = (u - 2.0f) * 1.7320508f * t.stddev;
+    auto rows = [&](int64_t r0, int64_t r1, int) {
+      std::vector<float> row(static_cast<size_t>(t.n_in));  // one F32 row at a time
+      for (int64_t r = r0; r < r1; ++r) {
+        detail::synthetic_row(t, seed, i, r, row.data());
+        quantize_row(tt, row.data(), out.data() + static_cast<size_t>(r) * row_bytes, t.n_in);
       }
-      quantize_row(tt, row.data(), out.data() + static_cast<size_t>(r) * row_bytes, t.n_in);
-    }
+    };
+    if (pool) pool->parallel_for(t.n_out, rows);
+    else rows(0, t.n_out, 0);
     if (progress) progress(i + 1, ts.size());
   };
   if (!path.empty()) {
@@ -160,6 +214,25 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, DType t
     return {};
   }
   return w.to_bytes(provide);
+}
+
+// A llama.cpp mix (Q4_K_M, Q2_K, Q8_0 ...): the per-tensor types llama-quantize would choose.
+inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const QuantMix& mix, uint64_t seed = 1234,
+                                                 const std::string& path = "",
+                                                 const std::function<void(size_t, size_t)>& progress = {},
+                                                 ThreadPool* pool = nullptr) {
+  return build_synthetic_gguf(s, synthetic_mix_types(s, mix), mix.file_type, seed, path, progress, pool);
+}
+
+// One type for every matrix (synthetic_tensor_type's rule).
+inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, DType type, uint64_t seed = 1234,
+                                                 const std::string& path = "",
+                                                 const std::function<void(size_t, size_t)>& progress = {},
+                                                 ThreadPool* pool = nullptr) {
+  EDGELLM_CHECK(can_quantize(type), "synthetic model: cannot quantize to ", dtype_name(type));
+  std::vector<DType> types;
+  for (const auto& t : synthetic_tensors(s)) types.push_back(synthetic_tensor_type(t.name, type));
+  return build_synthetic_gguf(s, types, 0, seed, path, progress, pool);
 }
 
 }  // namespace edgellm

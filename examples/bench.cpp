@@ -1,0 +1,497 @@
+// edgellm-bench: llama-bench-like prompt (ppN) and generation (tgN) speed rows for a GGUF file or
+// a synthetic model of a published shape; md / csv / json on stdout (json rows use llama-bench's
+// field names), progress on stderr.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <edgellm/core/error.hpp>
+#include <edgellm/kernels/select.hpp>
+#include <edgellm/kv/paged_kv_cache.hpp>
+#include <edgellm/model/llama.hpp>
+#include <edgellm/model/synthetic.hpp>
+#include <edgellm/quant/mix.hpp>
+#include <edgellm/runtime/bench_stats.hpp>
+#include <edgellm/runtime/memory_stats.hpp>
+#include <edgellm/runtime/thread_pool.hpp>
+#include <edgellm/runtime/timer.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: edgellm-bench (-m MODEL.gguf | --preset NAME --type MIX) [options]\n"
+    "  -m, --model FILE        GGUF model\n"
+    "  --preset NAME           synthetic random-weight model of a published shape:\n"
+    "                          tiny, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, llama-3.1-8b\n"
+    "  --type MIX              its quantization, as llama-quantize names it (Q4_0, Q4_K_M, Q8_0, Q2_K,\n"
+    "                          Q6_K, F16 ...; default Q4_K_M)\n"
+    "  --seed N                weights seed of the synthetic model (default 1234)\n"
+    "  --write-gguf OUT        keep the synthetic model in OUT (else a temporary file, deleted)\n"
+    "  -p, --n-prompt LIST     prompt lengths, comma list (default 512; 0 = none)\n"
+    "  -n, --n-gen LIST        generation lengths (default 128; 0 = none)\n"
+    "  -pg PP,TG               a prompt of PP then TG generated tokens, timed together (repeatable)\n"
+    "  -t, --threads LIST      thread counts (default: hardware threads)\n"
+    "  -r, --repetitions N     timed runs per test after one warm-up run (default 5)\n"
+    "  -b, --batch-size N      prompt tokens per forward pass (default 512)\n"
+    "  --kv-type f32|f16|q8_0  KV cache storage (default f16, as llama-bench)\n"
+    "  --membw                 measure memory read bandwidth with the same threads; decode rows\n"
+    "                          report their % of that roofline\n"
+    "  --no-warmup             skip the warm-up run\n"
+    "  -o, --output md|csv|json  (default md)\n"
+    "  -v, --verbose           kernel variants and tensor types on stderr\n";
+
+struct Options {
+  std::string model_path, preset, mix = "Q4_K_M", write_gguf, output = "md", kv_type = "f16";
+  uint64_t seed = 1234;
+  std::vector<int> n_prompt = {512}, n_gen = {128}, threads;
+  std::vector<std::pair<int, int>> pg;
+  int reps = 5, n_batch = 512;
+  bool membw = false, warmup = true, verbose = false;
+};
+
+Options parse(int argc, char** argv, bool* help) {
+  Options o;
+  o.threads = {edgellm::default_thread_count()};
+  tool::Args args(argc, argv);
+  std::string f;
+  while (args.next(f)) {
+    if (f == "-h" || f == "--help") *help = true;
+    else if (f == "-m" || f == "--model") o.model_path = args.value(f);
+    else if (f == "--preset") o.preset = args.value(f);
+    else if (f == "--type") o.mix = args.value(f);
+    else if (f == "--seed") o.seed = static_cast<uint64_t>(args.integer(f));
+    else if (f == "--write-gguf") o.write_gguf = args.value(f);
+    else if (f == "-p" || f == "--n-prompt") o.n_prompt = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
+    else if (f == "-n" || f == "--n-gen") o.n_gen = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
+    else if (f == "-pg") {
+      const std::vector<int> v = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
+      if (v.size() != 2) edgellm::throw_error("option -pg: expected PP,TG, got ", v.size(), " values");
+      o.pg.emplace_back(v[0], v[1]);
+    } else if (f == "-t" || f == "--threads") o.threads = edgellm::parse_int_list(args.value(f), f, 1, 1024);
+    else if (f == "-r" || f == "--repetitions") o.reps = static_cast<int>(args.integer(f));
+    else if (f == "-b" || f == "--batch-size" || f == "-ub" || f == "--ubatch-size") o.n_batch = static_cast<int>(args.integer(f));
+    else if (f == "--kv-type") o.kv_type = args.value(f);
+    else if (f == "--membw") o.membw = true;
+    else if (f == "--no-warmup") o.warmup = false;
+    else if (f == "-o" || f == "--output") o.output = args.value(f);
+    else if (f == "-v" || f == "--verbose") o.verbose = true;
+    else tool::unknown(f);
+  }
+  if (*help) return o;
+  if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
+  if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
+  if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
+  if (o.output != "md" && o.output != "csv" && o.output != "json")
+    edgellm::throw_error("-o ", o.output, ": expected md, csv or json");
+  if (o.reps < 1 || o.reps > 100000) edgellm::throw_error("-r: ", o.reps, " is outside [1, 100000]");
+  if (o.n_batch < 1) edgellm::throw_error("-b: ", o.n_batch, " must be >= 1");
+  return o;
+}
+
+// ---- model ----
+
+struct LoadedModel {
+  std::shared_ptr<const edgellm::LlamaModel> model;
+  std::string filename, type_name;  // type_name: "Q4_K - Medium"-like mix name from general.file_type
+  uint64_t size_bytes = 0, n_params = 0;
+};
+
+std::string mix_name_of(const edgellm::GgufFile& f) {
+  const int64_t ft = f.get_int_or("general.file_type", -1);
+  for (const auto& m : edgellm::quant_mixes())
+    if (m.file_type == ft) return m.name;
+  return "ftype" + std::to_string(ft);
+}
+
+LoadedModel load(const Options& o) {
+  LoadedModel lm;
+  std::string path = o.model_path;
+  bool temporary = false;
+  if (!o.preset.empty()) {
+    const edgellm::SyntheticSpec spec = edgellm::synthetic_preset(o.preset);
+    const edgellm::QuantMix& mix = edgellm::quant_mix(o.mix);
+    if (o.write_gguf.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/edgellm-bench-XXXXXX";
+      std::vector<char> name(tmpl.begin(), tmpl.end());
+      name.push_back(0);
+      const int fd = ::mkstemp(name.data());
+      if (fd < 0) edgellm::throw_error("cannot create a temporary file from ", tmpl);
+      ::close(fd);
+      path = name.data();
+      temporary = true;
+    } else {
+      path = o.write_gguf;
+    }
+    edgellm::ThreadPool pool(*std::max_element(o.threads.begin(), o.threads.end()));
+    const edgellm::Timer timer;
+    std::fprintf(stderr, "edgellm-bench: building synthetic %s %s in %s\n", o.preset.c_str(), mix.name, path.c_str());
+    try {
+      edgellm::build_synthetic_gguf(spec, mix, o.seed, path, [&](size_t done, size_t total) {
+        std::fprintf(stderr, "\r  tensor %zu/%zu (%.0f s)", done, total, timer.seconds());
+        if (done == total) std::fprintf(stderr, "\n");
+      }, &pool);
+    } catch (...) {
+      if (temporary) std::remove(path.c_str());
+      throw;
+    }
+  }
+  try {
+    lm.model = edgellm::LlamaModel::load(path);
+  } catch (...) {
+    if (temporary) std::remove(path.c_str());
+    throw;
+  }
+  // The mapping keeps the pages; the name can go now, so nothing is left behind on any exit.
+  if (temporary) std::remove(path.c_str());
+  const edgellm::GgufFile& f = lm.model->file();
+  lm.filename = o.preset.empty() ? o.model_path : (o.write_gguf.empty() ? "synthetic-" + o.preset : o.write_gguf);
+  lm.type_name = mix_name_of(f);
+  for (const auto& t : f.tensors()) {
+    lm.size_bytes += t.nbytes;
+    lm.n_params += static_cast<uint64_t>(t.n_elements());
+  }
+  return lm;
+}
+
+// "llama 1.1B Q4_K_M", as llama-bench's model_type.
+std::string model_type(const LoadedModel& lm) {
+  char buf[64];
+  const double b = double(lm.n_params) / 1e9;
+  if (b >= 1.0) std::snprintf(buf, sizeof buf, "%.1fB", b);
+  else std::snprintf(buf, sizeof buf, "%.0fM", b * 1e3);
+  return lm.model->file().get_string_or("general.architecture", "llama") + " " + buf + " " + lm.type_name;
+}
+
+// ---- memory ----
+
+// Resets VmHWM so each row's peak RSS is its own (Linux >= 4.0; ignored where unsupported).
+void reset_peak_rss() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+// Read bandwidth in GB/s with the pool's threads: best of several passes over a buffer far larger
+// than the caches, each thread summing its own contiguous part.
+double measure_membw(edgellm::ThreadPool& pool) {
+  constexpr size_t kBytes = size_t(1) << 30;
+  std::vector<uint64_t> buf(kBytes / sizeof(uint64_t), 1);
+  std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()) * 8, 0);
+  double best = 0;
+  for (int pass = 0; pass < 6; ++pass) {
+    const edgellm::Timer t;
+    const int64_t n_chunks = pool.n_threads();
+    pool.parallel_for(n_chunks, [&](int64_t c0, int64_t c1, int thread) {
+      const size_t per = buf.size() / size_t(n_chunks);
+      const uint64_t* p = buf.data() + size_t(c0) * per;
+      const size_t n = per * size_t(c1 - c0);
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t i = 0; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+      }
+      sink[size_t(thread) * 8] += s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, double(kBytes) / t.seconds() / 1e9);
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sink) total += s;
+  if (total == 0) edgellm::throw_error("--membw: read nothing");  // keeps the sums alive
+  return best;
+}
+
+// ---- tests ----
+
+struct Test {
+  int n_prompt = 0, n_gen = 0;
+  std::string name() const {
+    if (n_gen == 0) return "pp" + std::to_string(n_prompt);
+    if (n_prompt == 0) return "tg" + std::to_string(n_gen);
+    return "pp" + std::to_string(n_prompt) + "+tg" + std::to_string(n_gen);
+  }
+};
+
+struct Result {
+  Test test;
+  int n_threads = 0;
+  std::vector<double> samples_ns;  // one per repetition
+  std::vector<double> token_ms;    // generation: every token of every repetition
+  uint64_t peak_rss = 0, rss_file = 0, rss_anon = 0;
+  uint32_t hash = 0;
+  double avg_ts = 0, stddev_ts = 0, avg_ns = 0, stddev_ns = 0, gbps = 0, roofline = 0;
+};
+
+class Runner {
+ public:
+  Runner(const LoadedModel& lm, const Options& o, edgellm::DType kv_type, edgellm::ThreadPool* pool)
+      : lm_(lm), o_(o), kv_type_(kv_type), ctx_(pool) {}
+
+  // One run of the test from an empty cache; appends generated-token latencies to token_ms.
+  void run_once(const Test& t, std::vector<double>* token_ms) {
+    const edgellm::LlamaModel& m = *lm_.model;
+    if (!kv_ || kv_->params().max_tokens < t.n_prompt + t.n_gen) {
+      kv_.reset();
+      kv_ = std::make_unique<edgellm::PagedKvCache>(m.kv_params(t.n_prompt + t.n_gen, 16, 0, kv_type_));
+      seq_ = kv_->create_sequence();
+    }
+    kv_->truncate(seq_, 0);
+    uint64_t rng = 42;  // same tokens every run: the logits hash is comparable between builds
+    const int n_vocab = m.config().n_vocab;
+    auto token = [&] { return static_cast<int32_t>(edgellm::detail::splitmix64(rng) % uint64_t(n_vocab)); };
+    int pos = 0;
+    edgellm::Batch b;
+    for (int done = 0; done < t.n_prompt;) {
+      const int n = std::min(o_.n_batch, t.n_prompt - done);
+      b.clear();
+      for (int i = 0; i < n; ++i) b.add(token(), pos++, seq_, done + i == t.n_prompt - 1);
+      m.forward(ctx_, *kv_, b);
+      done += n;
+    }
+    for (int i = 0; i < t.n_gen; ++i) {
+      const edgellm::Timer tt;
+      b.clear();
+      b.add(token(), pos++, seq_, true);
+      m.forward(ctx_, *kv_, b);
+      if (token_ms) token_ms->push_back(tt.ms());
+    }
+  }
+
+  uint32_t last_hash() const {
+    if (ctx_.n_outputs() == 0) return 0;
+    return edgellm::logits_hash(ctx_.logits(ctx_.n_outputs() - 1), size_t(lm_.model->config().n_vocab));
+  }
+
+ private:
+  const LoadedModel& lm_;
+  const Options& o_;
+  edgellm::DType kv_type_;
+  edgellm::LlamaContext ctx_;
+  std::unique_ptr<edgellm::PagedKvCache> kv_;
+  int seq_ = 0;
+};
+
+Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, double membw_gbps,
+                const LoadedModel& lm) {
+  Result r;
+  r.test = t;
+  r.n_threads = n_threads;
+  reset_peak_rss();
+  if (o.warmup) {
+    // As llama-bench: the whole prompt, or one generated token (pages the weights in).
+    Test w = t;
+    if (w.n_prompt == 0) w.n_gen = 1;
+    else w.n_gen = 0;
+    runner.run_once(w, nullptr);
+  }
+  for (int rep = 0; rep < o.reps; ++rep) {
+    const edgellm::Timer timer;
+    runner.run_once(t, &r.token_ms);
+    r.samples_ns.push_back(timer.seconds() * 1e9);
+    const edgellm::MemoryStats ms = edgellm::memory_stats();
+    r.rss_file = std::max(r.rss_file, ms.rss_file_bytes);
+    r.rss_anon = std::max(r.rss_anon, ms.rss_anon_bytes);
+  }
+  r.peak_rss = edgellm::peak_rss_bytes();
+  r.hash = runner.last_hash();
+  std::vector<double> ts;
+  const double n_tok = double(t.n_prompt + t.n_gen);
+  for (double ns : r.samples_ns) ts.push_back(n_tok * 1e9 / ns);
+  r.avg_ts = edgellm::stats_mean(ts);
+  r.stddev_ts = edgellm::stats_stddev(ts);
+  r.avg_ns = edgellm::stats_mean(r.samples_ns);
+  r.stddev_ns = edgellm::stats_stddev(r.samples_ns);
+  if (t.n_prompt == 0) {
+    // Every generated token reads the whole model once (llama.cpp's roofline convention).
+    r.gbps = double(lm.size_bytes) * r.avg_ts / 1e9;
+    if (membw_gbps > 0) r.roofline = 100.0 * r.gbps / membw_gbps;
+  }
+  return r;
+}
+
+// ---- output ----
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string mib(uint64_t b) { return fmt("%.2f MiB", double(b) / (1024.0 * 1024.0)); }
+
+std::string params_str(uint64_t n) { return n >= 100000000 ? fmt("%.2f B", double(n) / 1e9) : fmt("%.2f M", double(n) / 1e6); }
+
+class Printer {
+ public:
+  Printer(const Options& o, const LoadedModel& lm, const std::string& cpu) : o_(o), lm_(lm), cpu_(cpu) {}
+
+  void header() {
+    if (o_.output == "md") {
+      std::printf("| model | size | params | backend | threads | test | t/s | GB/s | roofline | ms/tok p50/p90/p99 "
+                  "| peak RSS (file/anon) | logits |\n");
+      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    } else if (o_.output == "csv") {
+      std::printf("%s\n", join(fields(), ",").c_str());
+    } else {
+      std::printf("[");
+    }
+    std::fflush(stdout);
+  }
+
+  void row(const Result& r) {
+    const bool gen_only = r.test.n_prompt == 0;
+    const double p50 = edgellm::stats_percentile(r.token_ms, 50), p90 = edgellm::stats_percentile(r.token_ms, 90),
+                 p99 = edgellm::stats_percentile(r.token_ms, 99);
+    if (o_.output == "md") {
+      std::printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %s | %s | %s | %s (%s / %s) | %s |\n",
+                  model_type(lm_).c_str(), mib(lm_.size_bytes).c_str(), params_str(lm_.n_params).c_str(), r.n_threads,
+                  r.test.name().c_str(), r.avg_ts, r.stddev_ts, gen_only ? fmt("%.1f", r.gbps).c_str() : "-",
+                  gen_only && r.roofline > 0 ? fmt("%.0f %%", r.roofline).c_str() : "-",
+                  r.token_ms.empty() ? "-" : (fmt("%.2f", p50) + " / " + fmt("%.2f", p90) + " / " + fmt("%.2f", p99)).c_str(),
+                  mib(r.peak_rss).c_str(), mib(r.rss_file).c_str(), mib(r.rss_anon).c_str(),
+                  edgellm::format_hash(r.hash).c_str());
+    } else {
+      std::vector<std::string> samples_ns, samples_ts;
+      for (double ns : r.samples_ns) {
+        samples_ns.push_back(fmt("%.0f", ns));
+        samples_ts.push_back(fmt("%.6g", double(r.test.n_prompt + r.test.n_gen) * 1e9 / ns));
+      }
+      const std::vector<std::string> v = {
+          q(lm_.filename), q(model_type(lm_)), std::to_string(lm_.size_bytes), std::to_string(lm_.n_params),
+          q(cpu_), q("CPU"), std::to_string(o_.n_batch), std::to_string(o_.n_batch), std::to_string(r.n_threads),
+          q(o_.kv_type), q(o_.kv_type), "true", std::to_string(r.test.n_prompt), std::to_string(r.test.n_gen),
+          fmt("%.0f", r.avg_ns), fmt("%.0f", r.stddev_ns), fmt("%.6f", r.avg_ts), fmt("%.6f", r.stddev_ts),
+          list(samples_ns), list(samples_ts), fmt("%.3f", r.gbps), fmt("%.2f", r.roofline), fmt("%.4f", p50),
+          fmt("%.4f", p90), fmt("%.4f", p99), std::to_string(r.peak_rss), std::to_string(r.rss_file),
+          std::to_string(r.rss_anon), q(edgellm::format_hash(r.hash)),
+          q(edgellm::isa_name(lm_.model->kernel_table().isa))};
+      if (o_.output == "csv") {
+        std::printf("%s\n", join(v, ",").c_str());
+      } else {
+        const std::vector<std::string> k = fields();
+        std::printf("%s\n  {\n", n_rows_ ? "," : "");
+        for (size_t i = 0; i < k.size(); ++i)
+          std::printf("    \"%s\": %s%s\n", k[i].c_str(), v[i].c_str(), i + 1 < k.size() ? "," : "");
+        std::printf("  }");
+      }
+    }
+    ++n_rows_;
+    std::fflush(stdout);
+  }
+
+  void footer() {
+    if (o_.output == "json") std::printf("%s]\n", n_rows_ ? "\n" : "");
+    std::fflush(stdout);
+  }
+
+ private:
+  static std::vector<std::string> fields() {
+    return {"model_filename", "model_type", "model_size", "model_n_params", "cpu_info", "backends", "n_batch",
+            "n_ubatch", "n_threads", "type_k", "type_v", "use_mmap", "n_prompt", "n_gen", "avg_ns", "stddev_ns",
+            "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
+            "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels"};
+  }
+  // A string value: JSON-quoted, or a CSV field.
+  std::string q(const std::string& s) const { return o_.output == "json" ? edgellm::json_quote(s) : edgellm::csv_field(s); }
+  // An array value: [a, b] in JSON, "a,b" in CSV (llama-bench's form).
+  std::string list(const std::vector<std::string>& v) const {
+    if (o_.output == "json") return "[" + join(v, ", ") + "]";
+    return edgellm::csv_field(join(v, ","));
+  }
+  static std::string join(const std::vector<std::string>& v, const char* sep) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+    return s;
+  }
+  const Options& o_;
+  const LoadedModel& lm_;
+  std::string cpu_;
+  int n_rows_ = 0;
+};
+
+std::string cpu_model() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return "";
+  char line[512];
+  std::string name;
+  while (std::fgets(line, sizeof line, f)) {
+    const std::string s = line;
+    if (s.rfind("model name", 0) == 0 || s.rfind("Model", 0) == 0) {
+      const size_t c = s.find(':');
+      if (c != std::string::npos) name = s.substr(c + 2, s.size() - c - 3);
+      break;
+    }
+  }
+  std::fclose(f);
+  return name;
+}
+
+void describe(const LoadedModel& lm) {
+  std::fprintf(stderr, "%s", edgellm::describe_kernels(lm.model->kernel_table()).c_str());
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& t : lm.model->file().tensors()) {
+    const std::string n = edgellm::dtype_name(t.type);
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == n; });
+    if (it == counts.end()) counts.emplace_back(n, 1);
+    else ++it->second;
+  }
+  std::fprintf(stderr, "tensor types:");
+  for (const auto& [n, c] : counts) std::fprintf(stderr, " %s x%d", n.c_str(), c);
+  std::fprintf(stderr, "\nrepacked tensors: none (weights are used in place from the mapping)\n");
+}
+
+int bench_main(int argc, char** argv) {
+  bool help = false;
+  const Options o = parse(argc, argv, &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  edgellm::DType kv_type;
+  if (!edgellm::dtype_from_name(o.kv_type, &kv_type) ||
+      (kv_type != edgellm::DType::F32 && kv_type != edgellm::DType::F16 && kv_type != edgellm::DType::Q8_0))
+    edgellm::throw_error("--kv-type ", o.kv_type, ": expected f32, f16 or q8_0");
+  std::vector<Test> tests;
+  for (int p : o.n_prompt)
+    if (p > 0) tests.push_back({p, 0});
+  for (int n : o.n_gen)
+    if (n > 0) tests.push_back({0, n});
+  for (const auto& [p, n] : o.pg)
+    if (p + n > 0) tests.push_back({p, n});
+  if (tests.empty()) edgellm::throw_error("nothing to run: every -p / -n / -pg value is 0");
+
+  const LoadedModel lm = load(o);
+  if (o.verbose) describe(lm);
+  Printer out(o, lm, cpu_model());
+  out.header();
+  for (int n_threads : o.threads) {
+    edgellm::ThreadPool pool(n_threads);
+    double membw = 0;
+    if (o.membw) {
+      membw = measure_membw(pool);
+      std::fprintf(stderr, "edgellm-bench: memory read bandwidth, %d threads: %.1f GB/s\n", n_threads, membw);
+    }
+    Runner runner(lm, o, kv_type, &pool);
+    for (const Test& t : tests) {
+      std::fprintf(stderr, "edgellm-bench: %s, %d threads ...\n", t.name().c_str(), n_threads);
+      out.row(run_test(runner, t, o, n_threads, membw, lm));
+    }
+  }
+  out.footer();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tool::run([&] { return bench_main(argc, argv); });
+}

@@ -1,0 +1,97 @@
+// edgellm-bench helpers: statistics, logits hash, flag lists, JSON/CSV escaping; and the synthetic
+// model builder (mix types, same file for any thread count).
+#include <doctest/doctest.h>
+
+#include <edgellm/core/error.hpp>
+#include <edgellm/gguf/reader.hpp>
+#include <edgellm/model/synthetic.hpp>
+#include <edgellm/runtime/bench_stats.hpp>
+#include <edgellm/runtime/thread_pool.hpp>
+
+using namespace edgellm;
+
+namespace {
+constexpr double kStatsTol = 1e-12;
+}
+
+TEST_CASE("bench_stats: mean, sample stddev, percentiles") {
+  const std::vector<double> v = {2, 4, 4, 4, 5, 5, 7, 9};
+  CHECK(stats_mean(v) == doctest::Approx(5.0).epsilon(kStatsTol));
+  CHECK(stats_stddev(v) == doctest::Approx(std::sqrt(32.0 / 7.0)).epsilon(kStatsTol));
+  CHECK(stats_stddev({3.0}) == 0.0);
+  CHECK(stats_mean({}) == 0.0);
+  CHECK(stats_percentile({1, 2, 3, 4}, 50) == doctest::Approx(2.5));
+  CHECK(stats_percentile({4, 1, 3, 2}, 0) == 1.0);
+  CHECK(stats_percentile({4, 1, 3, 2}, 100) == 4.0);
+  std::vector<double> r;
+  for (int i = 1; i <= 101; ++i) r.push_back(double(102 - i));  // 101 .. 1, unsorted order
+  CHECK(stats_percentile(r, 90) == doctest::Approx(91.0));
+  CHECK(stats_percentile(r, 99) == doctest::Approx(100.0));
+  CHECK(stats_percentile({7.0}, 99) == 7.0);
+  CHECK_THROWS_AS(stats_percentile(r, 101), Error);
+}
+
+TEST_CASE("bench_stats: logits hash is FNV-1a of the bytes and sees any bit") {
+  // FNV-1a 32 of no bytes is the offset basis; of the 4 zero bytes of 0.0f a known value.
+  CHECK(logits_hash(nullptr, 0) == 2166136261u);
+  const float zero = 0.0f, neg_zero = -0.0f;
+  CHECK(logits_hash(&zero, 1) == 0x4b95f515u);
+  CHECK(logits_hash(&zero, 1) != logits_hash(&neg_zero, 1));
+  std::vector<float> a = {1.f, 2.f, 3.f}, b = a;
+  CHECK(logits_hash(a.data(), 3) == logits_hash(b.data(), 3));
+  b[2] = std::nextafter(3.f, 4.f);
+  CHECK(logits_hash(a.data(), 3) != logits_hash(b.data(), 3));
+  CHECK(format_hash(0x1234abcdu) == "#1234abcd");
+  CHECK(format_hash(0xfu) == "#0000000f");
+}
+
+TEST_CASE("bench_stats: comma lists of flag values") {
+  CHECK(parse_int_list("512", "-p", 0, 1 << 20) == std::vector<int>{512});
+  CHECK(parse_int_list("1,2,4", "-t", 1, 1024) == std::vector<int>{1, 2, 4});
+  CHECK_THROWS_AS(parse_int_list("1,,2", "-t", 1, 1024), Error);
+  CHECK_THROWS_AS(parse_int_list("1,x", "-t", 1, 1024), Error);
+  CHECK_THROWS_AS(parse_int_list("0", "-t", 1, 1024), Error);
+  CHECK(split_list("md", "-o") == std::vector<std::string>{"md"});
+}
+
+TEST_CASE("bench_stats: JSON and CSV escaping") {
+  CHECK(json_quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\u000a\"");
+  CHECK(json_quote("llama 1B Q4_0") == "\"llama 1B Q4_0\"");
+  CHECK(csv_field("plain") == "plain");
+  CHECK(csv_field("a,b") == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+}
+
+TEST_CASE("synthetic: mix types follow llama.cpp's rules, file independent of thread count") {
+  // Rows of 256: the K-quant types themselves.
+  const SyntheticSpec k{"k256", 512, 256, 2, 4, 2, 512, 2048, 10000.f, false};
+  const std::vector<DType> types = synthetic_mix_types(k, quant_mix("Q4_K_M"));
+  const std::vector<SyntheticTensor> kts = synthetic_tensors(k);
+  REQUIRE(types.size() == kts.size());
+  for (size_t i = 0; i < kts.size(); ++i) {
+    if (kts[i].name.find("norm") != std::string::npos) CHECK(types[i] == DType::F32);
+    if (kts[i].name == "output.weight") CHECK(types[i] == DType::Q6_K);
+    if (kts[i].name == "blk.0.attn_q.weight") CHECK(types[i] == DType::Q4_K);
+  }
+  // Rows of 128 do not split into 256-blocks: llama.cpp's fallbacks (q4_K -> q5_0, q6_K -> q8_0).
+  const SyntheticSpec s = synthetic_preset("tiny");
+  const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
+  const std::vector<DType> tiny_types = synthetic_mix_types(s, quant_mix("Q4_K_M"));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].name == "output.weight") CHECK(tiny_types[i] == DType::Q8_0);
+    if (ts[i].name == "blk.0.attn_q.weight") CHECK(tiny_types[i] == DType::Q5_0);
+  }
+  const auto one = build_synthetic_gguf(s, quant_mix("Q4_K_M"), 7);
+  ThreadPool pool(2);
+  size_t calls = 0, last_total = 0;
+  const auto two = build_synthetic_gguf(s, quant_mix("Q4_K_M"), 7, "", [&](size_t, size_t total) {
+    ++calls;
+    last_total = total;
+  }, &pool);
+  CHECK(one == two);
+  CHECK(calls == ts.size());
+  CHECK(last_total == ts.size());
+  const GgufFile f = GgufFile::from_bytes(one);
+  CHECK(f.tensors().size() == ts.size());
+  CHECK(build_synthetic_gguf(s, quant_mix("Q4_K_M"), 8) != one);
+}
