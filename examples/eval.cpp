@@ -1,0 +1,214 @@
+// edgellm-eval -m MODEL -f TASK.jsonl [...]: accuracy evals (engine/eval.hpp). Multiple-choice tasks
+// report acc and acc_norm; generation tasks (greedy) one row per budget (--max-tokens / --deadline-ms
+// lists). Every row: requests/s, mean and p90 latency, mean tokens, peak RSS. CSV on stdout.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <edgellm/engine/eval.hpp>
+#include <edgellm/engine/session.hpp>
+#include <edgellm/runtime/memory_stats.hpp>
+#include <edgellm/runtime/timer.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+using namespace edgellm;
+
+const char* kUsage =
+    "usage: edgellm-eval -m MODEL.gguf -f TASK.jsonl [--task mc|gen] [--limit N] [-t THREADS] [-c CTX]\n"
+    "                    [--max-tokens N[,N...]] [--deadline-ms MS[,MS...]] [--budget-hint]\n"
+    "                    [--template TEXT] [--stop TEXT]... [--csv FILE] [-v]\n"
+    "  multiple choice (lines with \"choices\"/\"endings\"/\"sol1\"): acc and acc_norm by log-likelihood\n"
+    "  generation (lines with \"question\" and \"answer\"): greedy, answer from \\boxed{}, ####, or the\n"
+    "    last number; one CSV row per budget (max-tokens x deadline-ms); --budget-hint adds\n"
+    "    \"(Answer in under N tokens.)\" to the prompt; template placeholders {question} {hint}\n";
+
+const char* kDefaultTemplate = "Question: {question}\n{hint}Answer:";
+
+struct Options {
+  std::string model, task_file, task, tmpl = kDefaultTemplate, csv;
+  int limit = -1, threads = 0, n_ctx = 0;
+  std::vector<int> max_tokens;
+  std::vector<double> deadlines;
+  std::vector<std::string> stops;
+  bool hint = false, verbose = false, stop_given = false;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error("file ", path, ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+template <class T, class Parse>
+std::vector<T> parse_list(const std::string& flag, const std::string& v, Parse parse) {
+  std::vector<T> out;
+  size_t i = 0;
+  while (i <= v.size()) {
+    const size_t j = std::min(v.find(',', i), v.size());
+    const std::string item = v.substr(i, j - i);
+    char* end = nullptr;
+    const T x = parse(item.c_str(), &end);
+    if (item.empty() || *end || x <= 0) throw_error("option ", flag, ": '", item, "' is not a positive number");
+    out.push_back(x);
+    i = j + 1;
+  }
+  return out;
+}
+
+double mib(uint64_t b) { return double(b) / 1048576.0; }
+
+void emit(const Options& o, std::FILE* csv, const std::string& line) {
+  std::fputs(line.c_str(), stdout);
+  if (csv) std::fputs(line.c_str(), csv);
+  (void)o;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string stats_columns(const EvalStats& s) {
+  return fmt("%.2f", s.mean_tokens()) + "," + fmt("%.2f", s.mean_latency_ms()) + "," + fmt("%.2f", s.p90_latency_ms()) + "," +
+         fmt("%.3f", s.requests_per_s()) + "," + fmt("%.1f", mib(peak_rss_bytes()));
+}
+
+int run_mc(const Options& o, const std::vector<Json>& lines, const LlamaModel& model, const Tokenizer& tok, std::FILE* csv) {
+  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
+  McScorer scorer(model, tok, &pool);
+  EvalStats st;
+  Timer wall;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const McItem item = parse_mc_item(lines[i], i + 1);
+    Timer t;
+    const std::vector<ChoiceScore> s = scorer.score(item);
+    const double ms = t.ms();
+    const McPick p = pick_choice(s);
+    int n_tok = scorer.last_shared_tokens();
+    for (const auto& c : s) n_tok += c.n_tokens;
+    st.add(p.acc == item.label, ms, n_tok, p.acc_norm == item.label);
+    if (o.verbose) {
+      std::fprintf(stderr, "item %zu: label %d acc %d acc_norm %d shared %d tokens, logprobs", i + 1, item.label, p.acc, p.acc_norm,
+                   scorer.last_shared_tokens());
+      for (const auto& c : s) std::fprintf(stderr, " %.3f/%dt", c.logprob, c.n_tokens);
+      std::fprintf(stderr, " (%.1f ms)\n", ms);
+    }
+  }
+  st.wall_s = wall.seconds();
+  emit(o, csv, "task,n,acc,acc_norm,mean_tokens_evaluated,mean_latency_ms,p90_latency_ms,requests_per_s,peak_rss_mib\n");
+  emit(o, csv, o.task_file + "," + std::to_string(st.n) + "," + fmt("%.4f", st.accuracy()) + "," + fmt("%.4f", st.accuracy_norm()) +
+                   "," + stats_columns(st) + "\n");
+  return 0;
+}
+
+struct Budget {
+  int max_tokens;
+  double deadline_ms;
+};
+
+int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<const LlamaModel> model,
+            std::shared_ptr<const Tokenizer> tok, std::FILE* csv) {
+  std::vector<GenItem> items;
+  for (size_t i = 0; i < lines.size(); ++i) items.push_back(parse_gen_item(lines[i], i + 1));
+  std::vector<Budget> budgets;
+  const std::vector<int> mt = o.max_tokens.empty() ? std::vector<int>{256} : o.max_tokens;
+  const std::vector<double> dl = o.deadlines.empty() ? std::vector<double>{0} : o.deadlines;
+  for (int m : mt)
+    for (double d : dl) budgets.push_back({m, d});
+  SessionParams sp;
+  sp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model->config().n_ctx_train, 4096);
+  sp.n_threads = o.threads;
+  Session sess(model, tok, sp);
+  emit(o, csv, "task,max_tokens,deadline_ms,budget_hint,n,correct,accuracy,mean_tokens_generated,mean_latency_ms,p90_latency_ms,"
+               "requests_per_s,peak_rss_mib\n");
+  for (const Budget& b : budgets) {
+    EvalStats st;
+    Timer wall;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string hint = o.hint ? "(Answer in under " + std::to_string(b.max_tokens) + " tokens.)\n" : "";
+      GenerateParams gp;
+      gp.max_tokens = b.max_tokens;
+      gp.deadline_ms = b.deadline_ms;
+      gp.sampler.temperature = 0;  // greedy: runs are repeatable
+      gp.stop = o.stops;
+      sess.reset();
+      Timer t;
+      const GenerateResult r = sess.generate(render_prompt(o.tmpl, items[i].question, hint), gp);
+      const double ms = t.ms();
+      const ExtractedAnswer pred = extract_answer(r.text), gold = extract_answer(items[i].answer);
+      const bool ok = answers_equal(pred.value, gold.value);
+      st.add(ok, ms, static_cast<int>(r.tokens.size()));
+      if (o.verbose)
+        std::fprintf(stderr, "item %zu [%d tok, %.0f ms]: %d tokens, stop %s, %.1f ms, answer '%s' gold '%s' %s\n", i + 1,
+                     b.max_tokens, b.deadline_ms, int(r.tokens.size()), stop_reason_name(r.reason), ms, pred.value.c_str(),
+                     gold.value.c_str(), ok ? "ok" : "wrong");
+    }
+    st.wall_s = wall.seconds();
+    emit(o, csv, o.task_file + "," + std::to_string(b.max_tokens) + "," + fmt("%.0f", b.deadline_ms) + "," + (o.hint ? "1" : "0") + "," +
+                     std::to_string(st.n) + "," + std::to_string(st.correct) + "," + fmt("%.4f", st.accuracy()) + "," +
+                     stats_columns(st) + "\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tool::run([&] {
+    tool::Args args(argc, argv);
+    Options o;
+    for (std::string f; args.next(f);) {
+      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
+      else if (f == "-m" || f == "--model") o.model = args.value(f);
+      else if (f == "-f" || f == "--file") o.task_file = args.value(f);
+      else if (f == "--task") o.task = args.value(f);
+      else if (f == "--limit") o.limit = static_cast<int>(args.integer(f));
+      else if (f == "-t" || f == "--threads") o.threads = static_cast<int>(args.integer(f));
+      else if (f == "-c" || f == "--ctx-size") o.n_ctx = static_cast<int>(args.integer(f));
+      else if (f == "--max-tokens" || f == "-n") o.max_tokens = parse_list<int>(f, args.value(f), [](const char* s, char** e) { return int(std::strtol(s, e, 10)); });
+      else if (f == "--deadline-ms") o.deadlines = parse_list<double>(f, args.value(f), [](const char* s, char** e) { return std::strtod(s, e); });
+      else if (f == "--budget-hint") o.hint = true;
+      else if (f == "--template") o.tmpl = args.value(f);
+      else if (f == "--stop") { o.stops.push_back(args.value(f)); o.stop_given = true; }
+      else if (f == "--csv") o.csv = args.value(f);
+      else if (f == "-v" || f == "--verbose") o.verbose = true;
+      else tool::unknown(f);
+    }
+    if (!args.positional().empty()) throw_error("unexpected argument '", args.positional()[0], "'\n", kUsage);
+    if (o.model.empty()) throw_error("-m MODEL is required\n", kUsage);
+    if (o.task_file.empty()) throw_error("-f TASK.jsonl is required");
+    if (!o.task.empty() && o.task != "mc" && o.task != "gen") throw_error("--task must be mc or gen, got '", o.task, "'");
+    if (o.threads < 0) throw_error("-t must be >= 1, got ", o.threads);
+    if (!o.stop_given) o.stops = {"\nQuestion:"};
+
+    std::vector<Json> lines = Json::parse_lines(read_file(o.task_file));
+    if (o.limit >= 0 && lines.size() > static_cast<size_t>(o.limit)) lines.resize(static_cast<size_t>(o.limit));
+    if (lines.empty()) throw_error("file ", o.task_file, ": no task items");
+    std::string task = o.task;
+    if (task.empty()) {
+      const Json& j = lines[0];
+      task = (j.contains("choices") || j.contains("endings") || j.contains("sol1")) ? "mc" : "gen";
+    }
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
+    if (!o.csv.empty()) {
+      csv.reset(std::fopen(o.csv.c_str(), "w"));
+      if (!csv) throw_error("file ", o.csv, ": cannot create");
+    }
+    std::shared_ptr<const LlamaModel> model = LlamaModel::load(o.model);
+    auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
+    std::fprintf(stderr, "eval: %s, %zu items, task %s\n", o.task_file.c_str(), lines.size(), task.c_str());
+    const int rc = task == "mc" ? run_mc(o, lines, *model, *tok, csv.get()) : run_gen(o, lines, model, tok, csv.get());
+    if (csv && std::fflush(csv.get()) != 0) throw_error("file ", o.csv, ": write failed");
+    return rc;
+  });
+}
