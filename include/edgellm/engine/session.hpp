@@ -166,6 +166,7 @@ class Session {
   // produced and may return false to stop.
   GenerateResult generate(const std::string& prompt, const GenerateParams& gp,
                           const std::function<bool(const std::string&)>& on_text = {}) {
+    Sampler::validate(gp.sampler);  // before the prompt is evaluated: a rejected call changes nothing
     cancel_.store(false);
     GenerateResult r;
     Timer clock;
@@ -235,6 +236,7 @@ class Session {
   std::vector<GenerateResult> generate_parallel(const std::string& prompt, int n_seq, const GenerateParams& gp,
                                                 const std::function<bool(int, const std::string&)>& on_text = {}) {
     EDGELLM_CHECK(n_seq >= 1, "generate_parallel: n_seq must be >= 1, got ", n_seq);
+    Sampler::validate(gp.sampler);
     cancel_.store(false);
     Timer clock;
     const bool use_bos = gp.add_bos && history_.empty() && tok_->add_bos();
