@@ -1,0 +1,92 @@
+// Prints DEPLOY.md's "what fits" tables: weight bytes of known LLaMA shapes at common mixes (the
+// per-tensor rules of edgellm-quantize) and the largest context that fits a 2 GB and a 4 GB board
+// by the plan edgellm-cli -v prints (runtime/memory_plan.hpp). No model files needed.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "edgellm/runtime/memory_plan.hpp"
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+  bool tied;
+};
+
+edgellm::LlamaConfig config_of(const Shape& s) {
+  edgellm::LlamaConfig c;
+  c.name = s.name;
+  c.n_layer = s.n_layer;
+  c.n_embd = s.n_embd;
+  c.n_head = s.n_head;
+  c.n_head_kv = s.n_head_kv;
+  c.head_dim = s.head_dim;
+  c.n_rot = s.head_dim;
+  c.n_ff = s.n_ff;
+  c.n_vocab = s.n_vocab;
+  c.n_ctx_train = s.n_ctx_train;
+  c.tied_embeddings = s.tied;
+  return c;
+}
+
+std::string gib(uint64_t b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f", double(b) / double(uint64_t(1) << 30));
+  return s;
+}
+
+std::string ctx_cell(int n) { return n == 0 ? std::string("—") : std::to_string(n); }
+
+}  // namespace
+
+int main() {
+  const std::vector<Shape> shapes = {
+      {"Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, 131072, true},
+      {"TinyLlama-1.1B", 22, 2048, 32, 4, 64, 5632, 32000, 2048, false},
+      {"Llama-2-7B", 32, 4096, 32, 32, 128, 11008, 32000, 4096, false},
+      {"Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, 131072, false},
+  };
+  const char* mixes[] = {"Q2_K", "Q4_0", "Q4_K_M", "Q8_0"};
+  // MemTotal of a "2 GB" / "4 GB" board: the nominal size less ~5% kept by firmware and kernel.
+  const uint64_t ram2 = uint64_t(0.95 * double(uint64_t(2) << 30));
+  const uint64_t ram4 = uint64_t(0.95 * double(uint64_t(4) << 30));
+  edgellm::MemoryPlanParams p;
+  p.n_threads = 4;
+  p.n_batch = 512;
+
+  std::printf("| model | KV F32 / token | KV F16 / token | KV Q8_0 / token |\n| --- | --- | --- | --- |\n");
+  for (const auto& s : shapes) {
+    const auto c = config_of(s);
+    std::printf("| %s | %s | %s | %s |\n", s.name,
+                edgellm::format_bytes(edgellm::kv_bytes_per_token(c, edgellm::DType::F32)).c_str(),
+                edgellm::format_bytes(edgellm::kv_bytes_per_token(c, edgellm::DType::F16)).c_str(),
+                edgellm::format_bytes(edgellm::kv_bytes_per_token(c, edgellm::DType::Q8_0)).c_str());
+  }
+  std::printf("\nRAM (MemTotal) assumed: 2 GB board %s GiB, 4 GB board %s GiB; kept free: %s / %s; "
+              "4 threads, -b 512. Context = largest fitting -c (whole 16-token KV blocks, at most the "
+              "training context); — = the weights alone do not fit.\n\n",
+              gib(ram2).c_str(), gib(ram4).c_str(), edgellm::format_bytes(edgellm::memory_headroom_bytes(ram2)).c_str(),
+              edgellm::format_bytes(edgellm::memory_headroom_bytes(ram4)).c_str());
+  std::printf("| model | quant | weights GiB | scratch at -c 2048 | 2 GB: ctx, KV F16 | 2 GB: ctx, KV Q8_0 | "
+              "4 GB: ctx, KV F16 | 4 GB: ctx, KV Q8_0 |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const auto& s : shapes) {
+    const auto c = config_of(s);
+    for (const char* m : mixes) {
+      const uint64_t w = edgellm::llama_weight_bytes(c, edgellm::quant_mix(m));
+      auto fit = [&](uint64_t ram, edgellm::DType kv) {
+        edgellm::MemoryPlanParams q = p;
+        q.kv_type = kv;
+        return ctx_cell(edgellm::max_context_that_fits(c, w, q, ram));
+      };
+      edgellm::MemoryPlanParams q = p;
+      q.n_ctx = 2048;
+      std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.name, m, gib(w).c_str(),
+                  edgellm::format_bytes(edgellm::scratch_bytes(c, q)).c_str(), fit(ram2, edgellm::DType::F16).c_str(),
+                  fit(ram2, edgellm::DType::Q8_0).c_str(), fit(ram4, edgellm::DType::F16).c_str(),
+                  fit(ram4, edgellm::DType::Q8_0).c_str());
+    }
+  }
+  return 0;
+}
