@@ -176,7 +176,8 @@ class LlamaModel {
   void rope_delta_table(int delta, float* cs) const {
     for (int i = 0; i < cfg_.n_rot / 2; ++i) {
       const double ff = w_.rope_freqs.empty() ? 1.0 : w_.rope_freqs[static_cast<size_t>(i)];
-      const double t = cfg_.rope_freq_scale * delta * std::pow(static_cast<double>(cfg_.rope_freq_base), -2.0 * i / cfg_.n_rot) / ff;
+      const double t = static_cast<double>(cfg_.rope_freq_scale) * delta *
+                       std::pow(static_cast<double>(cfg_.rope_freq_base), -2.0 * i / cfg_.n_rot) / ff;
       cs[2 * i] = static_cast<float>(std::cos(t));
       cs[2 * i + 1] = static_cast<float>(std::sin(t));
     }

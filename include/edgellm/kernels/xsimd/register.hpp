@@ -8,6 +8,7 @@
 #include "edgellm/kernels/xsimd/dot_kquants.hpp"
 #include "edgellm/kernels/xsimd/dot_legacy.hpp"
 #include "edgellm/kernels/xsimd/float_ops.hpp"
+#include "edgellm/kernels/xsimd/kv_ops.hpp"
 #include "edgellm/kernels/xsimd/quantize.hpp"
 
 namespace edgellm {
@@ -54,6 +55,7 @@ inline void register_xsimd_kernels(KernelTable& t) {
   f.softmax = softmax_xsimd;
   f.silu_mul = silu_mul_xsimd;
   f.rope = rope_xsimd;
+  register_xsimd_kv_kernels(f);
   f.variant = "xsimd";
 }
 
