@@ -85,6 +85,19 @@ template <> void fix_scales(std::vector<block_q8_K>& v) {
   }
 }
 
+// |m * d8 * sum(q8)| of a block with a min: the two terms of such a block can cancel, so the
+// rounding bound is relative to both, not to their sum.
+template <class W, class A>
+double min_term_mag(const W&, const A&) { return 0.0; }
+template <class W>
+double min_term_mag_q8_0(const W& w, const block_q8_0& a) {
+  int s = 0;
+  for (int8_t q : a.qs) s += q;
+  return std::fabs(double(fp16_to_fp32(w.m)) * fp16_to_fp32(a.d) * s);
+}
+double min_term_mag(const block_q4_1& w, const block_q8_0& a) { return min_term_mag_q8_0(w, a); }
+double min_term_mag(const block_q5_1& w, const block_q8_0& a) { return min_term_mag_q8_0(w, a); }
+
 struct Case {
   const char* name;
   VecDotFn ref, v80, dp;
@@ -102,9 +115,9 @@ void check_dot(const Case& c, int block, const std::vector<int>& lengths) {
       const int n = nb * block;
       const float want = c.ref(n, w.data(), a.data());
       double mag = 0.0;
-      for (int b = 0; b < nb; ++b) mag += std::fabs(c.ref(block, &w[b], &a[b]));
+      for (int b = 0; b < nb; ++b) mag += std::fabs(c.ref(block, &w[b], &a[b])) + min_term_mag(w[b], a[b]);
       const double tol = kMaxDotRelErr * (mag + 1e-6);
-      CAPTURE(c.name);
+      CAPTURE(std::string(c.name));
       CAPTURE(nb);
       CHECK(std::fabs(c.v80(n, w.data(), a.data()) - want) <= tol);
       if (cpu_has_dotprod()) CHECK(std::fabs(c.dp(n, w.data(), a.data()) - want) <= tol);
@@ -112,8 +125,52 @@ void check_dot(const Case& c, int block, const std::vector<int>& lengths) {
   }
 }
 
-const std::vector<int> kLegacyBlocks = {1, 2, 3, 7, 8, 33};
+const std::vector<int> kLegacyBlocks = {1, 2, 3, 7, 8, 9, 12, 33};
 const std::vector<int> kKBlocks = {1, 2, 3, 5};
+
+struct RowsCase {
+  const char* name;
+  VecDotFn ref;
+  VecDotRowsFn v80, dp;
+};
+
+// Checks the multi-row kernels against ref row by row: row counts around the unroll (2 or 4),
+// rows padded (stride not a multiple of the block size nor of 4 bytes), every output written.
+template <class W, class A>
+void check_rows(const RowsCase& c, int block, const std::vector<int>& lengths) {
+  constexpr size_t kPad = 6;  // keeps the blocks' 2-byte alignment
+  for (int nb : lengths) {
+    for (int nrows : {1, 2, 3, 4, 5, 6, 7, 9}) {
+      const size_t row_bytes = sizeof(W) * size_t(nb), stride = row_bytes + kPad;
+      std::vector<uint8_t> wbuf(stride * size_t(nrows));
+      std::vector<double> mags(nrows);
+      std::vector<float> want(nrows);
+      auto a = random_blocks<A>(nb);
+      fix_scales(a);
+      for (int r = 0; r < nrows; ++r) {
+        auto w = random_blocks<W>(nb);
+        fix_scales(w);
+        std::memcpy(wbuf.data() + stride * size_t(r), w.data(), row_bytes);
+        want[r] = c.ref(nb * block, w.data(), a.data());
+        for (int b = 0; b < nb; ++b) mags[r] += std::fabs(c.ref(block, &w[b], &a[b])) + min_term_mag(w[b], a[b]);
+      }
+      for (VecDotRowsFn fn : {c.v80, cpu_has_dotprod() ? c.dp : nullptr}) {
+        if (!fn) continue;
+        std::vector<float> got(nrows + 1, -12345.0f);
+        fn(nb * block, got.data(), nrows, wbuf.data(), stride, a.data());
+        CAPTURE(std::string(c.name));
+        CAPTURE(nb);
+        CAPTURE(nrows);
+        CAPTURE(fn == c.dp);
+        for (int r = 0; r < nrows; ++r) {
+          CAPTURE(r);
+          CHECK(std::fabs(got[r] - want[r]) <= kMaxDotRelErr * (mags[r] + 1e-6));
+        }
+        CHECK(got[nrows] == -12345.0f);  // nothing written past the last row
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -131,6 +188,49 @@ TEST_CASE("neon: K-quant dots match the reference") {
   check_dot<block_q4_K, block_q8_K>({"q4_K", vec_dot_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod}, 256, kKBlocks);
   check_dot<block_q5_K, block_q8_K>({"q5_K", vec_dot_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod}, 256, kKBlocks);
   check_dot<block_q6_K, block_q8_K>({"q6_K", vec_dot_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod}, 256, kKBlocks);
+}
+
+TEST_CASE("neon: multi-row legacy dots match the reference row by row") {
+  check_rows<block_q4_0, block_q8_0>({"q4_0", vec_dot_q4_0_q8_0_ref, vec_dot_rows_q4_0_q8_0_neon, vec_dot_rows_q4_0_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_rows<block_q4_1, block_q8_0>({"q4_1", vec_dot_q4_1_q8_0_ref, vec_dot_rows_q4_1_q8_0_neon, vec_dot_rows_q4_1_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_rows<block_q5_0, block_q8_0>({"q5_0", vec_dot_q5_0_q8_0_ref, vec_dot_rows_q5_0_q8_0_neon, vec_dot_rows_q5_0_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_rows<block_q5_1, block_q8_0>({"q5_1", vec_dot_q5_1_q8_0_ref, vec_dot_rows_q5_1_q8_0_neon, vec_dot_rows_q5_1_q8_0_dotprod}, 32, kLegacyBlocks);
+  check_rows<block_q8_0, block_q8_0>({"q8_0", vec_dot_q8_0_q8_0_ref, vec_dot_rows_q8_0_q8_0_neon, vec_dot_rows_q8_0_q8_0_dotprod}, 32, kLegacyBlocks);
+}
+
+TEST_CASE("neon: multi-row K-quant dots match the reference row by row") {
+  check_rows<block_q2_K, block_q8_K>({"q2_K", vec_dot_q2_K_q8_K_ref, vec_dot_rows_q2_K_q8_K_neon, vec_dot_rows_q2_K_q8_K_dotprod}, 256, kKBlocks);
+  check_rows<block_q3_K, block_q8_K>({"q3_K", vec_dot_q3_K_q8_K_ref, vec_dot_rows_q3_K_q8_K_neon, vec_dot_rows_q3_K_q8_K_dotprod}, 256, kKBlocks);
+  check_rows<block_q4_K, block_q8_K>({"q4_K", vec_dot_q4_K_q8_K_ref, vec_dot_rows_q4_K_q8_K_neon, vec_dot_rows_q4_K_q8_K_dotprod}, 256, kKBlocks);
+  check_rows<block_q5_K, block_q8_K>({"q5_K", vec_dot_q5_K_q8_K_ref, vec_dot_rows_q5_K_q8_K_neon, vec_dot_rows_q5_K_q8_K_dotprod}, 256, kKBlocks);
+  check_rows<block_q6_K, block_q8_K>({"q6_K", vec_dot_q6_K_q8_K_ref, vec_dot_rows_q6_K_q8_K_neon, vec_dot_rows_q6_K_q8_K_dotprod}, 256, kKBlocks);
+}
+
+TEST_CASE("neon: ARMv8.0 int16 pair sums stay exact at the extreme quants") {
+  // DotV80 adds two products in int16: -128 weights (allowed in a q8_0 file) against +-127
+  // activations, and q4_0's 16 * (q - 8) = -128, must not wrap.
+  std::vector<block_q8_0> w(4), a(4);
+  for (int b = 0; b < 4; ++b) {
+    w[b].d = a[b].d = fp32_to_fp16(0.01f);
+    for (int j = 0; j < 32; ++j) {
+      w[b].qs[j] = -128;
+      a[b].qs[j] = int8_t(b % 2 ? 127 : -127);
+    }
+  }
+  // A wrapped pair would be off by 65536 * d * d ~ 6.6; float rounding is ~1e-6 of the magnitude.
+  const double mag = 4 * 32 * 128.0 * 127.0 * 1e-4;
+  CHECK(std::fabs(vec_dot_q8_0_q8_0_neon(128, w.data(), a.data()) - vec_dot_q8_0_q8_0_ref(128, w.data(), a.data())) <=
+        kMaxDotRelErr * mag);
+  std::vector<block_q4_0> w4(4);
+  for (auto& b : w4) {
+    b.d = fp32_to_fp16(0.01f);
+    std::memset(b.qs, 0x00, sizeof b.qs);  // every quant 0 -> q - 8 = -8
+  }
+  CHECK(std::fabs(vec_dot_q4_0_q8_0_neon(128, w4.data(), a.data()) - vec_dot_q4_0_q8_0_ref(128, w4.data(), a.data())) <=
+        kMaxDotRelErr * mag);
+  float out[4];
+  vec_dot_rows_q8_0_q8_0_neon(32, out, 4, w.data(), sizeof(block_q8_0), a.data());
+  for (int r = 0; r < 4; ++r) CHECK(std::fabs(out[r] - vec_dot_q8_0_q8_0_ref(32, &w[r], a.data())) <= kMaxDotRelErr * mag);
 }
 
 TEST_CASE("neon: vector scale unpackers equal quant/scales.hpp") {
@@ -285,6 +385,14 @@ TEST_CASE("neon: kernel table picks dotprod exactly when the CPU has it") {
   CHECK(std::string(t.f.variant) == "neon");
   CHECK(t.of(DType::Q2_K).vec_dot_type == DType::Q8_K);
   CHECK(t.of(DType::Q4_1).vec_dot_type == DType::Q8_0);
+  // multi-row kernels of the same variant as vec_dot, with their group size
+  const VecDotRowsFn q4_0_rows = hw_dp ? vec_dot_rows_q4_0_q8_0_dotprod : vec_dot_rows_q4_0_q8_0_neon;
+  const VecDotRowsFn q6_K_rows = hw_dp ? vec_dot_rows_q6_K_q8_K_dotprod : vec_dot_rows_q6_K_q8_K_neon;
+  CHECK(bool(t.of(DType::Q4_0).vec_dot_rows == q4_0_rows));
+  CHECK(t.of(DType::Q4_0).rows_per_call == neon::kRowsLegacyNeon);
+  CHECK(bool(t.of(DType::Q6_K).vec_dot_rows == q6_K_rows));
+  CHECK(t.of(DType::Q6_K).rows_per_call == neon::kRowsKQuantNeon);
+  CHECK(t.of(DType::F16).rows_per_call == 1);
   // The qemu CPU the test runs on (cortex-a53: ARMv8.0, cortex-a76: the A55's ISA with dotprod).
   if (const char* cpu = std::getenv("QEMU_CPU")) {
     if (std::string(cpu) == "cortex-a53") CHECK(t.isa == Isa::Neon);

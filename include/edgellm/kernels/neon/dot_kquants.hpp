@@ -1,7 +1,9 @@
 // NEON dot products of the K-quants (q2_K .. q6_K) against Q8_K activations, one body per format
-// templated on the int8 dot (neon/vdot.hpp), instantiated as *_neon and *_dotprod.
+// templated on the int8 dot (neon/vdot.hpp) and on the number of weight rows R that share each
+// activation load (R = 1: VecDotFn, R > 1: VecDotRowsFn), instantiated as *_neon and *_dotprod.
 // Semantics: vec_dot_*_ref in kernels/scalar/dot.hpp; minimums and fixed offsets go through bsums.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -37,14 +39,6 @@ EDGELLM_NEON_INLINE int8x16_t unpack_scales_q3_K_neon(const uint8_t* q) {
   return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
 }
 
-// 16 int16 scales -> 4 int32x4 (lanes for vmlaq_laneq_s32).
-EDGELLM_NEON_INLINE void widen_scales16(int16x8_t lo, int16x8_t hi, int32x4_t s[4]) {
-  s[0] = vmovl_s16(vget_low_s16(lo));
-  s[1] = vmovl_high_s16(lo);
-  s[2] = vmovl_s16(vget_low_s16(hi));
-  s[3] = vmovl_high_s16(hi);
-}
-
 // sum over 16 groups of c[g] * bsums[g]
 EDGELLM_NEON_INLINE int32_t dot_bsums16(const int16_t* bsums, int16x8_t c_lo, int16x8_t c_hi) {
   const int16x8_t b0 = vld1q_s16(bsums), b1 = vld1q_s16(bsums + 8);
@@ -63,12 +57,37 @@ EDGELLM_NEON_INLINE uint8x16_t shift_u8(uint8x16_t v) {
   else return v;
 }
 
-// Sub-block g (16 weights, activations aq) with its scale in lane g%4 of sc[g/4].
+// 8 int16 scales (one half block of 16-weight sub-blocks) -> 2 int32x4 (lanes for vmlaq_laneq_s32).
+// Widened per half, not per block, so two rows' scales stay in registers.
+EDGELLM_NEON_INLINE void widen_scales8(int16x8_t s, int32x4_t sc[2]) {
+  sc[0] = vmovl_s16(vget_low_s16(s));
+  sc[1] = vmovl_high_s16(s);
+}
+
+// Sub-block g (0..7 within a half; 16 weights against activations y), scale in lane g%4 of sc[g/4].
 template <class D, int G>
-EDGELLM_NEON_INLINE int32x4_t mla_sub16(int32x4_t acc, uint8x16_t wq, const int8_t* aq, const int32x4_t sc[4]) {
-  const int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(wq), vld1q_s8(aq));
+EDGELLM_NEON_INLINE int32x4_t mla_sub16(int32x4_t acc, uint8x16_t wq, int8x16_t y, const int32x4_t sc[2]) {
+  const int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(wq), y);
   return vmlaq_laneq_s32(acc, p, sc[G / 4], G % 4);
 }
+
+// Sub-block s (32 weights: two vectors) with its scale in lane s%4 of sc[s/4].
+template <class D, int S>
+EDGELLM_NEON_INLINE int32x4_t mla_sub32(int32x4_t acc, uint8x16_t w0, uint8x16_t w1, int8x16_t y0, int8x16_t y1,
+                                        const int32x4_t sc[2]) {
+  const int32x4_t p = D::dot(D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(w0), y0), vreinterpretq_s8_u8(w1), y1);
+  return vmlaq_laneq_s32(acc, p, sc[S / 4], S % 4);
+}
+
+// R weight rows starting at w, w_stride bytes apart, as block pointers.
+template <class B, int R>
+struct RowPtrs {
+  const B* p[R];
+  EDGELLM_NEON_INLINE RowPtrs(const void* w, size_t w_stride) {
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) p[r] = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + size_t(r) * w_stride);
+  }
+};
 
 // ---- q2_K ----
 // The 2-bit field at bits 2j is taken as q & (3 << 2j) for j < 3 (worth 4^j * q) and q >> 6 for
@@ -81,44 +100,66 @@ EDGELLM_NEON_INLINE uint8x16_t q2_field(uint8x16_t q) {
   else return vandq_u8(q, vdupq_n_u8(uint8_t(3 << (2 * J))));
 }
 
-// Half n (128 weights) of a q2_K block: 4 fields x 2 vectors of 16.
-template <class D, int N>
-EDGELLM_NEON_INLINE void q2_K_half(const uint8_t* qs, const int8_t* aq, const int32x4_t sc[4], int32x4_t* acc0,
-                                   int32x4_t* acc1) {
-  const uint8x16_t q0 = vld1q_u8(qs + 32 * N), q1 = vld1q_u8(qs + 32 * N + 16);
-  const int8_t* a = aq + 128 * N;
-  *acc0 = mla_sub16<D, 8 * N + 0>(*acc0, q2_field<0>(q0), a + 0, sc);
-  *acc1 = mla_sub16<D, 8 * N + 1>(*acc1, q2_field<0>(q1), a + 16, sc);
-  *acc0 = mla_sub16<D, 8 * N + 2>(*acc0, q2_field<1>(q0), a + 32, sc);
-  *acc1 = mla_sub16<D, 8 * N + 3>(*acc1, q2_field<1>(q1), a + 48, sc);
-  *acc0 = mla_sub16<D, 8 * N + 4>(*acc0, q2_field<2>(q0), a + 64, sc);
-  *acc1 = mla_sub16<D, 8 * N + 5>(*acc1, q2_field<2>(q1), a + 80, sc);
-  *acc0 = mla_sub16<D, 8 * N + 6>(*acc0, q2_field<3>(q0), a + 96, sc);
-  *acc1 = mla_sub16<D, 8 * N + 7>(*acc1, q2_field<3>(q1), a + 112, sc);
+// Field J of half N (sub-blocks 8N + 2J, 8N + 2J + 1) for every row: one activation load, R uses.
+template <class D, int N, int J, int R>
+EDGELLM_NEON_INLINE void q2_K_step(const uint8x16_t q0[R], const uint8x16_t q1[R], const int8_t* aq,
+                                   const int32x4_t sc[R][2], int32x4_t acc[R][2]) {
+  const int8x16_t y0 = vld1q_s8(aq + 128 * N + 32 * J), y1 = vld1q_s8(aq + 128 * N + 32 * J + 16);
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = mla_sub16<D, 2 * J>(acc[r][0], q2_field<J>(q0[r]), y0, sc[r]);
+    acc[r][1] = mla_sub16<D, 2 * J + 1>(acc[r][1], q2_field<J>(q1[r]), y1, sc[r]);
+  }
 }
 
-// w: [n/256] block_q2_K, a: [n/256] block_q8_K
-template <class D>
-EDGELLM_NEON_INLINE float q2_K_q8_K_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q2_K*>(w);
+// s8[r]: row r's 16 scales (times kQ2Mul) as bytes.
+template <class D, int N, int R>
+EDGELLM_NEON_INLINE void q2_K_half(const block_q2_K* const x[R], int b, const int8_t* aq, const uint8x16_t s8[R],
+                                   int32x4_t acc[R][2]) {
+  uint8x16_t q0[R], q1[R];
+  int32x4_t sc[R][2];
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    q0[r] = vld1q_u8(x[r][b].qs + 32 * N);
+    q1[r] = vld1q_u8(x[r][b].qs + 32 * N + 16);
+    widen_scales8(vreinterpretq_s16_u16(N == 0 ? vmovl_u8(vget_low_u8(s8[r])) : vmovl_high_u8(s8[r])), sc[r]);
+  }
+  q2_K_step<D, N, 0, R>(q0, q1, aq, sc, acc);
+  q2_K_step<D, N, 1, R>(q0, q1, aq, sc, acc);
+  q2_K_step<D, N, 2, R>(q0, q1, aq, sc, acc);
+  q2_K_step<D, N, 3, R>(q0, q1, aq, sc, acc);
+}
+
+// R rows of w: [n/256] block_q2_K each, a: [n/256] block_q8_K; out[r] = row r . a
+template <class D, int R>
+EDGELLM_NEON_INLINE void q2_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  const RowPtrs<block_q2_K, R> x(w, w_stride);
   const auto* y = static_cast<const block_q8_K*>(a);
   const uint8x16_t mul = vld1q_u8(kQ2Mul);
-  float sum = 0.0f;
+  float sum[R] = {};
   for (int b = 0; b < n / QK_K; ++b) {
-    const uint8x16_t packed = vld1q_u8(x[b].scales);
-    const uint8x16_t mins = vshrq_n_u8(packed, 4);
-    const int32_t msum = dot_bsums16(y[b].bsums, vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins))),
-                                     vreinterpretq_s16_u16(vmovl_high_u8(mins)));
-    const uint8x16_t s8 = vmulq_u8(vandq_u8(packed, vdupq_n_u8(0x0F)), mul);  // <= 240
-    int32x4_t sc[4];
-    widen_scales16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(s8))), vreinterpretq_s16_u16(vmovl_high_u8(s8)), sc);
-    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
-    q2_K_half<D, 0>(x[b].qs, y[b].qs, sc, &acc0, &acc1);
-    q2_K_half<D, 1>(x[b].qs, y[b].qs, sc, &acc0, &acc1);
-    const int32_t isum16 = vaddvq_s32(vaddq_s32(acc0, acc1));
-    sum += y[b].d * (fp16_to_fp32(x[b].d) * (float(isum16) * (1.0f / 16.0f)) - fp16_to_fp32(x[b].dmin) * float(msum));
+    int32_t msum[R];
+    uint8x16_t s8[R];
+    int32x4_t acc[R][2];
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const uint8x16_t packed = vld1q_u8(x.p[r][b].scales);
+      const uint8x16_t mins = vshrq_n_u8(packed, 4);
+      msum[r] = dot_bsums16(y[b].bsums, vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins))),
+                            vreinterpretq_s16_u16(vmovl_high_u8(mins)));
+      s8[r] = vmulq_u8(vandq_u8(packed, vdupq_n_u8(0x0F)), mul);  // <= 240
+      acc[r][0] = acc[r][1] = vdupq_n_s32(0);
+    }
+    q2_K_half<D, 0, R>(x.p, b, y[b].qs, s8, acc);
+    q2_K_half<D, 1, R>(x.p, b, y[b].qs, s8, acc);
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const float isum = float(vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1]))) * (1.0f / 16.0f);
+      sum[r] += y[b].d * (fp16_to_fp32(x.p[r][b].d) * isum - fp16_to_fp32(x.p[r][b].dmin) * float(msum[r]));
+    }
   }
-  return sum;
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) out[r] = sum[r];
 }
 
 // ---- q3_K ----
@@ -138,42 +179,71 @@ EDGELLM_NEON_INLINE uint8x16_t q3_field(uint8x16_t q, uint8x16_t h) {
   }
 }
 
-template <class D, int N>
-EDGELLM_NEON_INLINE void q3_K_half(const uint8_t* qs, uint8x16_t h0, uint8x16_t h1, const int8_t* aq,
-                                   const int32x4_t sc[4], int32x4_t* acc0, int32x4_t* acc1) {
-  const uint8x16_t q0 = vld1q_u8(qs + 32 * N), q1 = vld1q_u8(qs + 32 * N + 16);
-  const int8_t* a = aq + 128 * N;
-  *acc0 = mla_sub16<D, 8 * N + 0>(*acc0, q3_field<N, 0>(q0, h0), a + 0, sc);
-  *acc1 = mla_sub16<D, 8 * N + 1>(*acc1, q3_field<N, 0>(q1, h1), a + 16, sc);
-  *acc0 = mla_sub16<D, 8 * N + 2>(*acc0, q3_field<N, 1>(q0, h0), a + 32, sc);
-  *acc1 = mla_sub16<D, 8 * N + 3>(*acc1, q3_field<N, 1>(q1, h1), a + 48, sc);
-  *acc0 = mla_sub16<D, 8 * N + 4>(*acc0, q3_field<N, 2>(q0, h0), a + 64, sc);
-  *acc1 = mla_sub16<D, 8 * N + 5>(*acc1, q3_field<N, 2>(q1, h1), a + 80, sc);
-  *acc0 = mla_sub16<D, 8 * N + 6>(*acc0, q3_field<N, 3>(q0, h0), a + 96, sc);
-  *acc1 = mla_sub16<D, 8 * N + 7>(*acc1, q3_field<N, 3>(q1, h1), a + 112, sc);
+template <class D, int N, int J, int R>
+EDGELLM_NEON_INLINE void q3_K_step(const uint8x16_t q0[R], const uint8x16_t q1[R], const uint8x16_t h0[R],
+                                   const uint8x16_t h1[R], const int8_t* aq, const int32x4_t sc[R][2],
+                                   int32x4_t acc[R][2]) {
+  const int8x16_t y0 = vld1q_s8(aq + 128 * N + 32 * J), y1 = vld1q_s8(aq + 128 * N + 32 * J + 16);
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = mla_sub16<D, 2 * J>(acc[r][0], q3_field<N, J>(q0[r], h0[r]), y0, sc[r]);
+    acc[r][1] = mla_sub16<D, 2 * J + 1>(acc[r][1], q3_field<N, J>(q1[r], h1[r]), y1, sc[r]);
+  }
 }
 
-// w: [n/256] block_q3_K, a: [n/256] block_q8_K
-template <class D>
-EDGELLM_NEON_INLINE float q3_K_q8_K_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q3_K*>(w);
+// s16[r]: row r's 8 scales of half N (times the kQ2Mul multipliers) as int16.
+template <class D, int N, int R>
+EDGELLM_NEON_INLINE void q3_K_half(const block_q3_K* const x[R], int b, const uint8x16_t h0[R],
+                                   const uint8x16_t h1[R], const int8_t* aq, const int16x8_t s16[R],
+                                   int32x4_t acc[R][2]) {
+  uint8x16_t q0[R], q1[R];
+  int32x4_t sc[R][2];
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    q0[r] = vld1q_u8(x[r][b].qs + 32 * N);
+    q1[r] = vld1q_u8(x[r][b].qs + 32 * N + 16);
+    widen_scales8(s16[r], sc[r]);
+  }
+  q3_K_step<D, N, 0, R>(q0, q1, h0, h1, aq, sc, acc);
+  q3_K_step<D, N, 1, R>(q0, q1, h0, h1, aq, sc, acc);
+  q3_K_step<D, N, 2, R>(q0, q1, h0, h1, aq, sc, acc);
+  q3_K_step<D, N, 3, R>(q0, q1, h0, h1, aq, sc, acc);
+}
+
+// R rows of w: [n/256] block_q3_K each, a: [n/256] block_q8_K; out[r] = row r . a
+template <class D, int R>
+EDGELLM_NEON_INLINE void q3_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  const RowPtrs<block_q3_K, R> x(w, w_stride);
   const auto* y = static_cast<const block_q8_K*>(a);
   const int16x8_t mul = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(kQ2Mul)));  // same 8 multipliers twice
-  float sum = 0.0f;
+  float sum[R] = {};
   for (int b = 0; b < n / QK_K; ++b) {
-    const int8x16_t s8 = unpack_scales_q3_K_neon(x[b].scales);
-    const int16x8_t s_lo = vmovl_s8(vget_low_s8(s8)), s_hi = vmovl_high_s8(s8);
-    const int32_t corr = dot_bsums16(y[b].bsums, s_lo, s_hi);  // sum sc * bsum, times 4 below
-    int32x4_t sc[4];
-    widen_scales16(vmulq_s16(s_lo, mul), vmulq_s16(s_hi, mul), sc);
-    const uint8x16_t h0 = vld1q_u8(x[b].hmask), h1 = vld1q_u8(x[b].hmask + 16);
-    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
-    q3_K_half<D, 0>(x[b].qs, h0, h1, y[b].qs, sc, &acc0, &acc1);
-    q3_K_half<D, 1>(x[b].qs, h0, h1, y[b].qs, sc, &acc0, &acc1);
-    const int32_t isum16 = vaddvq_s32(vaddq_s32(acc0, acc1)) - 64 * corr;
-    sum += fp16_to_fp32(x[b].d) * y[b].d * (float(isum16) * (1.0f / 16.0f));
+    int32_t corr[R];
+    int16x8_t s_lo[R], s_hi[R];
+    int32x4_t acc[R][2];
+    uint8x16_t h0[R], h1[R];
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int8x16_t s8 = unpack_scales_q3_K_neon(x.p[r][b].scales);
+      s_lo[r] = vmovl_s8(vget_low_s8(s8));
+      s_hi[r] = vmovl_high_s8(s8);
+      corr[r] = dot_bsums16(y[b].bsums, s_lo[r], s_hi[r]);  // sum sc * bsum, times 4 below
+      s_lo[r] = vmulq_s16(s_lo[r], mul);
+      s_hi[r] = vmulq_s16(s_hi[r], mul);
+      h0[r] = vld1q_u8(x.p[r][b].hmask);
+      h1[r] = vld1q_u8(x.p[r][b].hmask + 16);
+      acc[r][0] = acc[r][1] = vdupq_n_s32(0);
+    }
+    q3_K_half<D, 0, R>(x.p, b, h0, h1, y[b].qs, s_lo, acc);
+    q3_K_half<D, 1, R>(x.p, b, h0, h1, y[b].qs, s_hi, acc);
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int32_t isum16 = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1])) - 64 * corr[r];
+      sum[r] += fp16_to_fp32(x.p[r][b].d) * y[b].d * (float(isum16) * (1.0f / 16.0f));
+    }
   }
-  return sum;
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) out[r] = sum[r];
 }
 
 // ---- q4_K / q5_K ----
@@ -194,163 +264,290 @@ EDGELLM_NEON_INLINE int32_t k4_scales(const uint8_t* packed, const int16_t* bsum
   return vaddvq_s32(m);
 }
 
-// Sub-block s (32 weights: two vectors) with its scale in lane s%4 of sc[s/4].
-template <class D, int S>
-EDGELLM_NEON_INLINE int32x4_t mla_sub32(int32x4_t acc, uint8x16_t w0, uint8x16_t w1, const int8_t* aq,
-                                        const int32x4_t sc[2]) {
-  int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(w0), vld1q_s8(aq));
-  p = D::dot(p, vreinterpretq_s8_u8(w1), vld1q_s8(aq + 16));
-  return vmlaq_laneq_s32(acc, p, sc[S / 4], S % 4);
-}
-
-template <class D, int C>
-EDGELLM_NEON_INLINE void q4_K_chunk(const uint8_t* qs, const int8_t* aq, const int32x4_t sc[2], int32x4_t* acc0,
-                                    int32x4_t* acc1) {
-  const uint8x16_t q0 = vld1q_u8(qs + 32 * C), q1 = vld1q_u8(qs + 32 * C + 16);
+// Chunk C (64 weights: sub-blocks 2C, 2C + 1) of every row; the 4 activation vectors are loaded once.
+template <class D, int C, int R>
+EDGELLM_NEON_INLINE void q4_K_chunk(const block_q4_K* const x[R], int b, const int8_t* aq, const int32x4_t sc[R][2],
+                                    int32x4_t acc[R][2]) {
+  const int8_t* a = aq + 64 * C;
+  const int8x16_t y0 = vld1q_s8(a), y1 = vld1q_s8(a + 16), y2 = vld1q_s8(a + 32), y3 = vld1q_s8(a + 48);
   const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  *acc0 = mla_sub32<D, 2 * C>(*acc0, vandq_u8(q0, m4), vandq_u8(q1, m4), aq + 64 * C, sc);
-  *acc1 = mla_sub32<D, 2 * C + 1>(*acc1, vshrq_n_u8(q0, 4), vshrq_n_u8(q1, 4), aq + 64 * C + 32, sc);
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    const uint8x16_t q0 = vld1q_u8(x[r][b].qs + 32 * C), q1 = vld1q_u8(x[r][b].qs + 32 * C + 16);
+    acc[r][0] = mla_sub32<D, 2 * C>(acc[r][0], vandq_u8(q0, m4), vandq_u8(q1, m4), y0, y1, sc[r]);
+    acc[r][1] = mla_sub32<D, 2 * C + 1>(acc[r][1], vshrq_n_u8(q0, 4), vshrq_n_u8(q1, 4), y2, y3, sc[r]);
+  }
 }
 
-// w: [n/256] block_q4_K, a: [n/256] block_q8_K
-template <class D>
-EDGELLM_NEON_INLINE float q4_K_q8_K_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q4_K*>(w);
+// R rows of w: [n/256] block_q4_K each, a: [n/256] block_q8_K; out[r] = row r . a
+template <class D, int R>
+EDGELLM_NEON_INLINE void q4_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  const RowPtrs<block_q4_K, R> x(w, w_stride);
   const auto* y = static_cast<const block_q8_K*>(a);
-  float sum = 0.0f;
+  float sum[R] = {};
   for (int b = 0; b < n / QK_K; ++b) {
-    int32x4_t sc[2];
-    const int32_t msum = k4_scales(x[b].scales, y[b].bsums, sc);
-    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
-    q4_K_chunk<D, 0>(x[b].qs, y[b].qs, sc, &acc0, &acc1);
-    q4_K_chunk<D, 1>(x[b].qs, y[b].qs, sc, &acc0, &acc1);
-    q4_K_chunk<D, 2>(x[b].qs, y[b].qs, sc, &acc0, &acc1);
-    q4_K_chunk<D, 3>(x[b].qs, y[b].qs, sc, &acc0, &acc1);
-    const int32_t isum = vaddvq_s32(vaddq_s32(acc0, acc1));
-    sum += y[b].d * (fp16_to_fp32(x[b].d) * float(isum) - fp16_to_fp32(x[b].dmin) * float(msum));
+    int32_t msum[R];
+    int32x4_t sc[R][2], acc[R][2];
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      msum[r] = k4_scales(x.p[r][b].scales, y[b].bsums, sc[r]);
+      acc[r][0] = acc[r][1] = vdupq_n_s32(0);
+    }
+    q4_K_chunk<D, 0, R>(x.p, b, y[b].qs, sc, acc);
+    q4_K_chunk<D, 1, R>(x.p, b, y[b].qs, sc, acc);
+    q4_K_chunk<D, 2, R>(x.p, b, y[b].qs, sc, acc);
+    q4_K_chunk<D, 3, R>(x.p, b, y[b].qs, sc, acc);
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int32_t isum = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1]));
+      sum[r] += y[b].d * (fp16_to_fp32(x.p[r][b].d) * float(isum) - fp16_to_fp32(x.p[r][b].dmin) * float(msum[r]));
+    }
   }
-  return sum;
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) out[r] = sum[r];
 }
 
 // q5_K chunk C: sub-block 2C takes bit 2C of qh as bit 4 of the low nibble, 2C + 1 bit 2C + 1
 // for the high nibble. sli/sri insert the nibble next to a prepared high bit.
-template <class D, int C>
-EDGELLM_NEON_INLINE void q5_K_chunk(const uint8_t* qs, uint8x16_t h0, uint8x16_t h1, const int8_t* aq,
-                                    const int32x4_t sc[2], int32x4_t* acc0, int32x4_t* acc1) {
-  const uint8x16_t q0 = vld1q_u8(qs + 32 * C), q1 = vld1q_u8(qs + 32 * C + 16);
+template <class D, int C, int R>
+EDGELLM_NEON_INLINE void q5_K_chunk(const block_q5_K* const x[R], int b, const uint8x16_t h0[R],
+                                    const uint8x16_t h1[R], const int8_t* aq, const int32x4_t sc[R][2],
+                                    int32x4_t acc[R][2]) {
+  const int8_t* a = aq + 64 * C;
+  const int8x16_t y0 = vld1q_s8(a), y1 = vld1q_s8(a + 16), y2 = vld1q_s8(a + 32), y3 = vld1q_s8(a + 48);
   const uint8x16_t one = vdupq_n_u8(1), b4 = vdupq_n_u8(0x10);
-  // low: (h bit at bit 0, nothing else in bits 0..3) << 4 | nibble
-  const uint8x16_t l0 = vsliq_n_u8(q0, vandq_u8(shift_u8<-2 * C>(h0), one), 4);
-  const uint8x16_t l1 = vsliq_n_u8(q1, vandq_u8(shift_u8<-2 * C>(h1), one), 4);
-  // high: nibble >> 4 inserted below a byte holding only bit 4
-  const uint8x16_t u0 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h0), b4), q0, 4);
-  const uint8x16_t u1 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h1), b4), q1, 4);
-  *acc0 = mla_sub32<D, 2 * C>(*acc0, l0, l1, aq + 64 * C, sc);
-  *acc1 = mla_sub32<D, 2 * C + 1>(*acc1, u0, u1, aq + 64 * C + 32, sc);
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    const uint8x16_t q0 = vld1q_u8(x[r][b].qs + 32 * C), q1 = vld1q_u8(x[r][b].qs + 32 * C + 16);
+    // low: (h bit at bit 0, nothing else in bits 0..3) << 4 | nibble
+    const uint8x16_t l0 = vsliq_n_u8(q0, vandq_u8(shift_u8<-2 * C>(h0[r]), one), 4);
+    const uint8x16_t l1 = vsliq_n_u8(q1, vandq_u8(shift_u8<-2 * C>(h1[r]), one), 4);
+    // high: nibble >> 4 inserted below a byte holding only bit 4
+    const uint8x16_t u0 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h0[r]), b4), q0, 4);
+    const uint8x16_t u1 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h1[r]), b4), q1, 4);
+    acc[r][0] = mla_sub32<D, 2 * C>(acc[r][0], l0, l1, y0, y1, sc[r]);
+    acc[r][1] = mla_sub32<D, 2 * C + 1>(acc[r][1], u0, u1, y2, y3, sc[r]);
+  }
 }
 
-// w: [n/256] block_q5_K, a: [n/256] block_q8_K
-template <class D>
-EDGELLM_NEON_INLINE float q5_K_q8_K_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q5_K*>(w);
+// R rows of w: [n/256] block_q5_K each, a: [n/256] block_q8_K; out[r] = row r . a
+template <class D, int R>
+EDGELLM_NEON_INLINE void q5_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  const RowPtrs<block_q5_K, R> x(w, w_stride);
   const auto* y = static_cast<const block_q8_K*>(a);
-  float sum = 0.0f;
+  float sum[R] = {};
   for (int b = 0; b < n / QK_K; ++b) {
-    int32x4_t sc[2];
-    const int32_t msum = k4_scales(x[b].scales, y[b].bsums, sc);
-    const uint8x16_t h0 = vld1q_u8(x[b].qh), h1 = vld1q_u8(x[b].qh + 16);
-    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
-    q5_K_chunk<D, 0>(x[b].qs, h0, h1, y[b].qs, sc, &acc0, &acc1);
-    q5_K_chunk<D, 1>(x[b].qs, h0, h1, y[b].qs, sc, &acc0, &acc1);
-    q5_K_chunk<D, 2>(x[b].qs, h0, h1, y[b].qs, sc, &acc0, &acc1);
-    q5_K_chunk<D, 3>(x[b].qs, h0, h1, y[b].qs, sc, &acc0, &acc1);
-    const int32_t isum = vaddvq_s32(vaddq_s32(acc0, acc1));
-    sum += y[b].d * (fp16_to_fp32(x[b].d) * float(isum) - fp16_to_fp32(x[b].dmin) * float(msum));
+    int32_t msum[R];
+    int32x4_t sc[R][2], acc[R][2];
+    uint8x16_t h0[R], h1[R];
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      msum[r] = k4_scales(x.p[r][b].scales, y[b].bsums, sc[r]);
+      h0[r] = vld1q_u8(x.p[r][b].qh);
+      h1[r] = vld1q_u8(x.p[r][b].qh + 16);
+      acc[r][0] = acc[r][1] = vdupq_n_s32(0);
+    }
+    q5_K_chunk<D, 0, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    q5_K_chunk<D, 1, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    q5_K_chunk<D, 2, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    q5_K_chunk<D, 3, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int32_t isum = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1]));
+      sum[r] += y[b].d * (fp16_to_fp32(x.p[r][b].d) * float(isum) - fp16_to_fp32(x.p[r][b].dmin) * float(msum[r]));
+    }
   }
-  return sum;
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) out[r] = sum[r];
 }
 
 // ---- q6_K ----
 // Unsigned 6-bit q (the -32 goes through bsums): sli puts qh's 2 bits above a low nibble, sri
-// puts a high nibble below them; "& 0x3F" drops the neighbours' bits.
-template <class D, int N>
-EDGELLM_NEON_INLINE void q6_K_half(const uint8_t* ql, const uint8_t* qh, const int8_t* aq, const int32x4_t sc[4],
-                                   int32x4_t* acc0, int32x4_t* acc1) {
-  const uint8x16_t l0 = vld1q_u8(ql + 64 * N), l1 = vld1q_u8(ql + 64 * N + 16);
-  const uint8x16_t l2 = vld1q_u8(ql + 64 * N + 32), l3 = vld1q_u8(ql + 64 * N + 48);
-  const uint8x16_t h0 = vld1q_u8(qh + 32 * N), h1 = vld1q_u8(qh + 32 * N + 16);
-  const uint8x16_t g0 = vshrq_n_u8(h0, 2), g1 = vshrq_n_u8(h1, 2);
+// puts a high nibble below them; "& 0x3F" drops the neighbours' bits. Sub-blocks 8N + {0, 1, 4, 5}
+// use ql[0..31] with qh as loaded, 8N + {2, 3, 6, 7} use ql[32..63] with qh >> 2 (Q = 0 / 1).
+template <class D, int N, int Q, int R>
+EDGELLM_NEON_INLINE void q6_K_quarter(const block_q6_K* const x[R], int b, const int8_t* aq, const int32x4_t sc[R][2],
+                                      int32x4_t acc[R][2]) {
+  const int8_t* a = aq + 128 * N + 32 * Q;
+  const int8x16_t y0 = vld1q_s8(a), y1 = vld1q_s8(a + 16), y4 = vld1q_s8(a + 64), y5 = vld1q_s8(a + 80);
   const uint8x16_t m = vdupq_n_u8(0x3F);
-  const int8_t* a = aq + 128 * N;
-  *acc0 = mla_sub16<D, 8 * N + 0>(*acc0, vandq_u8(vsliq_n_u8(l0, h0, 4), m), a + 0, sc);
-  *acc1 = mla_sub16<D, 8 * N + 1>(*acc1, vandq_u8(vsliq_n_u8(l1, h1, 4), m), a + 16, sc);
-  *acc0 = mla_sub16<D, 8 * N + 2>(*acc0, vandq_u8(vsliq_n_u8(l2, g0, 4), m), a + 32, sc);
-  *acc1 = mla_sub16<D, 8 * N + 3>(*acc1, vandq_u8(vsliq_n_u8(l3, g1, 4), m), a + 48, sc);
-  *acc0 = mla_sub16<D, 8 * N + 4>(*acc0, vandq_u8(vsriq_n_u8(h0, l0, 4), m), a + 64, sc);
-  *acc1 = mla_sub16<D, 8 * N + 5>(*acc1, vandq_u8(vsriq_n_u8(h1, l1, 4), m), a + 80, sc);
-  *acc0 = mla_sub16<D, 8 * N + 6>(*acc0, vandq_u8(vsriq_n_u8(g0, l2, 4), m), a + 96, sc);
-  *acc1 = mla_sub16<D, 8 * N + 7>(*acc1, vandq_u8(vsriq_n_u8(g1, l3, 4), m), a + 112, sc);
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    const uint8x16_t l0 = vld1q_u8(x[r][b].ql + 64 * N + 32 * Q), l1 = vld1q_u8(x[r][b].ql + 64 * N + 32 * Q + 16);
+    uint8x16_t h0 = vld1q_u8(x[r][b].qh + 32 * N), h1 = vld1q_u8(x[r][b].qh + 32 * N + 16);
+    if constexpr (Q == 1) {
+      h0 = vshrq_n_u8(h0, 2);
+      h1 = vshrq_n_u8(h1, 2);
+    }
+    acc[r][0] = mla_sub16<D, 2 * Q + 0>(acc[r][0], vandq_u8(vsliq_n_u8(l0, h0, 4), m), y0, sc[r]);
+    acc[r][1] = mla_sub16<D, 2 * Q + 1>(acc[r][1], vandq_u8(vsliq_n_u8(l1, h1, 4), m), y1, sc[r]);
+    acc[r][0] = mla_sub16<D, 2 * Q + 4>(acc[r][0], vandq_u8(vsriq_n_u8(h0, l0, 4), m), y4, sc[r]);
+    acc[r][1] = mla_sub16<D, 2 * Q + 5>(acc[r][1], vandq_u8(vsriq_n_u8(h1, l1, 4), m), y5, sc[r]);
+  }
 }
 
-// w: [n/256] block_q6_K, a: [n/256] block_q8_K
-template <class D>
-EDGELLM_NEON_INLINE float q6_K_q8_K_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q6_K*>(w);
+// R rows of w: [n/256] block_q6_K each, a: [n/256] block_q8_K; out[r] = row r . a
+template <class D, int R>
+EDGELLM_NEON_INLINE void q6_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  const RowPtrs<block_q6_K, R> x(w, w_stride);
   const auto* y = static_cast<const block_q8_K*>(a);
-  float sum = 0.0f;
+  float sum[R] = {};
   for (int b = 0; b < n / QK_K; ++b) {
-    const int8x16_t s8 = vld1q_s8(x[b].scales);
-    const int16x8_t s_lo = vmovl_s8(vget_low_s8(s8)), s_hi = vmovl_high_s8(s8);
-    const int32_t corr = dot_bsums16(y[b].bsums, s_lo, s_hi);  // times 32 below
-    int32x4_t sc[4];
-    widen_scales16(s_lo, s_hi, sc);
-    int32x4_t acc0 = vdupq_n_s32(0), acc1 = vdupq_n_s32(0);
-    q6_K_half<D, 0>(x[b].ql, x[b].qh, y[b].qs, sc, &acc0, &acc1);
-    q6_K_half<D, 1>(x[b].ql, x[b].qh, y[b].qs, sc, &acc0, &acc1);
-    const int32_t isum = vaddvq_s32(vaddq_s32(acc0, acc1)) - 32 * corr;
-    sum += fp16_to_fp32(x[b].d) * y[b].d * float(isum);
+    int32_t corr[R];
+    int16x8_t s_hi[R];
+    int32x4_t sc[R][2], acc[R][2];
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int8x16_t s8 = vld1q_s8(x.p[r][b].scales);
+      const int16x8_t s_lo = vmovl_s8(vget_low_s8(s8));
+      s_hi[r] = vmovl_high_s8(s8);
+      corr[r] = dot_bsums16(y[b].bsums, s_lo, s_hi[r]);  // times 32 below
+      widen_scales8(s_lo, sc[r]);
+      acc[r][0] = acc[r][1] = vdupq_n_s32(0);
+    }
+    q6_K_quarter<D, 0, 0, R>(x.p, b, y[b].qs, sc, acc);
+    q6_K_quarter<D, 0, 1, R>(x.p, b, y[b].qs, sc, acc);
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) widen_scales8(s_hi[r], sc[r]);
+    q6_K_quarter<D, 1, 0, R>(x.p, b, y[b].qs, sc, acc);
+    q6_K_quarter<D, 1, 1, R>(x.p, b, y[b].qs, sc, acc);
+    EDGELLM_NEON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const int32_t isum = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1])) - 32 * corr[r];
+      sum[r] += fp16_to_fp32(x.p[r][b].d) * y[b].d * float(isum);
+    }
   }
-  return sum;
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) out[r] = sum[r];
+}
+
+// The row bodies above as types, so one driver can handle any of them.
+struct KQ2 {
+  template <class D, int R>
+  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
+    q2_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
+  }
+};
+struct KQ3 {
+  template <class D, int R>
+  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
+    q3_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
+  }
+};
+struct KQ4 {
+  template <class D, int R>
+  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
+    q4_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
+  }
+};
+struct KQ5 {
+  template <class D, int R>
+  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
+    q5_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
+  }
+};
+struct KQ6 {
+  template <class D, int R>
+  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
+    q6_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
+  }
+};
+
+// Rows that share each activation load in the VecDotRowsFn kernels (register budget: R = 2 keeps
+// scales, accumulators and activations of both rows in the 32 vector registers).
+inline constexpr int kRowsKQuantNeon = 2;
+
+// One row (VecDotFn body).
+template <class K, class D>
+EDGELLM_NEON_INLINE float kquant_row(int n, const void* w, const void* a) {
+  float out;
+  K::template run<D, 1>(n, &out, w, 0, a);
+  return out;
+}
+
+// VecDotRowsFn body: groups of kRowsKQuantNeon rows, then the rows left over one at a time.
+template <class K, class D>
+EDGELLM_NEON_INLINE void kquant_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+  constexpr int R = kRowsKQuantNeon;
+  const auto* base = static_cast<const uint8_t*>(w);
+  int r = 0;
+  for (; r + R <= nrows; r += R) K::template run<D, R>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
+  for (; r < nrows; ++r) K::template run<D, 1>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
 }
 
 }  // namespace neon
 
-// ---- the public kernels: one per (format, ISA), VecDotFn signature ----
+// ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
 inline float vec_dot_q2_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q2_K_q8_K_body<neon::DotV80>(n, w, a);
+  return neon::kquant_row<neon::KQ2, neon::DotV80>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q2_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q2_K_q8_K_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q2_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ2, neon::DotV80>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q2_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::kquant_row<neon::KQ2, neon::DotSdot>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q2_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ2, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q3_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q3_K_q8_K_body<neon::DotV80>(n, w, a);
+  return neon::kquant_row<neon::KQ3, neon::DotV80>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q3_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q3_K_q8_K_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q3_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ3, neon::DotV80>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q3_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::kquant_row<neon::KQ3, neon::DotSdot>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q3_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ3, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q4_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q4_K_q8_K_body<neon::DotV80>(n, w, a);
+  return neon::kquant_row<neon::KQ4, neon::DotV80>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q4_K_q8_K_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q4_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ4, neon::DotV80>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::kquant_row<neon::KQ4, neon::DotSdot>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ4, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q5_K_q8_K_body<neon::DotV80>(n, w, a);
+  return neon::kquant_row<neon::KQ5, neon::DotV80>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q5_K_q8_K_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q5_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ5, neon::DotV80>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::kquant_row<neon::KQ5, neon::DotSdot>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ5, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q6_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q6_K_q8_K_body<neon::DotV80>(n, w, a);
+  return neon::kquant_row<neon::KQ6, neon::DotV80>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q6_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q6_K_q8_K_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q6_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ6, neon::DotV80>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q6_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::kquant_row<neon::KQ6, neon::DotSdot>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q6_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::kquant_rows<neon::KQ6, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm

@@ -1,7 +1,8 @@
 // NEON dot products of the legacy 32-weight formats (q4_0, q4_1, q5_0, q5_1, q8_0) against Q8_0
-// activations: one body per format templated on the int8 dot (neon/vdot.hpp), instantiated as
-// *_neon (ARMv8.0) and *_dotprod. Semantics: vec_dot_*_ref in kernels/scalar/dot.hpp.
+// activations: one body per shape (one row / four rows) templated on the format and on the int8
+// dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and *_dotprod. Semantics: kernels/scalar/dot.hpp.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -24,9 +25,9 @@ EDGELLM_NEON_INLINE void unpack_q4_0_x16(const uint8_t* qs, int8x16_t* lo, int8x
 
 // 0xFF in byte j of lo (weights 0..15) / hi (16..31) where bit j / j + 16 of qh is set.
 EDGELLM_NEON_INLINE void q5_high_masks(const uint8_t qh_bytes[4], uint8x16_t* lo, uint8x16_t* hi) {
-  static const uint8_t kIdx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                   2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-  static const uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  alignas(16) static const uint8_t kIdx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                               2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  alignas(16) static const uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
   uint32_t qh;
   std::memcpy(&qh, qh_bytes, 4);
   const uint8x16_t h = vreinterpretq_u8_u32(vdupq_n_u32(qh));
@@ -35,188 +36,265 @@ EDGELLM_NEON_INLINE void q5_high_masks(const uint8_t qh_bytes[4], uint8x16_t* lo
   *hi = vtstq_u8(vqtbl1q_u8(h, vld1q_u8(kIdx + 16)), bit);
 }
 
-// acc += [sum p0, sum p1, sum p2, sum p3] * dx * dy for 4 consecutive blocks: one convert and one
-// fma for 4 blocks instead of 4 scalar scale products (the A55 is in-order; this is its hot path).
-template <class BX, class BY>
-EDGELLM_NEON_INLINE float32x4_t scale_add4(float32x4_t acc, int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_t p3,
-                                           const BX* x, const BY* y) {
-  uint16x4_t hx = vdup_n_u16(x[0].d), hy = vdup_n_u16(y[0].d);
-  hx = vset_lane_u16(x[1].d, hx, 1);
-  hy = vset_lane_u16(y[1].d, hy, 1);
-  hx = vset_lane_u16(x[2].d, hx, 2);
-  hy = vset_lane_u16(y[2].d, hy, 2);
-  hx = vset_lane_u16(x[3].d, hx, 3);
-  hy = vset_lane_u16(y[3].d, hy, 3);
-  const float32x4_t d = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(hx)), vcvt_f32_f16(vreinterpret_f16_u16(hy)));
-  const int32x4_t s = vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
-  return vfmaq_f32(acc, vcvtq_f32_s32(s), d);
+// Four F16 values as floats. Packed in a general register (scalar ops dual-issue on the A55)
+// instead of four lane inserts into a vector register (one NEON slot each).
+EDGELLM_NEON_INLINE float32x4_t half4_to_f32(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+  const uint64_t h = uint64_t(a) | uint64_t(b) << 16 | uint64_t(c) << 32 | uint64_t(d) << 48;
+  return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(h)));
 }
 
-template <class D>
-EDGELLM_NEON_INLINE int32x4_t q4_0_block(const block_q4_0& x, const block_q8_0& y) {
-  int8x16_t lo, hi;
-  unpack_q4_0_x16(x.qs, &lo, &hi);
-  const int32x4_t p = D::dot(vdupq_n_s32(0), lo, vld1q_s8(y.qs));
-  return D::dot(p, hi, vld1q_s8(y.qs + 16));
+// [sum p0, sum p1, sum p2, sum p3]
+EDGELLM_NEON_INLINE int32x4_t hsum4(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_t p3) {
+  return vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
 }
 
-// w: [n/32] block_q4_0, a: [n/32] block_q8_0. Four blocks per step, then one at a time.
-template <class D>
-EDGELLM_NEON_INLINE float q4_0_q8_0_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q4_0*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  const int nb = n / QK4_0;
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  int b = 0;
-  for (; b + 3 < nb; b += 4) {
-    const int32x4_t p0 = q4_0_block<D>(x[b], y[b]), p1 = q4_0_block<D>(x[b + 1], y[b + 1]);
-    const int32x4_t p2 = q4_0_block<D>(x[b + 2], y[b + 2]), p3 = q4_0_block<D>(x[b + 3], y[b + 3]);
-    acc = scale_add4(acc, p0, p1, p2, p3, x + b, y + b);
-  }
-  for (; b < nb; ++b) {
-    const int32x4_t p0 = q4_0_block<D>(x[b], y[b]);
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p0), fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d));
-  }
-  return vaddvq_f32(acc) * (1.0f / 16.0f);
-}
-
-// w: [n/32] block_q4_1, a: [n/32] block_q8_0. sum(q8) comes from a dot with ones.
-template <class D>
-EDGELLM_NEON_INLINE float q4_1_q8_0_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q4_1*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  const int nb = n / QK4_1;
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  const int8x16_t ones = vdupq_n_s8(1);
-  float32x4_t acc = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
-  for (int b = 0; b < nb; ++b) {
-    const uint8x16_t q = vld1q_u8(x[b].qs);
-    const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
-    int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q, m4)), y0);
-    p = D::dot(p, vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), y1);
-    const int32x4_t s = D::dot(D::dot(vdupq_n_s32(0), y0, ones), y1, ones);
-    const float d8 = fp16_to_fp32(y[b].d);
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), fp16_to_fp32(x[b].d) * d8);
-    accm = vmlaq_n_f32(accm, vcvtq_f32_s32(s), fp16_to_fp32(x[b].m) * d8);
-  }
-  return vaddvq_f32(vaddq_f32(acc, accm));
-}
-
-// q5_0 quants minus 16 for both halves: low nibble | bit 4, i.e. nibble - 16 where the bit is clear.
-EDGELLM_NEON_INLINE void unpack_q5_0(const block_q5_0& x, int8x16_t* lo, int8x16_t* hi) {
-  uint8x16_t mlo, mhi;
-  q5_high_masks(x.qh, &mlo, &mhi);
-  const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
-  *lo = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vbicq_u8(b16, mlo)));
-  *hi = vreinterpretq_s8_u8(vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(b16, mhi)));
-}
-
-// w: [n/32] block_q5_0, a: [n/32] block_q8_0
-template <class D>
-EDGELLM_NEON_INLINE float q5_0_q8_0_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q5_0*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  const int nb = n / QK5_0;
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int b = 0; b < nb; ++b) {
+// Per-format policies: dot<D>(x, y0, y1) = integer dot of block x with the activation halves
+// y0 (weights 0..15) and y1 (16..31), spread over 4 lanes; kPost multiplies the final result
+// (q4_0 works on 16 * q). Formats with a min (kMin) add m * d8 * sum(q8) per block.
+struct FmtQ4_0 {
+  using Block = block_q4_0;
+  static constexpr bool kMin = false;
+  static constexpr float kPost = 1.0f / 16.0f;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     int8x16_t lo, hi;
-    unpack_q5_0(x[b], &lo, &hi);
-    int32x4_t p = D::dot(vdupq_n_s32(0), lo, vld1q_s8(y[b].qs));
-    p = D::dot(p, hi, vld1q_s8(y[b].qs + 16));
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d));
+    unpack_q4_0_x16(x.qs, &lo, &hi);
+    return D::dot(D::dot(vdupq_n_s32(0), lo, y0), hi, y1);
   }
-  return vaddvq_f32(acc);
-}
+};
 
-// w: [n/32] block_q5_1, a: [n/32] block_q8_0 (min term as q4_1)
-template <class D>
-EDGELLM_NEON_INLINE float q5_1_q8_0_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q5_1*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  const int nb = n / QK5_1;
-  const int8x16_t ones = vdupq_n_s8(1);
-  const uint8x16_t b16 = vdupq_n_u8(0x10);
-  float32x4_t acc = vdupq_n_f32(0.0f), accm = vdupq_n_f32(0.0f);
-  for (int b = 0; b < nb; ++b) {
+struct FmtQ4_1 {
+  using Block = block_q4_1;
+  static constexpr bool kMin = true;
+  static constexpr float kPost = 1.0f;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
+    const uint8x16_t q = vld1q_u8(x.qs);
+    const int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), y0);
+    return D::dot(p, vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), y1);
+  }
+};
+
+struct FmtQ5_0 {
+  using Block = block_q5_0;
+  static constexpr bool kMin = false;
+  static constexpr float kPost = 1.0f;
+  // quants minus 16: low nibble | bit 4, i.e. nibble - 16 where the bit is clear
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     uint8x16_t mlo, mhi;
-    q5_high_masks(x[b].qh, &mlo, &mhi);
-    const uint8x16_t q = vld1q_u8(x[b].qs);
-    const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(b16, mlo)));
-    const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(b16, mhi)));
-    const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
-    const int32x4_t p = D::dot(D::dot(vdupq_n_s32(0), lo, y0), hi, y1);
-    const int32x4_t s = D::dot(D::dot(vdupq_n_s32(0), y0, ones), y1, ones);
-    const float d8 = fp16_to_fp32(y[b].d);
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), fp16_to_fp32(x[b].d) * d8);
-    accm = vmlaq_n_f32(accm, vcvtq_f32_s32(s), fp16_to_fp32(x[b].m) * d8);
+    q5_high_masks(x.qh, &mlo, &mhi);
+    const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
+    const uint8x16_t lo = vsubq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vbicq_u8(b16, mlo));
+    const uint8x16_t hi = vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(b16, mhi));
+    return D::dot(D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
   }
-  return vaddvq_f32(vaddq_f32(acc, accm));
+};
+
+struct FmtQ5_1 {
+  using Block = block_q5_1;
+  static constexpr bool kMin = true;
+  static constexpr float kPost = 1.0f;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
+    uint8x16_t mlo, mhi;
+    q5_high_masks(x.qh, &mlo, &mhi);
+    const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
+    const uint8x16_t lo = vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(b16, mlo));
+    const uint8x16_t hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(b16, mhi));
+    return D::dot(D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
+  }
+};
+
+struct FmtQ8_0 {
+  using Block = block_q8_0;
+  static constexpr bool kMin = false;
+  static constexpr float kPost = 1.0f;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
+    return D::dot(D::dot(vdupq_n_s32(0), vld1q_s8(x.qs), y0), vld1q_s8(x.qs + 16), y1);
+  }
+};
+
+template <class F>
+EDGELLM_NEON_INLINE float32x4_t min4(const typename F::Block* x) {
+  if constexpr (F::kMin) return half4_to_f32(x[0].m, x[1].m, x[2].m, x[3].m);
+  else return vdupq_n_f32(0.0f);
 }
 
+// sum(y0) + sum(y1) spread over 4 lanes (the min term of q4_1 / q5_1).
 template <class D>
-EDGELLM_NEON_INLINE int32x4_t q8_0_block(const block_q8_0& x, const block_q8_0& y) {
-  const int32x4_t p = D::dot(vdupq_n_s32(0), vld1q_s8(x.qs), vld1q_s8(y.qs));
-  return D::dot(p, vld1q_s8(x.qs + 16), vld1q_s8(y.qs + 16));
+EDGELLM_NEON_INLINE int32x4_t sum_q8(int8x16_t y0, int8x16_t y1) {
+  const int8x16_t ones = vdupq_n_s8(1);
+  return D::dot(D::dot(vdupq_n_s32(0), y0, ones), y1, ones);
 }
 
-// w: [n/32] block_q8_0, a: [n/32] block_q8_0. Four blocks per step, then one at a time.
-template <class D>
-EDGELLM_NEON_INLINE float q8_0_q8_0_body(int n, const void* w, const void* a) {
-  const auto* x = static_cast<const block_q8_0*>(w);
+// acc (+ accm) += four blocks x[0..3] . y[0..3], scales applied as one vector (one convert, one
+// fma for four blocks: the A55 is in-order and single-issues 128-bit NEON ops).
+template <class F, class D>
+EDGELLM_NEON_INLINE void legacy_group4(const typename F::Block* x, const block_q8_0* y, float32x4_t* acc,
+                                       float32x4_t* accm) {
+  int32x4_t p[4], s[4];
+  for (int i = 0; i < 4; ++i) {
+    const int8x16_t y0 = vld1q_s8(y[i].qs), y1 = vld1q_s8(y[i].qs + 16);
+    p[i] = F::template dot<D>(x[i], y0, y1);
+    if constexpr (F::kMin) s[i] = sum_q8<D>(y0, y1);
+  }
+  const float32x4_t dy = half4_to_f32(y[0].d, y[1].d, y[2].d, y[3].d);
+  const float32x4_t dx = half4_to_f32(x[0].d, x[1].d, x[2].d, x[3].d);
+  *acc = vfmaq_f32(*acc, vcvtq_f32_s32(hsum4(p[0], p[1], p[2], p[3])), vmulq_f32(dx, dy));
+  if constexpr (F::kMin) *accm = vfmaq_f32(*accm, vcvtq_f32_s32(hsum4(s[0], s[1], s[2], s[3])), vmulq_f32(min4<F>(x), dy));
+}
+
+// One weight row: w [n/32] F::Block, a [n/32] block_q8_0. G groups of four blocks per step
+// (more independent work for the in-order schedule), then groups of four, then single blocks.
+template <class F, class D, int G>
+EDGELLM_NEON_INLINE float legacy_row(int n, const void* w, const void* a) {
+  const auto* x = static_cast<const typename F::Block*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
   const int nb = n / QK8_0;
-  float32x4_t acc = vdupq_n_f32(0.0f);
+  float32x4_t acc[G], accm[G];
+  for (int g = 0; g < G; ++g) acc[g] = accm[g] = vdupq_n_f32(0.0f);
   int b = 0;
-  for (; b + 3 < nb; b += 4) {
-    const int32x4_t p0 = q8_0_block<D>(x[b], y[b]), p1 = q8_0_block<D>(x[b + 1], y[b + 1]);
-    const int32x4_t p2 = q8_0_block<D>(x[b + 2], y[b + 2]), p3 = q8_0_block<D>(x[b + 3], y[b + 3]);
-    acc = scale_add4(acc, p0, p1, p2, p3, x + b, y + b);
-  }
+  for (; b + 4 * G <= nb; b += 4 * G)
+    for (int g = 0; g < G; ++g) legacy_group4<F, D>(x + b + 4 * g, y + b + 4 * g, &acc[g], &accm[g]);
+  for (; b + 4 <= nb; b += 4) legacy_group4<F, D>(x + b, y + b, &acc[0], &accm[0]);
+  float sum = 0.0f, summ = 0.0f;
   for (; b < nb; ++b) {
-    const int32x4_t p0 = q8_0_block<D>(x[b], y[b]);
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p0), fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d));
+    const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
+    const float dy = fp16_to_fp32(y[b].d);
+    sum += float(vaddvq_s32(F::template dot<D>(x[b], y0, y1))) * fp16_to_fp32(x[b].d) * dy;
+    if constexpr (F::kMin) summ += float(vaddvq_s32(sum_q8<D>(y0, y1))) * fp16_to_fp32(x[b].m) * dy;
   }
-  return vaddvq_f32(acc);
+  for (int g = 1; g < G; ++g) {
+    acc[0] = vaddq_f32(acc[0], acc[g]);
+    accm[0] = vaddq_f32(accm[0], accm[g]);
+  }
+  return (vaddvq_f32(acc[0]) + sum) * F::kPost + (vaddvq_f32(accm[0]) + summ);
+}
+
+// Four weight rows (w, w + w_stride, ...) against one activation row, out[0..3]: each activation
+// load serves four rows, and the four rows' block sums share one scale vector (lane r = row r).
+// Two blocks per step give the in-order core independent work between a load and its use.
+template <class F, class D>
+EDGELLM_NEON_INLINE void legacy_rows4_block(const typename F::Block* const x[4], const block_q8_0& y, int b,
+                                            float32x4_t* acc, float32x4_t* accm) {
+  const int8x16_t y0 = vld1q_s8(y.qs), y1 = vld1q_s8(y.qs + 16);
+  const int32x4_t p0 = F::template dot<D>(x[0][b], y0, y1), p1 = F::template dot<D>(x[1][b], y0, y1);
+  const int32x4_t p2 = F::template dot<D>(x[2][b], y0, y1), p3 = F::template dot<D>(x[3][b], y0, y1);
+  const float dy = fp16_to_fp32(y.d);
+  const float32x4_t dx = half4_to_f32(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d);
+  *acc = vfmaq_f32(*acc, vcvtq_f32_s32(hsum4(p0, p1, p2, p3)), vmulq_n_f32(dx, dy));
+  if constexpr (F::kMin) {
+    const float ys = float(vaddvq_s32(sum_q8<D>(y0, y1))) * dy;
+    *accm = vfmaq_n_f32(*accm, half4_to_f32(x[0][b].m, x[1][b].m, x[2][b].m, x[3][b].m), ys);
+  }
+}
+
+template <class F, class D>
+EDGELLM_NEON_INLINE void legacy_rows4(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  using B = typename F::Block;
+  const auto* base = static_cast<const uint8_t*>(w);
+  const B* const x[4] = {reinterpret_cast<const B*>(base), reinterpret_cast<const B*>(base + w_stride),
+                         reinterpret_cast<const B*>(base + 2 * w_stride),
+                         reinterpret_cast<const B*>(base + 3 * w_stride)};
+  const auto* y = static_cast<const block_q8_0*>(a);
+  const int nb = n / QK8_0;
+  float32x4_t acc0 = vdupq_n_f32(0.0f), accm0 = acc0, acc1 = acc0, accm1 = acc0;
+  int b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    legacy_rows4_block<F, D>(x, y[b], b, &acc0, &accm0);
+    legacy_rows4_block<F, D>(x, y[b + 1], b + 1, &acc1, &accm1);
+  }
+  if (b < nb) legacy_rows4_block<F, D>(x, y[b], b, &acc0, &accm0);
+  vst1q_f32(out, vfmaq_n_f32(vaddq_f32(accm0, accm1), vaddq_f32(acc0, acc1), F::kPost));
+}
+
+// Rows per VecDotRowsFn group (legacy_rows4).
+inline constexpr int kRowsLegacyNeon = 4;
+
+// VecDotRowsFn body: groups of four rows, then the rows left over one at a time.
+template <class F, class D, int G>
+EDGELLM_NEON_INLINE void legacy_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  int r = 0;
+  for (; r + 4 <= nrows; r += 4) legacy_rows4<F, D>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
+  for (; r < nrows; ++r) out[r] = legacy_row<F, D, G>(n, base + size_t(r) * w_stride, a);
 }
 
 }  // namespace neon
 
-// ---- the public kernels: one per (format, ISA), VecDotFn signature ----
+// ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
 inline float vec_dot_q4_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q4_0_q8_0_body<neon::DotV80>(n, w, a);
+  return neon::legacy_row<neon::FmtQ4_0, neon::DotV80, 2>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q4_0_q8_0_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q4_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ4_0, neon::DotV80, 2>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtQ4_0, neon::DotSdot, 2>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot, 2>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q4_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q4_1_q8_0_body<neon::DotV80>(n, w, a);
+  return neon::legacy_row<neon::FmtQ4_1, neon::DotV80, 1>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q4_1_q8_0_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q4_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ4_1, neon::DotV80, 1>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot, 1>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot, 1>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q5_0_q8_0_body<neon::DotV80>(n, w, a);
+  return neon::legacy_row<neon::FmtQ5_0, neon::DotV80, 1>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q5_0_q8_0_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q5_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ5_0, neon::DotV80, 1>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtQ5_0, neon::DotSdot, 1>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot, 1>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q5_1_q8_0_body<neon::DotV80>(n, w, a);
+  return neon::legacy_row<neon::FmtQ5_1, neon::DotV80, 1>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q5_1_q8_0_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q5_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ5_1, neon::DotV80, 1>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot, 1>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot, 1>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q8_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::q8_0_q8_0_body<neon::DotV80>(n, w, a);
+  return neon::legacy_row<neon::FmtQ8_0, neon::DotV80, 2>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::q8_0_q8_0_body<neon::DotSdot>(n, w, a);
+inline void vec_dot_rows_q8_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ8_0, neon::DotV80, 2>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtQ8_0, neon::DotSdot, 2>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q8_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtQ8_0, neon::DotSdot, 2>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm

@@ -14,30 +14,43 @@ namespace edgellm {
 inline void register_neon_kernels(KernelTable& t, bool dotprod) {
   struct Entry {
     DType type;
-    VecDotFn v80, dp;  // dp null: no dotprod variant (float weights)
+    VecDotFn v80, dp;          // dp null: no dotprod variant (float weights)
+    VecDotRowsFn rows80, rowsdp;  // null: single-row kernels only
+    int rows_per_call;
     DType act;
   };
+  constexpr int kLegacy = neon::kRowsLegacyNeon, kK = neon::kRowsKQuantNeon;
   const Entry entries[] = {
-      {DType::Q4_0, vec_dot_q4_0_q8_0_neon, vec_dot_q4_0_q8_0_dotprod, DType::Q8_0},
-      {DType::Q4_1, vec_dot_q4_1_q8_0_neon, vec_dot_q4_1_q8_0_dotprod, DType::Q8_0},
-      {DType::Q5_0, vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_dotprod, DType::Q8_0},
-      {DType::Q5_1, vec_dot_q5_1_q8_0_neon, vec_dot_q5_1_q8_0_dotprod, DType::Q8_0},
-      {DType::Q8_0, vec_dot_q8_0_q8_0_neon, vec_dot_q8_0_q8_0_dotprod, DType::Q8_0},
-      {DType::Q2_K, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod, DType::Q8_K},
-      {DType::Q3_K, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod, DType::Q8_K},
-      {DType::Q4_K, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod, DType::Q8_K},
-      {DType::Q5_K, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod, DType::Q8_K},
-      {DType::Q6_K, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod, DType::Q8_K},
-      {DType::F32, vec_dot_f32_f32_neon, nullptr, DType::F32},
-      {DType::F16, vec_dot_f16_f32_neon, nullptr, DType::F32},
-      {DType::BF16, vec_dot_bf16_f32_neon, nullptr, DType::F32},
+      {DType::Q4_0, vec_dot_q4_0_q8_0_neon, vec_dot_q4_0_q8_0_dotprod, vec_dot_rows_q4_0_q8_0_neon,
+       vec_dot_rows_q4_0_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q4_1, vec_dot_q4_1_q8_0_neon, vec_dot_q4_1_q8_0_dotprod, vec_dot_rows_q4_1_q8_0_neon,
+       vec_dot_rows_q4_1_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q5_0, vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_dotprod, vec_dot_rows_q5_0_q8_0_neon,
+       vec_dot_rows_q5_0_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q5_1, vec_dot_q5_1_q8_0_neon, vec_dot_q5_1_q8_0_dotprod, vec_dot_rows_q5_1_q8_0_neon,
+       vec_dot_rows_q5_1_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q8_0, vec_dot_q8_0_q8_0_neon, vec_dot_q8_0_q8_0_dotprod, vec_dot_rows_q8_0_q8_0_neon,
+       vec_dot_rows_q8_0_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q2_K, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod, vec_dot_rows_q2_K_q8_K_neon,
+       vec_dot_rows_q2_K_q8_K_dotprod, kK, DType::Q8_K},
+      {DType::Q3_K, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod, vec_dot_rows_q3_K_q8_K_neon,
+       vec_dot_rows_q3_K_q8_K_dotprod, kK, DType::Q8_K},
+      {DType::Q4_K, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod, vec_dot_rows_q4_K_q8_K_neon,
+       vec_dot_rows_q4_K_q8_K_dotprod, kK, DType::Q8_K},
+      {DType::Q5_K, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod, vec_dot_rows_q5_K_q8_K_neon,
+       vec_dot_rows_q5_K_q8_K_dotprod, kK, DType::Q8_K},
+      {DType::Q6_K, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod, vec_dot_rows_q6_K_q8_K_neon,
+       vec_dot_rows_q6_K_q8_K_dotprod, kK, DType::Q8_K},
+      {DType::F32, vec_dot_f32_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},
+      {DType::F16, vec_dot_f16_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},
+      {DType::BF16, vec_dot_bf16_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},
   };
   for (const Entry& e : entries) {
     TypeKernels& k = t.of(e.type);
     const bool use_dp = dotprod && e.dp != nullptr;
     k.vec_dot = use_dp ? e.dp : e.v80;
-    k.vec_dot_rows = nullptr;  // single-row kernels only; callers loop
-    k.rows_per_call = 1;
+    k.vec_dot_rows = use_dp ? e.rowsdp : e.rows80;
+    k.rows_per_call = k.vec_dot_rows ? e.rows_per_call : 1;
     k.vec_dot_type = e.act;
     k.variant = use_dp ? "dotprod" : "neon";
   }

@@ -11,6 +11,10 @@
 // contains is assembled inside a function that is allowed to use it.
 #define EDGELLM_NEON_INLINE inline __attribute__((always_inline))
 
+// Put before a loop over the rows of a multi-row kernel (constant trip count): fully unrolled,
+// its per-row arrays of vectors become registers instead of stack slots.
+#define EDGELLM_NEON_UNROLL _Pragma("GCC unroll 8")
+
 // Put on every *_dotprod function. In a dotprod build it is empty; in a baseline build it lets
 // that one function use sdot (clang 14 and g++ 12 spell the target differently).
 #if EDGELLM_HAS_DOTPROD
@@ -47,10 +51,12 @@ struct DotSdot {
   }
 };
 
+// ARMv8.0: the products of bytes i and i + 8 are added in int16 before widening (3 instructions per
+// 16 bytes instead of 4). Needs |a_i * b_i| <= 16383 for every i, which holds whenever one side is
+// in [-127, 127] (activations from our quantizers; K-quant fields, q4_0 x16 and q5 quants are too).
 struct DotV80 {
   static EDGELLM_NEON_INLINE int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    return vpadalq_s16(acc, vmull_high_s8(a, b));
+    return vpadalq_s16(acc, vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), a, b));
   }
 };
 
