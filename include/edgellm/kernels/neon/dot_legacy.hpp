@@ -50,11 +50,13 @@ EDGELLM_NEON_INLINE int32x4_t hsum4(int32x4_t p0, int32x4_t p1, int32x4_t p2, in
 
 // Per-format policies: dot<D>(x, y0, y1) = integer dot of block x with the activation halves
 // y0 (weights 0..15) and y1 (16..31), spread over 4 lanes; kPost multiplies the final result
-// (q4_0 works on 16 * q). Formats with a min (kMin) add m * d8 * sum(q8) per block.
+// (q4_0 works on 16 * q). Formats with a min (kMin) add m * d8 * sum(q8) per block. kGroups:
+// the cheap formats run eight blocks per step (llvm-mca: fewer stalls), the others four.
 struct FmtQ4_0 {
   using Block = block_q4_0;
   static constexpr bool kMin = false;
   static constexpr float kPost = 1.0f / 16.0f;
+  static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     int8x16_t lo, hi;
@@ -67,6 +69,7 @@ struct FmtQ4_1 {
   using Block = block_q4_1;
   static constexpr bool kMin = true;
   static constexpr float kPost = 1.0f;
+  static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     const uint8x16_t q = vld1q_u8(x.qs);
@@ -79,6 +82,7 @@ struct FmtQ5_0 {
   using Block = block_q5_0;
   static constexpr bool kMin = false;
   static constexpr float kPost = 1.0f;
+  static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
   // quants minus 16: low nibble | bit 4, i.e. nibble - 16 where the bit is clear
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
@@ -95,6 +99,7 @@ struct FmtQ5_1 {
   using Block = block_q5_1;
   static constexpr bool kMin = true;
   static constexpr float kPost = 1.0f;
+  static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     uint8x16_t mlo, mhi;
@@ -110,6 +115,7 @@ struct FmtQ8_0 {
   using Block = block_q8_0;
   static constexpr bool kMin = false;
   static constexpr float kPost = 1.0f;
+  static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     return D::dot(D::dot(vdupq_n_s32(0), vld1q_s8(x.qs), y0), vld1q_s8(x.qs + 16), y1);
@@ -148,7 +154,7 @@ EDGELLM_NEON_INLINE void legacy_group4(const typename F::Block* x, const block_q
 
 // One weight row: w [n/32] F::Block, a [n/32] block_q8_0. G groups of four blocks per step
 // (more independent work for the in-order schedule), then groups of four, then single blocks.
-template <class F, class D, int G>
+template <class F, class D, int G = F::kGroups>
 EDGELLM_NEON_INLINE float legacy_row(int n, const void* w, const void* a) {
   const auto* x = static_cast<const typename F::Block*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
@@ -214,12 +220,12 @@ EDGELLM_NEON_INLINE void legacy_rows4(int n, float* out, const void* w, size_t w
 inline constexpr int kRowsLegacyNeon = 4;
 
 // VecDotRowsFn body: groups of four rows, then the rows left over one at a time.
-template <class F, class D, int G>
+template <class F, class D>
 EDGELLM_NEON_INLINE void legacy_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   const auto* base = static_cast<const uint8_t*>(w);
   int r = 0;
   for (; r + 4 <= nrows; r += 4) legacy_rows4<F, D>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
-  for (; r < nrows; ++r) out[r] = legacy_row<F, D, G>(n, base + size_t(r) * w_stride, a);
+  for (; r < nrows; ++r) out[r] = legacy_row<F, D>(n, base + size_t(r) * w_stride, a);
 }
 
 }  // namespace neon
@@ -227,74 +233,74 @@ EDGELLM_NEON_INLINE void legacy_rows(int n, float* out, int nrows, const void* w
 // ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
 inline float vec_dot_q4_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_0, neon::DotV80, 2>(n, w, a);
+  return neon::legacy_row<neon::FmtQ4_0, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q4_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_0, neon::DotV80, 2>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ4_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_0, neon::DotSdot, 2>(n, w, a);
+  return neon::legacy_row<neon::FmtQ4_0, neon::DotSdot>(n, w, a);
 }
 EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot, 2>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q4_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_1, neon::DotV80, 1>(n, w, a);
+  return neon::legacy_row<neon::FmtQ4_1, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q4_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_1, neon::DotV80, 1>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ4_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot, 1>(n, w, a);
+  return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot>(n, w, a);
 }
 EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot, 1>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_0, neon::DotV80, 1>(n, w, a);
+  return neon::legacy_row<neon::FmtQ5_0, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q5_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_0, neon::DotV80, 1>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ5_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_0, neon::DotSdot, 1>(n, w, a);
+  return neon::legacy_row<neon::FmtQ5_0, neon::DotSdot>(n, w, a);
 }
 EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot, 1>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_1, neon::DotV80, 1>(n, w, a);
+  return neon::legacy_row<neon::FmtQ5_1, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q5_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_1, neon::DotV80, 1>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ5_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot, 1>(n, w, a);
+  return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot>(n, w, a);
 }
 EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot, 1>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q8_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ8_0, neon::DotV80, 2>(n, w, a);
+  return neon::legacy_row<neon::FmtQ8_0, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q8_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ8_0, neon::DotV80, 2>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ8_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ8_0, neon::DotSdot, 2>(n, w, a);
+  return neon::legacy_row<neon::FmtQ8_0, neon::DotSdot>(n, w, a);
 }
 EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q8_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                      size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ8_0, neon::DotSdot, 2>(n, out, nrows, w, w_stride, a);
+  neon::legacy_rows<neon::FmtQ8_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm
