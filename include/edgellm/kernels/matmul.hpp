@@ -7,11 +7,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/scalar/unpack_u8.hpp"
+#include "edgellm/kernels/xsimd/gemm_u8.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
@@ -87,6 +90,67 @@ inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_
   EDGELLM_CHECK(have_from_float, "matmul: no activation quantizer to ", dtype_name(act_type));
 }
 
+// Prefill through the u8 GEMM (kernels/xsimd/gemm_u8.hpp) where the target has VNNI.
+inline constexpr int64_t kGemmMinTokens = 4;
+inline constexpr int64_t kGemmRowTile = 16;  // rows unpacked together (a multiple of kGemmRows)
+
+#if EDGELLM_HAS_GEMM_U8
+inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok) {
+  const DType act = kt.of(w.type).vec_dot_type;
+  return kt.isa == Isa::Xsimd && n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
+         (act == DType::Q8_0 || act == DType::Q8_K);
+}
+
+// y[t, r] for all tokens: activations packed once; each thread unpacks a tile of weight rows
+// and runs every token over it, kGemmToks tokens x kGemmRows rows per register tile.
+inline void matmul_gemm_u8(ThreadPool* pool, const MatmulWeight& w, DType act_type, const float* x, int64_t n_tok,
+                           float* y, MatmulScratch& scratch) {
+  constexpr int64_t R = xs::kGemmRows, C = xs::kGemmToks;
+  static_assert(kGemmRowTile % R == 0, "row tile must hold whole register tiles");
+  const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
+  const size_t rb = xs::gemm_row_bytes(n);
+  uint8_t* act = scratch.get(rb * size_t(n_tok_pad));  // [n_tok_pad] GEMM rows
+  auto pack = [&](int64_t t0, int64_t t1, int) {
+    std::vector<uint8_t> q(dtype_row_bytes(act_type, n));
+    for (int64_t t = t0; t < t1; ++t) xs::gemm_pack_act_row(act_type, x + t * n, n, xs::GemmRow::at(act, n, t), q.data());
+  };
+  if (pool) pool->parallel_for(n_tok, pack);
+  else pack(0, n_tok, 0);
+  std::memset(act + rb * size_t(n_tok), 0, rb * size_t(n_tok_pad - n_tok));
+
+  const int64_t tiles = (w.n_out + kGemmRowTile - 1) / kGemmRowTile;
+  run_chunked(pool, tiles, [&](int64_t tile0, int64_t tile1) {
+    thread_local std::vector<uint8_t> wbuf;  // [kGemmRowTile] GEMM rows
+    thread_local std::vector<float> s16;
+    wbuf.resize(rb * size_t(kGemmRowTile));
+    s16.resize(size_t(n / 16));
+    for (int64_t tile = tile0; tile < tile1; ++tile) {
+      const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
+      const int64_t nr_pad = (nr + R - 1) / R * R;
+      for (int64_t r = 0; r < nr; ++r)
+        xs::gemm_pack_weight_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes, n,
+                                 xs::GemmRow::at(wbuf.data(), n, r), s16.data());
+      std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
+      for (int64_t t0 = 0; t0 < n_tok_pad; t0 += C) {
+        xs::GemmRow ar[C];
+        for (int64_t c = 0; c < C; ++c) ar[c] = xs::GemmRow::at(act, n, t0 + c);
+        for (int64_t rr = 0; rr < nr_pad; rr += R) {
+          xs::GemmRow wr[R];
+          for (int64_t r = 0; r < R; ++r) wr[r] = xs::GemmRow::at(wbuf.data(), n, rr + r);
+          float out[C * R];
+          xs::gemm_u8_tile_xsimd(n, wr, ar, out, R);
+          for (int64_t c = 0; c < C && t0 + c < n_tok; ++c)
+            for (int64_t r = 0; r < R && rr + r < nr; ++r) y[(t0 + c) * w.n_out + r0 + rr + r] = out[c * R + r];
+        }
+      }
+    }
+  });
+}
+#else
+inline bool gemm_u8_applies(const KernelTable&, const MatmulWeight&, int64_t) { return false; }
+inline void matmul_gemm_u8(ThreadPool*, const MatmulWeight&, DType, const float*, int64_t, float*, MatmulScratch&) {}
+#endif
+
 }  // namespace detail
 
 // x: [n_tok, n_in] floats, y: [n_tok, n_out] floats (must not alias x). pool may be null (one
@@ -98,6 +162,10 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
   const bool act_f32 = act_type == DType::F32;
   detail::check_matmul(k, w, act_type, act_f32 || kt.of(act_type).from_float != nullptr);
   if (n_tok <= 0 || w.n_out == 0) return;
+  if (detail::gemm_u8_applies(kt, w, n_tok)) {
+    detail::matmul_gemm_u8(pool, w, act_type, x, n_tok, y, scratch);
+    return;
+  }
 
   // 1. Quantize every activation row once: act row t at act + t * act_row_bytes.
   const size_t act_row_bytes = act_f32 ? size_t(w.n_in) * sizeof(float) : dtype_row_bytes(act_type, w.n_in);

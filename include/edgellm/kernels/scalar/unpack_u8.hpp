@@ -1,0 +1,215 @@
+// Weight rows of any quantized type in one common integer form for prefill GEMM: w[i] =
+// s[i / 16] * u[i] + m[i / 16] with u an unsigned byte. Exact (the same values the type's
+// dequantizer gives, up to float rounding of s * u + m); unpacked once per row tile and reused by
+// every token of the batch, so plain scalar code is fast enough.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "edgellm/core/dtype.hpp"
+#include "edgellm/core/error.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/scales.hpp"
+
+namespace edgellm {
+namespace unpack {
+
+// One 16-element group: scale and offset.
+inline void group(float* s, float* m, int g, float scale, float offset) {
+  s[g] = scale;
+  m[g] = offset;
+}
+
+inline void q4_0(const block_q4_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i, u += 32) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < 16; ++j) {
+      u[j] = x[i].qs[j] & 0xF;
+      u[j + 16] = x[i].qs[j] >> 4;
+    }
+    group(s, m, int(2 * i), d, -8 * d);
+    group(s, m, int(2 * i + 1), d, -8 * d);
+  }
+}
+
+inline void q4_1(const block_q4_1* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i, u += 32) {
+    const float d = fp16_to_fp32(x[i].d), mn = fp16_to_fp32(x[i].m);
+    for (int j = 0; j < 16; ++j) {
+      u[j] = x[i].qs[j] & 0xF;
+      u[j + 16] = x[i].qs[j] >> 4;
+    }
+    group(s, m, int(2 * i), d, mn);
+    group(s, m, int(2 * i + 1), d, mn);
+  }
+}
+
+// q5_0 / q5_1: bit j of qh is the 5th bit of element j.
+template <class B>
+inline void q5_bits(const B& b, uint8_t* u) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    u[j] = uint8_t((b.qs[j] & 0xF) | (((qh >> j) & 1) << 4));
+    u[j + 16] = uint8_t((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+  }
+}
+
+inline void q5_0(const block_q5_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i, u += 32) {
+    const float d = fp16_to_fp32(x[i].d);
+    q5_bits(x[i], u);
+    group(s, m, int(2 * i), d, -16 * d);
+    group(s, m, int(2 * i + 1), d, -16 * d);
+  }
+}
+
+inline void q5_1(const block_q5_1* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i, u += 32) {
+    const float d = fp16_to_fp32(x[i].d), mn = fp16_to_fp32(x[i].m);
+    q5_bits(x[i], u);
+    group(s, m, int(2 * i), d, mn);
+    group(s, m, int(2 * i + 1), d, mn);
+  }
+}
+
+// Signed bytes shifted by 128 into the unsigned range; the offset takes the 128 back out.
+inline void q8_0(const block_q8_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i, u += 32) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < 32; ++j) u[j] = uint8_t(x[i].qs[j] + 128);
+    group(s, m, int(2 * i), d, -128 * d);
+    group(s, m, int(2 * i + 1), d, -128 * d);
+  }
+}
+
+inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+    const uint8_t* q = x[i].qs;
+    int g = int(16 * i);
+    for (int n = 0; n < QK_K; n += 128, q += 32)
+      for (int shift = 0; shift < 8; shift += 2)
+        for (int half = 0; half < 2; ++half, u += 16, ++g) {
+          const uint8_t sc = x[i].scales[g - 16 * i];
+          for (int l = 0; l < 16; ++l) u[l] = (q[l + 16 * half] >> shift) & 3;
+          group(s, m, g, d * (sc & 0xF), -dmin * (sc >> 4));
+        }
+  }
+}
+
+// The q3_K high bit clear means -4: u = low bits + 4 * high bit, offset -4.
+inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    int8_t sc[16];
+    unpack_scales_q3_K(x[i].scales, sc);
+    const uint8_t* q = x[i].qs;
+    const uint8_t* hm = x[i].hmask;
+    uint8_t bit = 1;
+    int is = 0;
+    for (int n = 0; n < QK_K; n += 128, q += 32)
+      for (int shift = 0; shift < 8; shift += 2, bit = uint8_t(bit << 1))
+        for (int half = 0; half < 2; ++half, u += 16, ++is) {
+          for (int l = 0; l < 16; ++l)
+            u[l] = uint8_t(((q[l + 16 * half] >> shift) & 3) | ((hm[l + 16 * half] & bit) ? 4 : 0));
+          const float dl = d * sc[is];
+          group(s, m, int(16 * i) + is, dl, -4 * dl);
+        }
+  }
+}
+
+inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+    uint8_t sc[8], mn[8];
+    unpack_scales_mins_k4(x[i].scales, sc, mn);
+    const uint8_t* q = x[i].qs;
+    for (int j = 0; j < 8; j += 2, q += 32, u += 64) {
+      for (int l = 0; l < 32; ++l) {
+        u[l] = q[l] & 0xF;
+        u[l + 32] = q[l] >> 4;
+      }
+      for (int k = 0; k < 2; ++k) {
+        const int g = int(16 * i) + 2 * (j + k);
+        group(s, m, g, d * sc[j + k], -dmin * mn[j + k]);
+        group(s, m, g + 1, d * sc[j + k], -dmin * mn[j + k]);
+      }
+    }
+  }
+}
+
+inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+    uint8_t sc[8], mn[8];
+    unpack_scales_mins_k4(x[i].scales, sc, mn);
+    const uint8_t* q = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    for (int j = 0; j < 8; j += 2, q += 32, u += 64) {
+      for (int l = 0; l < 32; ++l) {
+        u[l] = uint8_t((q[l] & 0xF) | (((qh[l] >> j) & 1) << 4));
+        u[l + 32] = uint8_t((q[l] >> 4) | (((qh[l] >> (j + 1)) & 1) << 4));
+      }
+      for (int k = 0; k < 2; ++k) {
+        const int g = int(16 * i) + 2 * (j + k);
+        group(s, m, g, d * sc[j + k], -dmin * mn[j + k]);
+        group(s, m, g + 1, d * sc[j + k], -dmin * mn[j + k]);
+      }
+    }
+  }
+}
+
+inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* sc = x[i].scales;
+    for (int n = 0; n < QK_K; n += 128, u += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        u[l + 0] = uint8_t((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+        u[l + 32] = uint8_t((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+        u[l + 64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+        u[l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      }
+      // Group g of this 128 (16 elements) has scale sc[g]: l / 16 picks 0/1, the quarter adds 2.
+      for (int g = 0; g < 8; ++g) {
+        const float dl = d * sc[g];
+        group(s, m, int(16 * i) + n / 16 + g, dl, -32 * dl);
+      }
+    }
+  }
+}
+
+}  // namespace unpack
+
+// Whether unpack_row_u8 handles the type.
+inline bool can_unpack_u8(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+// row: n elements of type t (n a multiple of the block size). u: [n] bytes; s, m: [n / 16] floats.
+inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float* s, float* m) {
+  const int64_t nb = n / dtype_block_size(t);
+  switch (t) {
+    case DType::Q4_0: return unpack::q4_0(static_cast<const block_q4_0*>(row), nb, u, s, m);
+    case DType::Q4_1: return unpack::q4_1(static_cast<const block_q4_1*>(row), nb, u, s, m);
+    case DType::Q5_0: return unpack::q5_0(static_cast<const block_q5_0*>(row), nb, u, s, m);
+    case DType::Q5_1: return unpack::q5_1(static_cast<const block_q5_1*>(row), nb, u, s, m);
+    case DType::Q8_0: return unpack::q8_0(static_cast<const block_q8_0*>(row), nb, u, s, m);
+    case DType::Q2_K: return unpack::q2_K(static_cast<const block_q2_K*>(row), nb, u, s, m);
+    case DType::Q3_K: return unpack::q3_K(static_cast<const block_q3_K*>(row), nb, u, s, m);
+    case DType::Q4_K: return unpack::q4_K(static_cast<const block_q4_K*>(row), nb, u, s, m);
+    case DType::Q5_K: return unpack::q5_K(static_cast<const block_q5_K*>(row), nb, u, s, m);
+    case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m);
+    default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
+  }
+}
+
+}  // namespace edgellm

@@ -1,0 +1,151 @@
+// Prefill GEMM on x86 VNNI: weight rows unpacked once per row tile into the common u8 form
+// (kernels/scalar/unpack_u8.hpp: w = s * u + m per 16 elements), activations quantized per 32
+// (int8 + float scale), then a register tile of kGemmRows rows x kGemmToks tokens runs vpdpbusd,
+// each loaded weight vector reused by every token of the tile and each activation vector by every
+// row. AVX-512 (64 bytes per step) when the target has it, else AVX2 with VNNI.
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_XSIMD && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+#define EDGELLM_HAS_GEMM_U8 1
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "edgellm/kernels/scalar/unpack_u8.hpp"
+#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/kernels/xsimd/quantize.hpp"
+#include "edgellm/core/dtype.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+
+namespace edgellm {
+namespace xs {
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
+// 64 bytes per step: the 16 int32 lanes are 16 groups of 4 weights.
+struct GemmVec {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int kBytes = 64;
+  static I load(const void* p) { return _mm512_loadu_si512(p); }
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static I dot(I u, I s) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  static float sum(F a) { return _mm512_reduce_add_ps(a); }
+};
+#else
+struct GemmVec {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kBytes = 32;
+  static I load(const void* p) { return load256(p); }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static I dot(I u, I s) { return dot_u8s8(u, s); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  static float sum(F a) { return hsum(a); }
+};
+#endif
+
+// Register tile: 4 x 4 accumulators plus the loaded vectors fit the 32 AVX-512 registers; AVX2 has
+// 16, so 2 rows there.
+#if defined(__AVX512F__)
+inline constexpr int kGemmRows = 4;
+#else
+inline constexpr int kGemmRows = 2;
+#endif
+inline constexpr int kGemmToks = 4;
+
+// One row or token in the GEMM's form. Weights: u = unsigned quants, sv = scale of each int32
+// lane (4 weights; per 32 weights: s[2k] x 4, s[2k+1] x 4), m = offset per 16. Activations: u =
+// int8 quants, sv = the block's scale for each lane, m = scale * sum of the 16 quants.
+// Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats.
+inline size_t gemm_row_bytes(int64_t n) { return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4; }
+
+struct GemmRow {
+  uint8_t* u;
+  float* sv;
+  float* m;
+  static GemmRow at(uint8_t* base, int64_t n, int64_t i) {
+    uint8_t* p = base + size_t(i) * gemm_row_bytes(n);
+    return {p, reinterpret_cast<float*>(p + n), reinterpret_cast<float*>(p + n + n)};
+  }
+};
+
+// A weight row into the GEMM form; s16 is scratch of n / 16 floats.
+inline void gemm_pack_weight_row(DType t, const void* row, int64_t n, GemmRow out, float* s16) {
+  unpack_row_u8(t, row, n, out.u, s16, out.m);
+  for (int64_t g = 0; g < n / 16; ++g)
+    for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
+}
+
+// An activation row (n floats) into the GEMM form, quantized exactly as the weight type's
+// vec_dot_type (q8_0: a scale per 32; q8_K: a scale per 256 and its bsums), so the GEMM gives the
+// GEMV's products. scratch: dtype_row_bytes(act, n) bytes.
+inline void gemm_pack_act_row(DType act, const float* x, int64_t n, GemmRow out, void* scratch) {
+  if (act == DType::Q8_K) {
+    auto* q8 = static_cast<block_q8_K*>(scratch);
+    quantize_row_q8_K_xsimd(x, q8, n);
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      for (int j = 0; j < QK_K; ++j) out.u[b * QK_K + j] = uint8_t(q8[b].qs[j]);
+      for (int l = 0; l < QK_K / 4; ++l) out.sv[b * QK_K / 4 + l] = q8[b].d;
+      for (int g = 0; g < QK_K / 16; ++g) out.m[b * QK_K / 16 + g] = q8[b].d * float(q8[b].bsums[g]);
+    }
+    return;
+  }
+  auto* q8 = static_cast<block_q8_0*>(scratch);
+  quantize_row_q8_0_xsimd(x, q8, n);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = fp16_to_fp32(q8[b].d);
+    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
+    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
+    for (int h = 0; h < 2; ++h) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += q8[b].qs[h * 16 + j];
+      out.m[b * 2 + h] = d * float(s);
+    }
+  }
+}
+
+// out[c * out_stride + r] = dot(weight row r, activation row c) for a full kGemmRows x kGemmToks
+// tile; n % 128 == 0. w / a: the rows' GEMM forms.
+inline void gemm_u8_tile_xsimd(int64_t n, const GemmRow* w, const GemmRow* a, float* out, size_t out_stride) {
+  using V = GemmVec;
+  constexpr int R = kGemmRows, C = kGemmToks;
+  typename V::F acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
+  for (int64_t k = 0; k < n; k += V::kBytes) {
+    typename V::I y[C];
+    typename V::F dy[C];
+    for (int c = 0; c < C; ++c) {
+      y[c] = V::load(a[c].u + k);
+      dy[c] = V::loadf(a[c].sv + k / 4);
+    }
+    for (int r = 0; r < R; ++r) {
+      const typename V::I u = V::load(w[r].u + k);
+      const typename V::F s = V::loadf(w[r].sv + k / 4);
+      for (int c = 0; c < C; ++c) acc[r][c] = V::fma(V::mul(V::cvt(V::dot(u, y[c])), dy[c]), s, acc[r][c]);
+    }
+  }
+  // Offsets: sum over groups of m_w * (activation scale * sum of its quants).
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      __m256 mo = _mm256_setzero_ps();
+      for (int64_t g = 0; g < n / 16; g += 8)
+        mo = _mm256_fmadd_ps(_mm256_loadu_ps(w[r].m + g), _mm256_loadu_ps(a[c].m + g), mo);
+      out[size_t(c) * out_stride + size_t(r)] = V::sum(acc[r][c]) + hsum(mo);
+    }
+}
+
+}  // namespace xs
+}  // namespace edgellm
+
+#endif  // EDGELLM_HAS_XSIMD && VNNI
