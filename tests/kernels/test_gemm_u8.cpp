@@ -1,0 +1,93 @@
+// The prefill GEMM's common weight form (kernels/scalar/unpack_u8.hpp) against each type's
+// dequantizer, and the GEMM (several tokens) against the GEMV (one token at a time) for shapes
+// the GEMM takes (rows a multiple of 128) with row and token tails.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/kernels/matmul.hpp"
+#include "edgellm/kernels/scalar/unpack_u8.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/ref.hpp"
+
+using namespace edgellm;
+
+namespace {
+
+// s * u + m in float vs the dequantizer's float expression: a few ulps of the block's scale.
+constexpr float kMaxUnpackErr = 1e-5f;
+// GEMM vs GEMV, relative to sum |w * a| of the output: only the float summation order differs.
+constexpr double kMaxGemmErr = 1e-5;
+
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::vector<float> randv(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("unpack_row_u8 gives the dequantized values for every type") {
+  std::mt19937 rng(11);
+  const int64_t n = 512;
+  for (DType t : kTypes) {
+    const std::string name = dtype_name(t);
+    CAPTURE(name);
+    REQUIRE(can_unpack_u8(t));
+    const auto x = randv(rng, n);
+    std::vector<uint8_t> q(dtype_row_bytes(t, n));
+    quantize_row(t, x.data(), q.data(), n);
+    std::vector<float> want(static_cast<size_t>(n)), s(static_cast<size_t>(n / 16)), m(static_cast<size_t>(n / 16));
+    std::vector<uint8_t> u(static_cast<size_t>(n));
+    dequantize_row(t, q.data(), want.data(), n);
+    unpack_row_u8(t, q.data(), n, u.data(), s.data(), m.data());
+    float amax = 0;
+    for (float v : want) amax = std::max(amax, std::fabs(v));
+    for (int64_t i = 0; i < n; ++i) {
+      const float got = s[size_t(i / 16)] * float(u[size_t(i)]) + m[size_t(i / 16)];
+      CHECK(std::fabs(got - want[size_t(i)]) <= kMaxUnpackErr * amax);
+    }
+  }
+  CHECK_FALSE(can_unpack_u8(DType::F16));
+  std::vector<uint8_t> u(32);
+  std::vector<float> s(2), m(2);
+  CHECK_THROWS_AS(unpack_row_u8(DType::F16, u.data(), 32, u.data(), s.data(), m.data()), Error);
+}
+
+TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
+  const KernelTable& kt = kernels();
+  std::mt19937 rng(12);
+  ThreadPool pool(2);
+  for (DType t : kTypes) {
+    const std::string name = dtype_name(t);
+    CAPTURE(name);
+    const int64_t n_in = dtype_block_size(t) == 256 ? 512 : 384, n_out = 45, n_tok = 7;  // tails: rows of 16, tokens of 4
+    const size_t rb = dtype_row_bytes(t, n_in);
+    std::vector<uint8_t> w(rb * size_t(n_out));
+    std::vector<float> wf(size_t(n_in * n_out));
+    for (int64_t r = 0; r < n_out; ++r) {
+      const auto f = randv(rng, n_in);
+      quantize_row(t, f.data(), w.data() + size_t(r) * rb, n_in);
+      dequantize_row(t, w.data() + size_t(r) * rb, wf.data() + r * n_in, n_in);
+    }
+    const MatmulWeight mw{t, w.data(), n_in, n_out, rb};
+    const auto x = randv(rng, n_tok * n_in);
+    std::vector<float> y(size_t(n_tok * n_out)), y1(static_cast<size_t>(n_out));
+    matmul(kt, &pool, mw, x.data(), n_tok, y.data());
+    for (int64_t tok = 0; tok < n_tok; ++tok) {
+      matmul(kt, nullptr, mw, x.data() + tok * n_in, 1, y1.data());
+      for (int64_t r = 0; r < n_out; ++r) {
+        double scale = 0;
+        for (int64_t i = 0; i < n_in; ++i) scale += std::fabs(double(wf[size_t(r * n_in + i)]) * x[size_t(tok * n_in + i)]);
+        CHECK(std::fabs(double(y[size_t(tok * n_out + r)]) - y1[size_t(r)]) <= kMaxGemmErr * scale);
+      }
+    }
+  }
+}
