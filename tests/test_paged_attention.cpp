@@ -261,6 +261,23 @@ TEST_CASE("session: eviction generates past the context in fixed memory (short v
     CHECK(session.kv_cache().blocks_allocated() <= (sp.n_ctx + c.block - 1) / c.block + 1);
     CHECK(r.text.size() > 600);
   }
+  // A prompt that fits the context but not next to the history: evaluated in chunks with eviction.
+  SessionParams sp;
+  sp.n_ctx = 96;
+  sp.n_threads = 1;
+  sp.n_keep = 4;
+  sp.n_window = 16;
+  Session chunked(model, tok, sp);
+  GenerateParams gp;
+  gp.max_tokens = 70;
+  gp.ignore_eos = true;
+  chunked.generate("Once upon a time", gp);
+  std::string prompt;
+  for (int i = 0; i < 20; ++i) prompt += " the cat sat";  // ~60 tokens: more than n_ctx - 47 kept
+  const auto r = chunked.generate(prompt, gp);
+  CHECK(r.n_prompt > 50);
+  CHECK(r.tokens.size() == 70);
+  CHECK(chunked.n_past() <= sp.n_ctx);
   SessionParams bad;
   bad.n_ctx = 64;
   bad.n_keep = 40;

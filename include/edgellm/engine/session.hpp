@@ -87,6 +87,7 @@ class Session {
       // Worst case kept after an eviction: whole sink blocks + the window rounded out to blocks.
       const int bs = p.kv_block_size;
       const int64_t kept = (p.n_keep + bs - 1) / bs * static_cast<int64_t>(bs) + p.n_window + bs - 1;
+      max_chunk_ = static_cast<int>(std::max<int64_t>(1, p.n_ctx - kept));
       if (kept >= p.n_ctx)
         throw_error("session: --keep ", p.n_keep, " and --window ", p.n_window, " with KV blocks of ", bs,
                     " tokens keep up to ", kept, " tokens, which leaves no room in a context of ", p.n_ctx);
@@ -124,8 +125,10 @@ class Session {
     const size_t hist = history_.size();
     const int evicted = kv_.n_evicted(seq_);
     Batch b;
-    for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(p_.n_batch)) {
-      const size_t end = std::min(tokens.size(), i + static_cast<size_t>(p_.n_batch));
+    // With eviction a chunk is at most what always fits after an eviction.
+    const size_t chunk = static_cast<size_t>(evicting() ? std::min(p_.n_batch, max_chunk_) : p_.n_batch);
+    for (size_t i = 0; i < tokens.size(); i += chunk) {
+      const size_t end = std::min(tokens.size(), i + chunk);
       try {
         make_room(seq_, static_cast<int>(end - i));
         const int pos = n_past();
@@ -390,6 +393,7 @@ class Session {
   PagedKvCache kv_;
   LlamaContext ctx_;
   int seq_ = 0;
+  int max_chunk_ = 0;  // with eviction: n_ctx minus the most an eviction keeps
   std::vector<int32_t> history_;
   std::atomic<bool> cancel_{false};
 };
