@@ -47,6 +47,8 @@ namespace detail {
 // token tile passes over it; a token tile of quantized activations stays in L2.
 inline constexpr int64_t kMatmulRowTile = 16;
 inline constexpr int64_t kMatmulTokTile = 64;
+// Below this many weights a GEMV is not split over threads (~5 us on one x86 core).
+inline constexpr int64_t kMinParallelWeights = int64_t(1) << 17;
 
 // out[0 .. nrows) = dot(row r0 + r, act) for one activation row.
 inline void dot_rows(const TypeKernels& k, const MatmulWeight& w, int64_t r0, int64_t nrows, const void* act,
@@ -181,8 +183,10 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
     act = q;
   }
 
-  // 2. Decode: units of rows_per_call rows, contiguous ranges of units per thread.
+  // 2. Decode: units of rows_per_call rows, contiguous ranges of units per thread. A small matrix
+  // (a few microseconds of work) runs on the caller alone: waking workers would cost more.
   if (n_tok == 1) {
+    if (w.n_in * w.n_out < detail::kMinParallelWeights) pool = nullptr;
     const int64_t rpc = std::max(1, k.rows_per_call);
     const int64_t units = (w.n_out + rpc - 1) / rpc;
     detail::run_chunked(pool, units, [&](int64_t u0, int64_t u1) {

@@ -1,5 +1,5 @@
 // ThreadPool: created once, parallel_for splits [0, n) into one contiguous chunk per thread with the
-// caller taking part. Workers spin briefly, then sleep on a condition variable. Standard library
+// caller taking part; chunks go to whichever thread is free first. Workers spin briefly, then sleep on a condition variable. Standard library
 // only (no OpenMP, no affinity calls).
 #pragma once
 #include <algorithm>
@@ -40,7 +40,7 @@ class ThreadPool {
     EDGELLM_CHECK(n_threads >= 1 && n_threads <= 1024, "ThreadPool: n_threads must be in [1, 1024], got ",
                   n_threads);
     workers_.reserve(size_t(n_threads - 1));
-    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_main(); });
   }
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -57,9 +57,13 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
 
   // Calls f(begin, end, thread) on contiguous chunks covering [0, n) in order, one per thread
-  // (threads without work are skipped when n < n_threads); thread 0 is the caller. Returns when all chunks are done; the
-  // first exception thrown by any chunk is rethrown here. Calls from several threads are
-  // serialised; a call from inside a task runs the whole range inline on that thread.
+  // (threads without work are skipped when n < n_threads); chunk 0 runs on the caller. Returns when
+  // all chunks are done; the first exception thrown by any chunk is rethrown here. Calls from
+  // several threads are serialised; a call from inside a task runs the whole range inline.
+  // Chunks 1.. are claimed by whichever thread is free first (the caller included), and the call
+  // does not wait for workers that have not started: on a shared machine a descheduled worker
+  // costs one chunk's time, not a scheduler time slice. `thread` is the chunk index, so per-thread
+  // scratch indexed by it is never used by two threads at once.
   template <class F>
   void parallel_for(int64_t n, F&& f) {
     if (n <= 0) return;
@@ -73,13 +77,17 @@ class ThreadPool {
     task_.ctx = const_cast<void*>(static_cast<const void*>(&f));
     task_.n = n;
     error_ = nullptr;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    next_chunk_.store(1, std::memory_order_relaxed);
+    closed_.store(false, std::memory_order_release);  // publishes the task to workers that see it open
     {
       std::lock_guard<std::mutex> lock(mu_);
       generation_.fetch_add(1, std::memory_order_release);
     }
-    wake_cv_.notify_all();
+    if (sleepers_.load(std::memory_order_acquire) > 0) wake_cv_.notify_all();
     run_chunk(0);
+    claim_chunks();
+    // Late workers see the task closed and leave it alone; wait for those already inside.
+    closed_.store(true, std::memory_order_seq_cst);
     wait_done();
     if (error_) std::rethrow_exception(error_);
   }
@@ -117,19 +125,27 @@ class ThreadPool {
     tls_inside_task() = false;
   }
 
+  void claim_chunks() {
+    for (;;) {
+      const int c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n_threads_) return;
+      run_chunk(c);
+    }
+  }
+
   void wait_done() {
     const auto start = std::chrono::steady_clock::now();
-    while (pending_.load(std::memory_order_acquire) != 0) {
+    while (active_.load(std::memory_order_seq_cst) != 0) {
       if (std::chrono::steady_clock::now() - start > kSpin) {
         std::unique_lock<std::mutex> lock(mu_);
-        done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+        done_cv_.wait(lock, [&] { return active_.load(std::memory_order_seq_cst) == 0; });
         return;
       }
       cpu_relax();
     }
   }
 
-  void worker_main(int id) {
+  void worker_main() {
     uint64_t seen = 0;
     for (;;) {
       const auto start = std::chrono::steady_clock::now();
@@ -137,17 +153,22 @@ class ThreadPool {
         if (stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen) break;
         if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > kSpin) {
           std::unique_lock<std::mutex> lock(mu_);
+          sleepers_.fetch_add(1, std::memory_order_seq_cst);
           wake_cv_.wait(lock, [&] {
             return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
           });
+          sleepers_.fetch_sub(1, std::memory_order_relaxed);
           break;
         }
         cpu_relax();
       }
       if (stop_.load(std::memory_order_acquire)) return;
       seen = generation_.load(std::memory_order_acquire);
-      run_chunk(id);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Announce first, then look: either the caller sees us active and waits, or we see the task
+      // closed and touch nothing of it (seq_cst on both sides).
+      active_.fetch_add(1, std::memory_order_seq_cst);
+      if (!closed_.load(std::memory_order_seq_cst)) claim_chunks();
+      if (active_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
         std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
         done_cv_.notify_one();
       }
@@ -160,7 +181,10 @@ class ThreadPool {
   std::mutex mu_;       // guards sleeping on wake_cv_ / done_cv_
   std::condition_variable wake_cv_, done_cv_;
   std::atomic<uint64_t> generation_{0};  // bumped once per parallel_for
-  std::atomic<int> pending_{0};          // workers still running the current task
+  std::atomic<int> next_chunk_{0};       // next unclaimed chunk of the current task
+  std::atomic<int> active_{0};           // workers inside the current task
+  std::atomic<int> sleepers_{0};         // workers waiting on wake_cv_
+  std::atomic<bool> closed_{true};       // the current task takes no new workers
   std::atomic<bool> stop_{false};
   Task task_;
   std::mutex error_mu_;
