@@ -391,7 +391,7 @@ TEST_CASE("bad sampler parameters are clear errors and the session stays usable"
   CHECK(s.generate(" again", ok).tokens.size() == 4);
 }
 
-TEST_CASE("a prompt longer than the context is an error; the session and others stay usable") {
+TEST_CASE("a prompt longer than the context is an error and the session and others stay usable") {
   const Loaded& m = synthetic();
   SessionParams sp = one_thread();
   sp.n_ctx = 32;
@@ -447,7 +447,7 @@ TEST_CASE("n_batch larger than the context works: same tokens as small batches")
   CHECK_THROWS_WITH_AS(a.generate(text_of_tokens(*m.tok, 60), gp), doctest::Contains("longer than the context"), Error);
 }
 
-TEST_CASE("the KV byte budget: an error without a policy, eviction with one") {
+TEST_CASE("the KV byte budget is an error without a policy and evicts with one") {
   const Loaded& m = synthetic();
   const size_t block_bytes = PagedKvCache(m.model->kv_params(1024, 16)).block_bytes();
   GenerateParams gp;
@@ -488,7 +488,7 @@ TEST_CASE("the KV byte budget: an error without a policy, eviction with one") {
   CHECK(e.kv_cache().bytes_allocated() <= ev.kv_max_bytes);
 }
 
-TEST_CASE("a model whose tensors lie outside the file is an error; loaded models stay usable") {
+TEST_CASE("a model whose tensors lie outside the file is an error and loaded models stay usable") {
   const Loaded& good = synthetic();
   Session s(good.model, good.tok, one_thread());
   GenerateParams gp;
