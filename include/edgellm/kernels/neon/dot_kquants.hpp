@@ -67,7 +67,7 @@ EDGELLM_NEON_INLINE void widen_scales8(int16x8_t s, int32x4_t sc[2]) {
 // Sub-block g (0..7 within a half; 16 weights against activations y), scale in lane g%4 of sc[g/4].
 template <class D, int G>
 EDGELLM_NEON_INLINE int32x4_t mla_sub16(int32x4_t acc, uint8x16_t wq, int8x16_t y, const int32x4_t sc[2]) {
-  const int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(wq), y);
+  const int32x4_t p = D::dot0(vreinterpretq_s8_u8(wq), y);
   return vmlaq_laneq_s32(acc, p, sc[G / 4], G % 4);
 }
 
@@ -75,7 +75,7 @@ EDGELLM_NEON_INLINE int32x4_t mla_sub16(int32x4_t acc, uint8x16_t wq, int8x16_t 
 template <class D, int S>
 EDGELLM_NEON_INLINE int32x4_t mla_sub32(int32x4_t acc, uint8x16_t w0, uint8x16_t w1, int8x16_t y0, int8x16_t y1,
                                         const int32x4_t sc[2]) {
-  const int32x4_t p = D::dot(D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(w0), y0), vreinterpretq_s8_u8(w1), y1);
+  const int32x4_t p = D::dot(D::dot0(vreinterpretq_s8_u8(w0), y0), vreinterpretq_s8_u8(w1), y1);
   return vmlaq_laneq_s32(acc, p, sc[S / 4], S % 4);
 }
 

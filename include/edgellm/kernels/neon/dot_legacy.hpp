@@ -61,7 +61,7 @@ struct FmtQ4_0 {
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     int8x16_t lo, hi;
     unpack_q4_0_x16(x.qs, &lo, &hi);
-    return D::dot(D::dot(vdupq_n_s32(0), lo, y0), hi, y1);
+    return D::dot(D::dot0(lo, y0), hi, y1);
   }
 };
 
@@ -73,7 +73,7 @@ struct FmtQ4_1 {
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     const uint8x16_t q = vld1q_u8(x.qs);
-    const int32x4_t p = D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), y0);
+    const int32x4_t p = D::dot0(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), y0);
     return D::dot(p, vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), y1);
   }
 };
@@ -91,7 +91,7 @@ struct FmtQ5_0 {
     const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
     const uint8x16_t lo = vsubq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vbicq_u8(b16, mlo));
     const uint8x16_t hi = vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(b16, mhi));
-    return D::dot(D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
+    return D::dot(D::dot0(vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
   }
 };
 
@@ -107,7 +107,7 @@ struct FmtQ5_1 {
     const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
     const uint8x16_t lo = vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(b16, mlo));
     const uint8x16_t hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(b16, mhi));
-    return D::dot(D::dot(vdupq_n_s32(0), vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
+    return D::dot(D::dot0(vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
   }
 };
 
@@ -118,7 +118,7 @@ struct FmtQ8_0 {
   static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
-    return D::dot(D::dot(vdupq_n_s32(0), vld1q_s8(x.qs), y0), vld1q_s8(x.qs + 16), y1);
+    return D::dot(D::dot0(vld1q_s8(x.qs), y0), vld1q_s8(x.qs + 16), y1);
   }
 };
 
@@ -132,7 +132,7 @@ EDGELLM_NEON_INLINE float32x4_t min4(const typename F::Block* x) {
 template <class D>
 EDGELLM_NEON_INLINE int32x4_t sum_q8(int8x16_t y0, int8x16_t y1) {
   const int8x16_t ones = vdupq_n_s8(1);
-  return D::dot(D::dot(vdupq_n_s32(0), y0, ones), y1, ones);
+  return D::dot(D::dot0(y0, ones), y1, ones);
 }
 
 // acc (+ accm) += four blocks x[0..3] . y[0..3], scales applied as one vector (one convert, one

@@ -15,7 +15,7 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
   struct Entry {
     DType type;
     VecDotFn v80, dp;          // dp null: no dotprod variant (float weights)
-    VecDotRowsFn rows80, rowsdp;  // null: single-row kernels only
+    VecDotRowsFn rows80, rowsdp;  // null: the driver calls vec_dot row by row
     int rows_per_call;
     DType act;
   };
@@ -33,12 +33,14 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
        vec_dot_rows_q8_0_q8_0_dotprod, kLegacy, DType::Q8_0},
       {DType::Q2_K, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod, vec_dot_rows_q2_K_q8_K_neon,
        vec_dot_rows_q2_K_q8_K_dotprod, kK, DType::Q8_K},
-      {DType::Q3_K, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod, vec_dot_rows_q3_K_q8_K_neon,
-       vec_dot_rows_q3_K_q8_K_dotprod, kK, DType::Q8_K},
+      // ARMv8.0 q3_K / q5_K: two rows need more registers than there are (smull/sadalp temporaries),
+      // and llvm-mca puts the pair above two single rows (docs/PERF.md), so the driver loops vec_dot.
+      {DType::Q3_K, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod, nullptr, vec_dot_rows_q3_K_q8_K_dotprod, kK,
+       DType::Q8_K},
       {DType::Q4_K, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod, vec_dot_rows_q4_K_q8_K_neon,
        vec_dot_rows_q4_K_q8_K_dotprod, kK, DType::Q8_K},
-      {DType::Q5_K, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod, vec_dot_rows_q5_K_q8_K_neon,
-       vec_dot_rows_q5_K_q8_K_dotprod, kK, DType::Q8_K},
+      {DType::Q5_K, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod, nullptr, vec_dot_rows_q5_K_q8_K_dotprod, kK,
+       DType::Q8_K},
       {DType::Q6_K, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod, vec_dot_rows_q6_K_q8_K_neon,
        vec_dot_rows_q6_K_q8_K_dotprod, kK, DType::Q8_K},
       {DType::F32, vec_dot_f32_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},

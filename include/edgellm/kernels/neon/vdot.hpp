@@ -45,10 +45,12 @@ EDGELLM_NEON_INLINE int32x4_t sdot_s32(int32x4_t acc, int8x16_t a, int8x16_t b) 
 // The two dot policies the kernel bodies are instantiated with. Both add the 16 products of
 // a and b into the 4 lanes of acc; only the sum over all 4 lanes is defined to be equal (the
 // kernels never rely on which lane got which product).
+// dot0(a, b) = dot(0, a, b): the ARMv8.0 form then needs no zeroed accumulator (saddlp).
 struct DotSdot {
   static EDGELLM_NEON_INLINE int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
     return sdot_s32(acc, a, b);
   }
+  static EDGELLM_NEON_INLINE int32x4_t dot0(int8x16_t a, int8x16_t b) { return sdot_s32(vdupq_n_s32(0), a, b); }
 };
 
 // ARMv8.0: the products of bytes i and i + 8 are added in int16 before widening (3 instructions per
@@ -57,6 +59,9 @@ struct DotSdot {
 struct DotV80 {
   static EDGELLM_NEON_INLINE int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
     return vpadalq_s16(acc, vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), a, b));
+  }
+  static EDGELLM_NEON_INLINE int32x4_t dot0(int8x16_t a, int8x16_t b) {
+    return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), a, b));
   }
 };
 
