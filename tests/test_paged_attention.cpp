@@ -273,7 +273,7 @@ TEST_CASE("session: eviction generates past the context in fixed memory (short v
   gp.ignore_eos = true;
   chunked.generate("Once upon a time", gp);
   std::string prompt;
-  for (int i = 0; i < 20; ++i) prompt += " the cat sat";  // ~60 tokens: more than n_ctx - 47 kept
+  for (int i = 0; i < 12; ++i) prompt += " the cat sat";  // ~60 tokens: more than n_ctx - 47 kept
   const auto r = chunked.generate(prompt, gp);
   CHECK(r.n_prompt > 50);
   CHECK(r.tokens.size() == 70);
