@@ -1,6 +1,6 @@
 // The prefill GEMM's common weight form (kernels/scalar/unpack_u8.hpp) against each type's
 // dequantizer, and the GEMM (several tokens) against the GEMV (one token at a time) for shapes
-// the GEMM takes (rows a multiple of 128) with row and token tails.
+// the GEMM takes (rows a multiple of 128) with row and token tails; the x86 K-quant scale unpack.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,6 +11,9 @@
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/kernels/scalar/unpack_u8.hpp"
 #include "edgellm/kernels/select.hpp"
+#if EDGELLM_HAS_XSIMD
+#include "edgellm/kernels/xsimd/dot_kquants.hpp"
+#endif
 #include "edgellm/quant/ref.hpp"
 
 using namespace edgellm;
@@ -60,6 +63,22 @@ TEST_CASE("unpack_row_u8 gives the dequantized values for every type") {
   std::vector<float> s(2), m(2);
   CHECK_THROWS_AS(unpack_row_u8(DType::F16, u.data(), 32, u.data(), s.data(), m.data()), Error);
 }
+
+#if EDGELLM_HAS_XSIMD
+TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for every byte pattern") {
+  std::mt19937 rng(13);
+  for (int it = 0; it < 20000; ++it) {
+    uint8_t q[12];
+    for (auto& b : q) b = uint8_t(rng());
+    uint8_t sc[8], mn[8], sc2[8], mn2[8];
+    unpack_scales_mins_k4(q, sc, mn);
+    xs::scales_mins_k4_words(q, sc2, mn2);
+    bool same = true;
+    for (int j = 0; j < 8; ++j) same = same && sc[j] == sc2[j] && mn[j] == mn2[j];
+    REQUIRE(same);
+  }
+}
+#endif
 
 TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
   const KernelTable& kt = kernels();

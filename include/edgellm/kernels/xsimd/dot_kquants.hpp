@@ -5,6 +5,8 @@
 #include "edgellm/config.hpp"
 
 #if EDGELLM_HAS_XSIMD
+#include <cstring>
+
 #include "edgellm/kernels/xsimd/common.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
@@ -20,6 +22,23 @@ inline __m256i bsums_dot(const block_q8_K& y, __m256i v16) { return _mm256_madd_
 inline __m256i per_group16_from_8(const uint8_t v[8]) {
   const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)));
   return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
+}
+
+// unpack_scales_mins_k4 (quant/scales.hpp) with 32-bit word operations instead of a loop of
+// byte picks: the 6-bit fields of bytes 0..3 / 4..7 are masked in place, the 4 + 2-bit fields of
+// sub-blocks 4..7 are assembled four at a time. Same result (checked by test_gemm_u8).
+inline void scales_mins_k4_words(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, q, 4);
+  std::memcpy(&w1, q + 4, 4);
+  std::memcpy(&w2, q + 8, 4);
+  const uint32_t s_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
+  const uint32_t s_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
+  std::memcpy(sc, &s_lo, 4);
+  std::memcpy(sc + 4, &s_hi, 4);
+  std::memcpy(mn, &m_lo, 4);
+  std::memcpy(mn + 4, &m_hi, 4);
 }
 
 struct FmtQ2_K {
@@ -79,7 +98,7 @@ struct FmtQ4_K {
   static constexpr int kBlock = QK_K;
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     uint8_t sc[8], mn[8];
-    unpack_scales_mins_k4(x.scales, sc, mn);
+    scales_mins_k4_words(x.scales, sc, mn);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
@@ -102,7 +121,7 @@ struct FmtQ5_K {
   static constexpr int kBlock = QK_K;
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     uint8_t sc[8], mn[8];
-    unpack_scales_mins_k4(x.scales, sc, mn);
+    scales_mins_k4_words(x.scales, sc, mn);
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     const __m256i qh = load256(x.qh);
     __m256i isum = _mm256_setzero_si256();
