@@ -41,7 +41,11 @@ list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES OHOS_NDK_HOME OHOS_ARCH OHOS_ST
 
 include("${_ohos_tc}")
 
+# CMake reads a toolchain file several times in one scope: append the flags once.
 if(OHOS_ARCH STREQUAL "arm64-v8a" AND OHOS_ARM64_ARCH_FLAGS)
-  string(APPEND CMAKE_C_FLAGS_INIT " ${OHOS_ARM64_ARCH_FLAGS}")
-  string(APPEND CMAKE_CXX_FLAGS_INIT " ${OHOS_ARM64_ARCH_FLAGS}")
+  string(FIND "${CMAKE_CXX_FLAGS_INIT}" "${OHOS_ARM64_ARCH_FLAGS}" _ohos_at)
+  if(_ohos_at EQUAL -1)
+    string(APPEND CMAKE_C_FLAGS_INIT " ${OHOS_ARM64_ARCH_FLAGS}")
+    string(APPEND CMAKE_CXX_FLAGS_INIT " ${OHOS_ARM64_ARCH_FLAGS}")
+  endif()
 endif()
