@@ -165,11 +165,13 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return true;
     };
-    auto report = [&](const edgellm::GenerateResult& r) {
+    auto report = [&](const edgellm::GenerateResult& r, bool kv_line) {
       if (verbose || timings) {
         std::fprintf(stderr, "\n[stop: %s] prompt %d tokens in %.1f ms (%.1f t/s), %zu tokens generated, decode %.2f t/s\n",
                      edgellm::stop_reason_name(r.reason), r.n_prompt, r.prefill_ms, r.prefill_tps(), r.tokens.size(),
                      r.decode_tps());
+      }
+      if ((verbose || timings) && kv_line) {
         const auto& kv = session.kv_cache();
         std::fprintf(stderr, "KV cache: %d blocks in use (%d allocated at peak), %s, %d tokens held, %d evicted\n",
                      kv.blocks_used(), kv.blocks_allocated(), mib(static_cast<double>(kv.bytes_allocated())).c_str(),
@@ -187,15 +189,24 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < rs.size(); ++i) {
         std::printf("--- continuation %zu (seed %llu) ---\n%s\n", i + 1,
                     static_cast<unsigned long long>(gp.sampler.seed + i), rs[i].text.c_str());
-        report(rs[i]);
+        report(rs[i], i + 1 == rs.size());
       }
+      size_t total = 0;
+      double ms = 0;
+      for (const auto& r : rs) {
+        total += r.tokens.size();
+        ms = std::max(ms, r.prefill_ms + r.decode_ms);
+      }
+      if (verbose || timings)
+        std::fprintf(stderr, "parallel: %d continuations, %zu tokens in %.1f ms (%.1f t/s overall, one weight pass per step)\n",
+                     n_parallel, total, ms, ms > 0 ? static_cast<double>(total) * 1e3 / ms : 0.0);
       return 0;
     }
     if (!chat) {
       if (!have_prompt) edgellm::throw_error("-p PROMPT is required (or --chat to read from stdin)");
       const auto r = session.generate(prompt, gp, emit);
       std::fputc('\n', stdout);
-      report(r);
+      report(r, true);
       return 0;
     }
     // Chat: the model's template (or --chat-template), one user turn from -p, or turns from stdin.
@@ -218,7 +229,7 @@ int main(int argc, char** argv) {
       else session.reset();
       const auto r = session.generate(delta, gp, emit);
       std::fputc('\n', stdout);
-      report(r);
+      report(r, true);
       msgs.push_back({"assistant", r.text});
       fed = full + r.text;
     };
