@@ -3,6 +3,7 @@
 // float helpers, and the run-time choice of the table. Compiles to one platform check off arm64.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -14,11 +15,13 @@
 #include "edgellm/config.hpp"
 
 #if EDGELLM_HAS_NEON
+#include "edgellm/kernels/matmul.hpp"
 #include "edgellm/kernels/neon/register.hpp"
 #include "edgellm/kernels/scalar/dot.hpp"
 #include "edgellm/kernels/scalar/float_ops.hpp"
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/quant/ref.hpp"
+#include "edgellm/runtime/thread_pool.hpp"
 #include "edgellm/quant/scales.hpp"
 
 using namespace edgellm;
@@ -30,6 +33,7 @@ constexpr double kMaxDotRelErr = 2e-6;      // times sum over blocks of |block r
 constexpr double kMaxFloatDotRelErr = 1e-5; // times sum of |a_i * b_i|
 constexpr float kMaxExpRelErr = 1e-6f;      // softmax / silu through our exp polynomial
 constexpr float kMaxElemRelErr = 1e-6f;     // rmsnorm, rope, axpy element-wise
+constexpr double kMaxMatmulRelErr = 1e-5;   // matmul outputs vs the ref table, times max |output| + 1
 
 std::mt19937& rng() {
   static std::mt19937 g(1234);
@@ -231,6 +235,44 @@ TEST_CASE("neon: ARMv8.0 int16 pair sums stay exact at the extreme quants") {
   float out[4];
   vec_dot_rows_q8_0_q8_0_neon(32, out, 4, w.data(), sizeof(block_q8_0), a.data());
   for (int r = 0; r < 4; ++r) CHECK(std::fabs(out[r] - vec_dot_q8_0_q8_0_ref(32, &w[r], a.data())) <= kMaxDotRelErr * mag);
+}
+
+TEST_CASE("neon: matmul through the NEON table (rows kernels) equals the reference table") {
+  // What the model runs: GEMV (1 token, units of rows_per_call) and prefill (16-row tiles), with
+  // n_out not a multiple of 4 or 2, 1 and 2 threads. Same quantized activations on both sides.
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  ThreadPool pool(2);
+  for (Isa isa : {Isa::Neon, Isa::Dotprod}) {
+    const KernelTable t = make_kernel_table(isa);
+    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      const int64_t n_in = 512, n_out = 23;
+      const size_t row_bytes = dtype_row_bytes(type, n_in);
+      std::vector<float> wf(size_t(n_in * n_out));
+      for (auto& v : wf) v = uniform(-1, 1);
+      std::vector<uint8_t> wq(row_bytes * size_t(n_out));
+      for (int64_t r = 0; r < n_out; ++r)
+        quantize_row(type, wf.data() + r * n_in, wq.data() + size_t(r) * row_bytes, n_in);
+      const MatmulWeight w{type, wq.data(), n_in, n_out, row_bytes};
+      for (int64_t n_tok : {1, 3}) {
+        std::vector<float> x(size_t(n_tok * n_in)), want(size_t(n_tok * n_out)), got(want.size());
+        for (auto& v : x) v = uniform(-2, 2);
+        matmul(ref, nullptr, w, x.data(), n_tok, want.data());
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          matmul(t, p, w, x.data(), n_tok, got.data());
+          CAPTURE(std::string(dtype_name(type)));
+          CAPTURE(std::string(isa_name(t.isa)));
+          CAPTURE(n_tok);
+          double max_err = 0.0, max_mag = 0.0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            max_err = std::max(max_err, double(std::fabs(got[i] - want[i])));
+            max_mag = std::max(max_mag, double(std::fabs(want[i])));
+          }
+          CHECK(max_err <= kMaxMatmulRelErr * (max_mag + 1.0));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("neon: vector scale unpackers equal quant/scales.hpp") {
