@@ -1,6 +1,7 @@
 // The prefill GEMM's common weight form (kernels/scalar/unpack_u8.hpp) against each type's
 // dequantizer, and the GEMM (several tokens) against the GEMV (one token at a time) for shapes
-// the GEMM takes (rows a multiple of 128) with row and token tails; the x86 K-quant scale unpack.
+// the GEMM takes (rows a multiple of 128) with row and token tails; the x86 K-quant scale unpack;
+// matmul_multi (fused Q/K/V, gate/up) against separate matmuls.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -107,6 +108,46 @@ TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
         for (int64_t i = 0; i < n_in; ++i) scale += std::fabs(double(wf[size_t(r * n_in + i)]) * x[size_t(tok * n_in + i)]);
         CHECK(std::fabs(double(y[size_t(tok * n_out + r)]) - y1[size_t(r)]) <= kMaxGemmErr * scale);
       }
+    }
+  }
+}
+
+TEST_CASE("matmul_multi gives each matrix's own matmul, fused or not") {
+  const KernelTable& kt = kernels();
+  std::mt19937 rng(14);
+  ThreadPool pool(2);
+  const int64_t n_in = 512;
+  struct M {
+    DType type;
+    int64_t n_out;
+  };
+  for (const auto& set : {std::vector<M>{{DType::Q4_K, 300}, {DType::Q4_K, 77}, {DType::Q4_K, 77}},
+                          std::vector<M>{{DType::Q8_0, 600}, {DType::Q6_K, 5}}}) {
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<MatmulWeight> ws;
+    for (const M& m : set) {
+      const size_t rb = dtype_row_bytes(m.type, n_in);
+      data.emplace_back(rb * size_t(m.n_out));
+      for (int64_t r = 0; r < m.n_out; ++r) {
+        const auto f = randv(rng, n_in);
+        quantize_row(m.type, f.data(), data.back().data() + size_t(r) * rb, n_in);
+      }
+    }
+    for (size_t i = 0; i < set.size(); ++i)
+      ws.push_back({set[i].type, data[i].data(), n_in, set[i].n_out, dtype_row_bytes(set[i].type, n_in)});
+    for (int64_t n_tok : {int64_t(1), int64_t(5)}) {
+      const auto x = randv(rng, n_tok * n_in);
+      std::vector<std::vector<float>> got(ws.size()), want(ws.size());
+      std::vector<MatmulTask> tasks;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        got[i].assign(size_t(n_tok * ws[i].n_out), NAN);
+        want[i].assign(got[i].size(), 0.f);
+        matmul(kt, nullptr, ws[i], x.data(), n_tok, want[i].data());
+        tasks.push_back({&ws[i], got[i].data()});
+      }
+      MatmulScratch scratch;
+      matmul_multi(kt, &pool, tasks.data(), int(tasks.size()), x.data(), n_tok, scratch);
+      for (size_t i = 0; i < ws.size(); ++i) CHECK(got[i] == want[i]);
     }
   }
 }

@@ -212,6 +212,57 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
   });
 }
 
+// One weight matrix and its output, for matmul_multi.
+struct MatmulTask {
+  const MatmulWeight* w;
+  float* y;  // [n_tok, w->n_out]
+};
+
+// Several matrices applied to the same input x (Q/K/V, gate/up). Decode with one weight type and
+// row length: the activation is quantized once and a single pass of the pool covers the rows of
+// all of them (one hand-off instead of one per matrix). Otherwise one matmul() each.
+inline void matmul_multi(const KernelTable& kt, ThreadPool* pool, const MatmulTask* tasks, int count, const float* x,
+                         int64_t n_tok, MatmulScratch& scratch) {
+  bool fuse = n_tok == 1 && count > 1;
+  for (int i = 1; i < count && fuse; ++i)
+    fuse = tasks[i].w->type == tasks[0].w->type && tasks[i].w->n_in == tasks[0].w->n_in;
+  if (!fuse) {
+    for (int i = 0; i < count; ++i) matmul(kt, pool, *tasks[i].w, x, n_tok, tasks[i].y, scratch);
+    return;
+  }
+  const MatmulWeight& w0 = *tasks[0].w;
+  const TypeKernels& k = kt.of(w0.type);
+  const DType act_type = k.vec_dot_type;
+  const bool act_f32 = act_type == DType::F32;
+  int64_t units = 0, weights = 0;
+  const int64_t rpc = std::max(1, k.rows_per_call);
+  for (int i = 0; i < count; ++i) {
+    detail::check_matmul(k, *tasks[i].w, act_type, act_f32 || kt.of(act_type).from_float != nullptr);
+    units += (tasks[i].w->n_out + rpc - 1) / rpc;
+    weights += tasks[i].w->n_in * tasks[i].w->n_out;
+  }
+  const void* act = x;
+  if (!act_f32) {
+    uint8_t* q = scratch.get(dtype_row_bytes(act_type, w0.n_in));
+    kt.of(act_type).from_float(x, q, w0.n_in);
+    act = q;
+  }
+  if (weights < detail::kMinParallelWeights) pool = nullptr;
+  detail::run_chunked(pool, units, [&](int64_t u0, int64_t u1) {
+    int64_t base = 0;  // first unit of matrix i
+    for (int i = 0; i < count && base < u1; ++i) {
+      const MatmulWeight& w = *tasks[i].w;
+      const int64_t n_units = (w.n_out + rpc - 1) / rpc;
+      const int64_t b = std::max(u0, base) - base, e = std::min(u1, base + n_units) - base;
+      if (b < e) {
+        const int64_t r0 = b * rpc, r1 = std::min(w.n_out, e * rpc);
+        detail::dot_rows(k, w, r0, r1 - r0, act, tasks[i].y + r0);
+      }
+      base += n_units;
+    }
+  });
+}
+
 // As above with a scratch buffer owned by the calling thread (thread_local, grows to the largest
 // activation seen and is kept for the thread's lifetime).
 inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x, int64_t n_tok,

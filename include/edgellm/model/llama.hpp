@@ -231,9 +231,8 @@ class LlamaModel {
       // 2. attention RMSNorm
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.attn_norm.data(), c.n_embd, c.rms_eps);
       // 3. Q, K, V projections
-      mm(ctx, L.wq, ctx.xn_.data(), n, ctx.q_.data());
-      mm(ctx, L.wk, ctx.xn_.data(), n, ctx.k_.data());
-      mm(ctx, L.wv, ctx.xn_.data(), n, ctx.v_.data());
+      const MatmulTask qkv[] = {{&L.wq, ctx.q_.data()}, {&L.wk, ctx.k_.data()}, {&L.wv, ctx.v_.data()}};
+      matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for Q, K, V
       // 4. RoPE on Q and K; K and V appended to each token's sequence
       for (int i = 0; i < n; ++i) {
         const float* cs = ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot;
@@ -249,8 +248,8 @@ class LlamaModel {
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
       // 7. FFN: RMSNorm, SwiGLU, down projection, residual
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.ffn_norm.data(), c.n_embd, c.rms_eps);
-      mm(ctx, L.w_gate, ctx.xn_.data(), n, ctx.gate_.data());
-      mm(ctx, L.w_up, ctx.xn_.data(), n, ctx.up_.data());
+      const MatmulTask gate_up[] = {{&L.w_gate, ctx.gate_.data()}, {&L.w_up, ctx.up_.data()}};
+      matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for both
       f.silu_mul(ctx.gate_.data(), ctx.up_.data(), static_cast<int>(N * FF));
       mm(ctx, L.w_down, ctx.gate_.data(), n, ctx.tmp_.data());
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
