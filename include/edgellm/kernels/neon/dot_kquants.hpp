@@ -85,7 +85,8 @@ struct RowPtrs {
   const B* p[R];
   EDGELLM_NEON_INLINE RowPtrs(const void* w, size_t w_stride) {
     EDGELLM_NEON_UNROLL
-    for (int r = 0; r < R; ++r) p[r] = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + size_t(r) * w_stride);
+    for (int r = 0; r < R; ++r)
+      p[r] = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + size_t(r) * w_stride);
   }
 };
 
@@ -483,70 +484,80 @@ inline float vec_dot_q2_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const
   return neon::kquant_row<neon::KQ2, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q2_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ2, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q2_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q2_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ2, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q2_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q2_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ2, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q3_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ3, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q3_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ3, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q3_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q3_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ3, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q3_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q3_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ3, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q4_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ4, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q4_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ4, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ4, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ4, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ5, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q5_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ5, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ5, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ5, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q6_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ6, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q6_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ6, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q6_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q6_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ6, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q6_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q6_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::kquant_rows<neon::KQ6, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 

@@ -149,7 +149,8 @@ EDGELLM_NEON_INLINE void legacy_group4(const typename F::Block* x, const block_q
   const float32x4_t dy = half4_to_f32(y[0].d, y[1].d, y[2].d, y[3].d);
   const float32x4_t dx = half4_to_f32(x[0].d, x[1].d, x[2].d, x[3].d);
   *acc = vfmaq_f32(*acc, vcvtq_f32_s32(hsum4(p[0], p[1], p[2], p[3])), vmulq_f32(dx, dy));
-  if constexpr (F::kMin) *accm = vfmaq_f32(*accm, vcvtq_f32_s32(hsum4(s[0], s[1], s[2], s[3])), vmulq_f32(min4<F>(x), dy));
+  if constexpr (F::kMin)
+    *accm = vfmaq_f32(*accm, vcvtq_f32_s32(hsum4(s[0], s[1], s[2], s[3])), vmulq_f32(min4<F>(x), dy));
 }
 
 // One weight row: w [n/32] F::Block, a [n/32] block_q8_0. G groups of four blocks per step
@@ -236,70 +237,80 @@ inline float vec_dot_q4_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const
   return neon::legacy_row<neon::FmtQ4_0, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q4_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ4_0, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q4_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ4_1, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q4_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ5_0, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q5_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ5_0, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q5_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ5_1, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q5_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 inline float vec_dot_q8_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ8_0, neon::DotV80>(n, w, a);
 }
 inline void vec_dot_rows_q8_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ8_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                              const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ8_0, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q8_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                     size_t w_stride, const void* EDGELLM_RESTRICT a) {
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q8_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                  const void* w, size_t w_stride,
+                                                                  const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ8_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 
