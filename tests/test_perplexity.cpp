@@ -20,6 +20,15 @@ namespace {
 constexpr double kExact = 1e-9;
 // Ours uses an F32 KV cache, llama.cpp's figures an F16 one: PPL agrees to about 0.01%.
 constexpr double kMaxPplRelErr = 1e-3;
+// arm64 tests run under qemu, where the 58 windows take minutes: there the first 8 windows are
+// compared with our x86 result for them (127.2531), which checks the arm64 kernels end to end.
+#if defined(__aarch64__)
+constexpr int kPplChunks = 8;
+constexpr double kPplChunksExpect = 127.2531;
+#else
+constexpr int kPplChunks = -1;  // all, against perplexity.json
+constexpr double kPplChunksExpect = 0;
+#endif
 
 bool exists(const std::string& p) {
   struct stat st;
@@ -143,8 +152,8 @@ TEST_CASE("stories260K: PPL over the shared text equals llama.cpp's (perplexity.
   auto model = LlamaModel::load(data + "/models/stories260K.gguf");
   const Tokenizer tok(Vocab::from_gguf(model->file()));
   const auto tokens = tok.encode(slurp(data + "/" + ref["text"].as_string()), tok.add_bos(), false);
-  const PplChunking c = PplChunking::make(tokens.size(), n_ctx, -1);
-  CHECK(c.n_chunk == ref["chunks"].as_int());
+  const PplChunking c = PplChunking::make(tokens.size(), n_ctx, kPplChunks);
+  if (kPplChunks < 0) CHECK(c.n_chunk == ref["chunks"].as_int());
   ThreadPool pool(2);
   LlamaContext ctx(&pool);
   PplAccumulator acc;
@@ -155,7 +164,7 @@ TEST_CASE("stories260K: PPL over the shared text equals llama.cpp's (perplexity.
     eval_window(*model, ctx, w, c.first, logits);
     for (int j = 0; j < c.n_scored(); ++j) acc.add(log_softmax_at(logits.data() + size_t(j) * size_t(n_vocab), n_vocab, w[size_t(c.first + j + 1)]));
   }
-  const double expect = ref["ppl"]["stories260K.gguf"].as_number();
+  const double expect = kPplChunks < 0 ? ref["ppl"]["stories260K.gguf"].as_number() : kPplChunksExpect;
   MESSAGE("PPL ours ", acc.ppl(), " llama.cpp ", expect);
   CHECK(acc.count() == int64_t(c.n_chunk) * c.n_scored());
   CHECK(std::fabs(acc.ppl() / expect - 1) < kMaxPplRelErr);
