@@ -33,6 +33,7 @@ constexpr const char* kUsage =
     "                          Q6_K, F16 ...; default Q4_K_M)\n"
     "  --seed N                weights seed of the synthetic model (default 1234)\n"
     "  --write-gguf OUT        keep the synthetic model in OUT (else a temporary file, deleted)\n"
+    "  --plan                  print the preset's per-type weight counts and bytes (no model built)\n"
     "  -p, --n-prompt LIST     prompt lengths, comma list (default 512; 0 = none)\n"
     "  -n, --n-gen LIST        generation lengths (default 128; 0 = none)\n"
     "  -pg PP,TG               a prompt of PP then TG generated tokens, timed together (repeatable)\n"
@@ -52,7 +53,7 @@ struct Options {
   std::vector<int> n_prompt = {512}, n_gen = {128}, threads;
   std::vector<std::pair<int, int>> pg;
   int reps = 5, n_batch = 512;
-  bool membw = false, warmup = true, verbose = false;
+  bool membw = false, warmup = true, verbose = false, plan = false;
 };
 
 Options parse(int argc, char** argv, bool* help) {
@@ -78,6 +79,7 @@ Options parse(int argc, char** argv, bool* help) {
     else if (f == "-b" || f == "--batch-size" || f == "-ub" || f == "--ubatch-size") o.n_batch = static_cast<int>(args.integer(f));
     else if (f == "--kv-type") o.kv_type = args.value(f);
     else if (f == "--membw") o.membw = true;
+    else if (f == "--plan") o.plan = true;
     else if (f == "--no-warmup") o.warmup = false;
     else if (f == "-o" || f == "--output") o.output = args.value(f);
     else if (f == "-v" || f == "--verbose") o.verbose = true;
@@ -87,6 +89,7 @@ Options parse(int argc, char** argv, bool* help) {
   if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
   if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
   if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
+  if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
   if (o.output != "md" && o.output != "csv" && o.output != "json")
     edgellm::throw_error("-o ", o.output, ": expected md, csv or json");
   if (o.reps < 1 || o.reps > 100000) edgellm::throw_error("-r: ", o.reps, " is outside [1, 100000]");
@@ -449,11 +452,45 @@ void describe(const LoadedModel& lm) {
   std::fprintf(stderr, "\nrepacked tensors: none (weights are used in place from the mapping)\n");
 }
 
+// The preset's tensor types under the mix, summed per type: what a projection needs (weights per
+// token by type, bytes read per token) without building the model. Markdown on stdout.
+void print_plan(const Options& o) {
+  const edgellm::SyntheticSpec spec = edgellm::synthetic_preset(o.preset);
+  const std::vector<edgellm::SyntheticTensor> ts = edgellm::synthetic_tensors(spec);
+  const std::vector<edgellm::DType> types = edgellm::synthetic_mix_types(spec, edgellm::quant_mix(o.mix));
+  struct Sum {
+    std::string type;
+    int tensors = 0;
+    uint64_t weights = 0, bytes = 0, weights_per_token = 0;
+  };
+  std::vector<Sum> sums;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::string n = edgellm::dtype_name(types[i]);
+    auto it = std::find_if(sums.begin(), sums.end(), [&](const Sum& x) { return x.type == n; });
+    if (it == sums.end()) it = sums.insert(sums.end(), Sum{n});
+    const uint64_t w = uint64_t(ts[i].n_in) * uint64_t(ts[i].n_out);
+    ++it->tensors;
+    it->weights += w;
+    it->bytes += edgellm::dtype_row_bytes(types[i], ts[i].n_in) * uint64_t(ts[i].n_out);
+    // token_embd is read one row per token unless it doubles as the output matrix.
+    if (ts[i].name != "token_embd.weight" || spec.tied) it->weights_per_token += w;
+  }
+  std::printf("| %s %s | tensors | weights | MiB | weights multiplied per token |\n| --- | ---: | ---: | ---: | ---: |\n",
+              o.preset.c_str(), o.mix.c_str());
+  for (const Sum& x : sums)
+    std::printf("| %s | %d | %llu | %.1f | %llu |\n", x.type.c_str(), x.tensors, (unsigned long long)x.weights,
+                double(x.bytes) / 1048576.0, (unsigned long long)x.weights_per_token);
+}
+
 int bench_main(int argc, char** argv) {
   bool help = false;
   const Options o = parse(argc, argv, &help);
   if (help) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (o.plan) {
+    print_plan(o);
     return 0;
   }
   edgellm::DType kv_type;
