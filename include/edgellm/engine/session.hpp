@@ -153,7 +153,11 @@ class Session {
   void make_room(int s, int n) {
     if (kv_.fits(s, n)) return;
     if (evicting()) {
-      model_->evict(kv_, s, p_.n_keep, p_.n_window);
+      const KvEviction e = model_->evict(kv_, s, p_.n_keep, p_.n_window);
+      // The history mirrors the session's own sequence: drop the evicted tokens from it too, so
+      // an endless generation keeps memory flat.
+      if (s == seq_ && e.count > 0 && static_cast<size_t>(e.begin + e.count) <= history_.size())
+        history_.erase(history_.begin() + e.begin, history_.begin() + e.begin + e.count);
       if (kv_.fits(s, n)) return;
       throw_error("KV cache: no room for ", n, " tokens even after eviction (", kv_.n_tokens(s), " tokens held, n_ctx ",
                   p_.n_ctx, ", budget ", p_.kv_max_bytes, " bytes, ", kv_.blocks_used(), " blocks in use)");
