@@ -1,7 +1,9 @@
 // edgellm-eval -m MODEL -f TASK.jsonl [...]: accuracy evals (engine/eval.hpp). Multiple-choice tasks
 // report acc and acc_norm; generation tasks (greedy) one row per budget (--max-tokens / --deadline-ms
 // lists). Every row: requests/s, mean and p90 latency, mean tokens, peak RSS. CSV on stdout.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -65,10 +67,10 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v, Parse p
 
 double mib(uint64_t b) { return double(b) / 1048576.0; }
 
-void emit(const Options& o, std::FILE* csv, const std::string& line) {
+// A CSV line to stdout and, with --csv, to the file too.
+void emit(std::FILE* csv, const std::string& line) {
   std::fputs(line.c_str(), stdout);
   if (csv) std::fputs(line.c_str(), csv);
-  (void)o;
 }
 
 std::string fmt(const char* f, double v) {
@@ -104,8 +106,8 @@ int run_mc(const Options& o, const std::vector<Json>& lines, const LlamaModel& m
     }
   }
   st.wall_s = wall.seconds();
-  emit(o, csv, "task,n,acc,acc_norm,mean_tokens_evaluated,mean_latency_ms,p90_latency_ms,requests_per_s,peak_rss_mib\n");
-  emit(o, csv, o.task_file + "," + std::to_string(st.n) + "," + fmt("%.4f", st.accuracy()) + "," + fmt("%.4f", st.accuracy_norm()) +
+  emit(csv, "task,n,acc,acc_norm,mean_tokens_evaluated,mean_latency_ms,p90_latency_ms,requests_per_s,peak_rss_mib\n");
+  emit(csv, o.task_file + "," + std::to_string(st.n) + "," + fmt("%.4f", st.accuracy()) + "," + fmt("%.4f", st.accuracy_norm()) +
                    "," + stats_columns(st) + "\n");
   return 0;
 }
@@ -128,7 +130,7 @@ int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<co
   sp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model->config().n_ctx_train, 4096);
   sp.n_threads = o.threads;
   Session sess(model, tok, sp);
-  emit(o, csv, "task,max_tokens,deadline_ms,budget_hint,n,correct,accuracy,mean_tokens_generated,mean_latency_ms,p90_latency_ms,"
+  emit(csv, "task,max_tokens,deadline_ms,budget_hint,n,correct,accuracy,mean_tokens_generated,mean_latency_ms,p90_latency_ms,"
                "requests_per_s,peak_rss_mib\n");
   for (const Budget& b : budgets) {
     EvalStats st;
@@ -153,7 +155,7 @@ int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<co
                      gold.value.c_str(), ok ? "ok" : "wrong");
     }
     st.wall_s = wall.seconds();
-    emit(o, csv, o.task_file + "," + std::to_string(b.max_tokens) + "," + fmt("%.0f", b.deadline_ms) + "," + (o.hint ? "1" : "0") + "," +
+    emit(csv, o.task_file + "," + std::to_string(b.max_tokens) + "," + fmt("%.0f", b.deadline_ms) + "," + (o.hint ? "1" : "0") + "," +
                      std::to_string(st.n) + "," + std::to_string(st.correct) + "," + fmt("%.4f", st.accuracy()) + "," +
                      stats_columns(st) + "\n");
     std::fflush(stdout);
