@@ -5,6 +5,7 @@
 #include <string>
 #include <sys/stat.h>
 
+#include "edgellm/engine/session.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
 #include "edgellm/runtime/memory_plan.hpp"
@@ -182,4 +183,22 @@ TEST_CASE("plan of a real model: weights = file size, KV = the model's cache") {
   CHECK(plan.kv_per_token == cache.bytes_per_token());
   CHECK(plan.kv_at_ctx == cache.bytes_per_token() * 256);
   CHECK(plan.fits);
+}
+
+TEST_CASE("memory_plan_params takes SessionParams as the CLI holds them") {
+  edgellm::SessionParams sp;
+  sp.n_ctx = 3000;
+  sp.n_batch = 64;
+  sp.n_threads = 4;
+  sp.kv_type = edgellm::DType::Q8_0;
+  sp.kv_block_size = 32;
+  sp.kv_recent_f32 = 16;
+  const auto p = edgellm::memory_plan_params(sp, 2);
+  CHECK(p.n_ctx == 3000);
+  CHECK(p.n_batch == 64);
+  CHECK(p.n_threads == 4);
+  CHECK(p.kv_type == edgellm::DType::Q8_0);
+  CHECK(p.kv_block_size == 32);
+  CHECK(p.kv_recent_f32 == 16);
+  CHECK(p.n_sequences == 2);
 }

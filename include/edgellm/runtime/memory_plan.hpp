@@ -12,6 +12,7 @@
 
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
+#include "edgellm/gguf/reader.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/quant/mix.hpp"
 
