@@ -315,6 +315,30 @@ TEST_CASE("neon: float-weight dots match the reference") {
   }
 }
 
+TEST_CASE("neon: Q8_0 KV-cache dot / axpy match the reference and are registered") {
+  for (int nb : {1, 2, 5}) {
+    const int n = nb * QK8_0;
+    auto kv = random_blocks<block_q8_0>(nb);
+    fix_scales(kv);
+    std::vector<float> q(n), r(n), g(n);
+    double mag = 0.0;
+    for (int i = 0; i < n; ++i) {
+      q[i] = uniform(-2, 2);
+      r[i] = g[i] = uniform(-1, 1);
+      mag += std::fabs(q[i] * kv[i / QK8_0].qs[i % QK8_0] * fp16_to_fp32(kv[i / QK8_0].d));
+    }
+    CAPTURE(nb);
+    CHECK(std::fabs(dot_q8_0_f32_neon(kv.data(), q.data(), n) - dot_q8_0_f32_ref(kv.data(), q.data(), n)) <=
+          kMaxFloatDotRelErr * (mag + 1e-6));
+    axpy_q8_0_ref(r.data(), 0.7f, kv.data(), n);
+    axpy_q8_0_neon(g.data(), 0.7f, kv.data(), n);
+    for (int i = 0; i < n; ++i) CHECK(std::fabs(g[i] - r[i]) <= kMaxElemRelErr * 20);
+  }
+  const KernelTable t = make_kernel_table(Isa::Neon);
+  CHECK(bool(t.f.dot_q8_0_f32 == dot_q8_0_f32_neon));
+  CHECK(bool(t.f.axpy_q8_0 == axpy_q8_0_neon));
+}
+
 TEST_CASE("neon: q8_0 / q8_K quantizers are bit-identical to the reference") {
   for (int nb : {1, 2, 5}) {
     std::vector<float> x(size_t(nb) * QK_K);

@@ -6,6 +6,7 @@
 #include "edgellm/kernels/neon/dot_kquants.hpp"
 #include "edgellm/kernels/neon/dot_legacy.hpp"
 #include "edgellm/kernels/neon/float_ops.hpp"
+#include "edgellm/kernels/neon/kv_ops.hpp"
 #include "edgellm/kernels/neon/quantize.hpp"
 
 namespace edgellm {
@@ -69,6 +70,7 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
   f.softmax = softmax_neon;
   f.silu_mul = silu_mul_neon;
   f.rope = rope_neon;
+  register_neon_kv_kernels(f);  // Q8_0 KV cache (kernels/neon/kv_ops.hpp)
   f.variant = "neon";
 }
 
