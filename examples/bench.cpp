@@ -449,7 +449,14 @@ void describe(const LoadedModel& lm) {
   }
   std::fprintf(stderr, "tensor types:");
   for (const auto& [n, c] : counts) std::fprintf(stderr, " %s x%d", n.c_str(), c);
-  std::fprintf(stderr, "\nrepacked tensors: none (weights are used in place from the mapping)\n");
+  std::fprintf(stderr, "\nrepacked tensors: none (weights are read in place from the mapping)\n");
+#if EDGELLM_HAS_GEMM_U8
+  std::fprintf(stderr, "prefill: u8 VNNI GEMM (%d-byte steps, %dx%d register tile) for legacy and K-quant matrices with "
+                       "rows of a multiple of 128; each 16-row tile is unpacked on the fly, per call\n",
+               edgellm::xs::GemmVec::kBytes, edgellm::xs::kGemmRows, edgellm::xs::kGemmToks);
+#else
+  std::fprintf(stderr, "prefill: tiled multi-row GEMV (no VNNI GEMM on this target)\n");
+#endif
 }
 
 // The preset's tensor types under the mix, summed per type: what a projection needs (weights per
