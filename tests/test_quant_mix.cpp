@@ -134,6 +134,41 @@ TEST_CASE("llama-quantize tensor order: non-layer tensors by name, then layers n
   CHECK(order == expect);
 }
 
+TEST_CASE("Q3_K_L / Q3_K_S / Q5_K_S / Q2_K_S / F16 / BF16 rules") {
+  const auto t = llama_tensors(8, 2048, 5632, false);
+  MixModelInfo info;
+  info.n_layer = 8;
+  info.n_head = 16;
+  info.n_head_kv = 16;  // no GQA
+  std::vector<DType> cur(t.size(), DType::F32);
+  auto l = plan_quant_mix(quant_mix("Q3_K_L"), info, t, cur, false);
+  CHECK(type_of(t, l, "blk.5.attn_v.weight") == DType::Q5_K);
+  CHECK(type_of(t, l, "blk.5.ffn_down.weight") == DType::Q5_K);
+  CHECK(type_of(t, l, "blk.5.attn_output.weight") == DType::Q5_K);
+  CHECK(type_of(t, l, "blk.5.ffn_gate.weight") == DType::Q3_K);
+  auto s3 = plan_quant_mix(quant_mix("Q3_K_S"), info, t, cur, false);
+  CHECK(type_of(t, s3, "blk.0.attn_v.weight") == DType::Q3_K);
+  CHECK(type_of(t, s3, "blk.0.ffn_down.weight") == DType::Q3_K);
+  CHECK(type_of(t, s3, "output.weight") == DType::Q6_K);
+  auto s5 = plan_quant_mix(quant_mix("Q5_K_S"), info, t, cur, false);
+  CHECK(type_of(t, s5, "blk.0.attn_v.weight") == DType::Q5_K);
+  CHECK(type_of(t, s5, "output.weight") == DType::Q6_K);
+  auto s2 = plan_quant_mix(quant_mix("Q2_K_S"), info, t, cur, false);
+  CHECK(type_of(t, s2, "blk.0.attn_v.weight") == DType::Q2_K);  // GQA 1 < 4
+  CHECK(type_of(t, s2, "blk.0.ffn_down.weight") == DType::Q4_K);  // layer 0 < 8/8
+  CHECK(type_of(t, s2, "blk.1.ffn_down.weight") == DType::Q2_K);
+  auto q2 = plan_quant_mix(quant_mix("Q2_K"), info, t, cur, false);
+  CHECK(type_of(t, q2, "blk.1.attn_v.weight") == DType::Q3_K);  // GQA 1 < 4
+  for (const char* m : {"F16", "BF16"}) {
+    auto f = plan_quant_mix(quant_mix(m), info, t, cur, false);
+    const DType want = quant_mix(m).base;
+    CHECK(type_of(t, f, "output.weight") == want);  // no mix rules for float types
+    CHECK(type_of(t, f, "token_embd.weight") == want);
+    CHECK(type_of(t, f, "blk.0.attn_v.weight") == want);
+    CHECK(type_of(t, f, "blk.0.ffn_norm.weight") == DType::F32);
+  }
+}
+
 TEST_CASE("rows that do not fit K-quant blocks fall back") {
   const std::vector<MixTensor> t = {{"blk.0.attn_q.weight", 2, 96}, {"blk.0.ffn_up.weight", 2, 80}, {"output.weight", 2, 96}};
   MixModelInfo info;
