@@ -11,6 +11,7 @@
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/synthetic.hpp>
+#include <edgellm/runtime/memory_plan.hpp>
 #include <edgellm/text/chat_template.hpp>
 #include <edgellm/version.hpp>
 
@@ -158,6 +159,10 @@ int main(int argc, char** argv) {
       if (sp.n_window) std::fprintf(stderr, "; eviction keeps %d sink + %d recent tokens", sp.n_keep, sp.n_window);
       std::fputc('\n', stderr);
     }
+    // Model + KV at the chosen context against this machine's RAM: shown with -v, and as a warning
+    // naming the numbers whenever it does not fit.
+    const auto plan = edgellm::plan_memory(cfg, model->file().file_size(), edgellm::memory_plan_params(sp, n_parallel));
+    if (verbose || !plan.fits) std::fputs(edgellm::format_memory_plan(plan).c_str(), stderr);
 
     edgellm::Session session(model, tok, sp);
     auto emit = [](const std::string& s) {

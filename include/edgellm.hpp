@@ -19,6 +19,7 @@
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/scales.hpp"
 #include "edgellm/quant/ref.hpp"
+#include "edgellm/quant/mix.hpp"
 
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/select.hpp"
@@ -27,6 +28,7 @@
 #include "edgellm/runtime/thread_pool.hpp"
 #include "edgellm/runtime/timer.hpp"
 #include "edgellm/runtime/memory_stats.hpp"
+#include "edgellm/runtime/memory_plan.hpp"
 
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama_config.hpp"
@@ -39,3 +41,5 @@
 #include "edgellm/text/chat_template.hpp"
 
 #include "edgellm/engine/session.hpp"
+#include "edgellm/engine/perplexity.hpp"
+#include "edgellm/engine/eval.hpp"
