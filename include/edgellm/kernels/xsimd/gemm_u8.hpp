@@ -20,6 +20,13 @@
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 
+// g++ 12 warns that the AVX-512 intrinsics' internal "undefined" source operands may be used
+// uninitialized (a false positive inside <immintrin.h>); keep -Wall output clean for users.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace edgellm {
 namespace xs {
 
@@ -147,5 +154,9 @@ inline void gemm_u8_tile_xsimd(int64_t n, const GemmRow* w, const GemmRow* a, fl
 
 }  // namespace xs
 }  // namespace edgellm
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #endif  // EDGELLM_HAS_XSIMD && VNNI
