@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -180,6 +181,34 @@ TEST_CASE("concurrent sessions on stories260K equal the same sessions run one af
     return;
   }
   check_concurrent_equals_sequential(*m, /*n_jobs=*/4, /*max_tokens=*/60, /*pool_of_two=*/false);
+}
+
+TEST_CASE("sessions keep the model alive after the loader drops it") {
+  Loaded m = load_bytes(synthetic_bytes());
+  const std::vector<Job> jobs = make_jobs(2, /*max_tokens=*/10, /*pool_of_two=*/false);
+  const std::vector<int32_t> expect0 = run_job(m, jobs[0]), expect1 = run_job(m, jobs[1]);
+  std::vector<int32_t> got0, got1;
+  std::atomic<int> started{0};
+  auto worker = [&started](std::shared_ptr<Session> s, const Job& j, std::vector<int32_t>* out) {
+    started.fetch_add(1);
+    *out = s->generate(j.prompt, j.gp).tokens;
+    out->push_back(-1);
+    const std::vector<int32_t> b = s->generate(" and then", j.gp).tokens;
+    out->insert(out->end(), b.begin(), b.end());
+  };
+  auto s0 = std::make_shared<Session>(m.model, m.tok, jobs[0].sp);
+  auto s1 = std::make_shared<Session>(m.model, m.tok, jobs[1].sp);
+  std::thread t0(worker, s0, std::cref(jobs[0]), &got0), t1(worker, s1, std::cref(jobs[1]), &got1);
+  s0.reset();
+  s1.reset();
+  while (started.load() < 2) std::this_thread::yield();
+  const std::weak_ptr<const LlamaModel> weak = m.model;
+  m = Loaded{};  // the loader's references are gone; the sessions hold the model
+  t0.join();
+  t1.join();
+  CHECK(got0 == expect0);
+  CHECK(got1 == expect1);
+  CHECK(weak.expired());  // and it is freed with the last session
 }
 
 TEST_CASE("the shared tokenizer encodes and decodes concurrently with the same results") {
