@@ -12,6 +12,13 @@
 
 #include <edgellm/engine/eval.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
@@ -19,10 +26,6 @@ namespace {
 // batch. Same math, different summation grouping in the GEMM: tiny differences only.
 constexpr double kMaxLogprobDiff = 1e-3;
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 std::string slurp(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
@@ -163,7 +166,7 @@ TEST_CASE("the sample task files parse") {
 
 TEST_CASE("McScorer on stories260K: forked prefix gives the from-scratch log-likelihoods") {
   const std::string path = std::string(EDGELLM_SHARED_DATA) + "/models/stories260K.gguf";
-  if (!exists(path)) {
+  if (!path_exists(path)) {
     MESSAGE("shared data not found: skipped");
     return;
   }

@@ -12,15 +12,17 @@
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/gguf/writer.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
 
-bool dir_exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-const std::string kData = EDGELLM_SHARED_DATA;
 
 // A small valid file: every scalar type, string and numeric arrays, two tensors.
 std::vector<uint8_t> small_file(uint32_t alignment = 32) {

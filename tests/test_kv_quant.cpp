@@ -13,20 +13,22 @@
 #include <edgellm/model/llama.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
 
-const std::string kData = EDGELLM_SHARED_DATA;
 constexpr double kMinTop1F16 = 0.95;   // fraction of positions whose argmax equals F32 KV's
 constexpr double kMaxKlF16 = 1e-3;     // mean KL(P_f32 || P_f16) in nats
 constexpr double kMinTop1Q8 = 0.90;
 constexpr double kMaxKlQ8 = 1e-2;
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 // Logits rows of `toks` fed one at a time (after a prefill of the first n_prefill as one batch).
 std::vector<std::vector<float>> run(const LlamaModel& m, const std::vector<int32_t>& toks, DType type, int recent) {
@@ -85,7 +87,7 @@ TEST_CASE("F16 and Q8_0 KV vs F32 KV: top-1 agreement and mean KL-divergence") {
   for (const std::string name : names) {
     CAPTURE(name);
     const std::string path = kData + "/models/" + name + ".gguf";
-    if (!exists(path)) {
+    if (!path_exists(path)) {
       MESSAGE("shared data not found: skipped ", name);
       continue;
     }

@@ -17,22 +17,18 @@
 #include <edgellm/model/llama.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
 
-const std::string kData = EDGELLM_SHARED_DATA;
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 std::vector<std::string> reference_files() {
   std::vector<std::string> out;
   if (DIR* d = opendir((kData + "/reference").c_str())) {
@@ -68,7 +64,7 @@ void check_reference(const std::string& name) {
   const Json ref = Json::parse(read_file(kData + "/reference/" + name));
   const std::string model_name = name.substr(0, name.find(".p"));
   const std::string model_path = kData + "/models/" + model_name + ".gguf";
-  REQUIRE(exists(model_path));
+  REQUIRE(path_exists(model_path));
   const auto model = LlamaModel::load(model_path);
   const Tokenizer tok(Vocab::from_gguf(model->file()));
   const int n_vocab = model->config().n_vocab;
@@ -155,7 +151,7 @@ TEST_CASE("logits and greedy tokens match llama.cpp on every reference file") {
 
 TEST_CASE("a batch gives the same logits as feeding tokens one by one") {
   const std::string path = kData + "/models/stories260K.gguf";
-  if (!exists(path)) {
+  if (!path_exists(path)) {
     MESSAGE("shared data not found: skipped");
     return;
   }
@@ -179,7 +175,7 @@ TEST_CASE("a batch gives the same logits as feeding tokens one by one") {
 
 TEST_CASE("bad models and bad batches give Error, and the cache is left as it was") {
   const std::string path = kData + "/models/stories260K.gguf";
-  if (!exists(path)) {
+  if (!path_exists(path)) {
     MESSAGE("shared data not found: skipped");
     return;
   }

@@ -15,23 +15,25 @@
 #include <edgellm/kernels/matmul.hpp>
 #include <edgellm/model/llama.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
 
-const std::string kData = EDGELLM_SHARED_DATA;
 constexpr float kMaxPagedVsContiguous = 1e-5f;  // F32 KV: same kernels, same order of operations
 constexpr float kMaxForkVsIndependent = 1e-5f;
 constexpr float kMaxBatchedSeqVsAlone = 1e-4f;  // GEMM over N rows vs GEMV (as test_llama's batch check)
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 std::shared_ptr<const LlamaModel> load_or_skip(const std::string& name) {
   const std::string path = kData + "/models/" + name + ".gguf";
-  if (!exists(path)) return nullptr;
+  if (!path_exists(path)) return nullptr;
   return LlamaModel::load(path);
 }
 

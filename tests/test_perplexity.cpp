@@ -14,6 +14,13 @@
 #include <edgellm/engine/perplexity.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
@@ -30,10 +37,6 @@ constexpr int kPplChunks = -1;  // all, against perplexity.json
 constexpr double kPplChunksExpect = 0;
 #endif
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 std::string slurp(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
@@ -143,7 +146,7 @@ TEST_CASE("KL base file round trip and bad files") {
 
 TEST_CASE("stories260K: PPL over the shared text equals llama.cpp's (perplexity.json)") {
   const std::string data = EDGELLM_SHARED_DATA;
-  if (!exists(data + "/reference/perplexity.json")) {
+  if (!path_exists(data + "/reference/perplexity.json")) {
     MESSAGE("shared data not found: skipped");
     return;
   }

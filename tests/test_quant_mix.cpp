@@ -9,6 +9,13 @@
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/quant/mix.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
@@ -37,10 +44,6 @@ DType type_of(const std::vector<MixTensor>& t, const std::vector<DType>& types, 
   return DType::F32;
 }
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 }  // namespace
 
@@ -184,7 +187,7 @@ TEST_CASE("rows that do not fit K-quant blocks fall back") {
 
 TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") {
   const std::string dir = std::string(EDGELLM_SHARED_DATA) + "/models/";
-  if (!exists(dir + "tiny-llama-256-f32.gguf")) {
+  if (!path_exists(dir + "tiny-llama-256-f32.gguf")) {
     MESSAGE("shared data not found: skipped");
     return;
   }
@@ -206,7 +209,7 @@ TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") 
   int files = 0;
   for (const char* name : {"F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"}) {
     const std::string path = dir + "tiny-llama-256-" + name + ".gguf";
-    if (!exists(path)) continue;
+    if (!path_exists(path)) continue;
     ++files;
     const GgufFile ref = GgufFile::open(path);
     const QuantMix& mix = quant_mix(name);

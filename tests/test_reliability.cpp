@@ -24,16 +24,18 @@
 #include <edgellm/model/synthetic.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
 
-const std::string kData = EDGELLM_SHARED_DATA;
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 // A model and its tokenizer, shared read-only by every session of a test.
 struct Loaded {
@@ -62,7 +64,7 @@ const Loaded& synthetic() {
 const Loaded* stories() {
   static const Loaded m = [] {
     const std::string path = kData + "/models/stories260K.gguf";
-    if (!exists(path)) return Loaded{};
+    if (!path_exists(path)) return Loaded{};
     auto model = LlamaModel::load(path);
     return Loaded{model, std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()))};
   }();

@@ -21,24 +21,20 @@
 #include <edgellm/text/tokenizer.hpp>
 #include <edgellm/text/vocab.hpp>
 
+#include "test_util.hpp"
+
+using edgellm_test::dir_exists;
+using edgellm_test::kData;
+using edgellm_test::path_exists;
+using edgellm_test::read_file;
+
 using namespace edgellm;
 
 namespace {
 
-const std::string kData = EDGELLM_SHARED_DATA;
 // Encoding 100 KB must stay far from quadratic: generous enough for sanitizer builds.
 
-bool path_exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Cases of a .inp file as llama.cpp's test-tokenizer-0 reads them: the text between separators
 // "\n__ggml_vocab_test__\n" (so a case's own trailing newlines belong to it).
