@@ -35,6 +35,29 @@ struct TypeKernels {
   const char* variant = "";            // "ref", "xsimd", "neon", "dotprod"
 };
 
+// A weight type's row-interleaved form, made once at load (model/llama_weights.hpp) where the ISA
+// has one: groups of `rows` consecutive weight rows stored so that one SIMD lane carries one row.
+// The integer dot of a whole quant block then accumulates in that lane and takes one scale multiply
+// per block for all rows at once, and a group is read as one sequential stream (decode is
+// DRAM-bound). rows == 0: the type has no packed form on this table.
+struct PackedFormat {
+  int rows = 0;           // rows per group (the SIMD width in lanes)
+  const char* name = "";  // for -v output, e.g. "q4_0x16"
+  // Bytes of one group of `rows` rows of n_in elements.
+  size_t (*group_bytes)(int64_t n_in) = nullptr;
+  // Packs rows [0, count) of src (row r at src + r * row_bytes, n_in elements, count <= rows)
+  // into one group at dst; rows count .. rows-1 of the group are zero (their outputs are unused).
+  void (*pack)(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) = nullptr;
+  // The activation form the kernel reads: act_bytes(n_in) bytes per activation row, made by
+  // prepare_act from n_in floats. It quantizes exactly as the type's vec_dot_type does, so the
+  // packed products equal vec_dot's up to float summation order.
+  size_t (*act_bytes)(int64_t n_in) = nullptr;
+  void (*prepare_act)(const float* x, int64_t n_in, void* dst) = nullptr;
+  // out[t * out_stride + r] = dot(row r of the group, activation t) for t < ntok, r < rows;
+  // activation t at act + t * act_bytes(n_in). ntok == 1 is the decode GEMV.
+  void (*gemm)(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) = nullptr;
+};
+
 // Float helpers used by the transformer. Unless stated, out may alias the first input.
 struct FloatKernels {
   // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]
@@ -77,11 +100,14 @@ inline const char* isa_name(Isa isa) {
 
 struct KernelTable {
   TypeKernels types[kDTypeCount];
+  PackedFormat packed[kDTypeCount];  // indexed by the stored weight type
   FloatKernels f;
   Isa isa = Isa::Ref;  // the best instruction set this table uses
 
   const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
   TypeKernels& of(DType t) { return types[static_cast<uint32_t>(t)]; }
+  const PackedFormat& packed_of(DType t) const { return packed[static_cast<uint32_t>(t)]; }
+  PackedFormat& packed_of(DType t) { return packed[static_cast<uint32_t>(t)]; }
 };
 
 }  // namespace edgellm
