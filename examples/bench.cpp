@@ -45,6 +45,7 @@ constexpr const char* kUsage =
     "  --membw                 measure memory read bandwidth with the same threads; decode rows\n"
     "                          report their % of that roofline\n"
     "  --no-warmup             skip the warm-up run\n"
+    "  --no-repack             keep every matrix as stored (no load-time interleaving; -v lists them)\n"
     "  -o, --output md|csv|json  (default md)\n"
     "  -v, --verbose           kernel variants and tensor types on stderr\n";
 
@@ -54,7 +55,7 @@ struct Options {
   std::vector<int> n_prompt = {512}, n_gen = {128}, threads;
   std::vector<std::pair<int, int>> pg;
   int reps = 5, n_batch = 512;
-  bool membw = false, warmup = true, verbose = false, plan = false;
+  bool membw = false, warmup = true, verbose = false, plan = false, repack = true;
 };
 
 Options parse(int argc, char** argv, bool* help) {
@@ -82,6 +83,7 @@ Options parse(int argc, char** argv, bool* help) {
     else if (f == "--membw") o.membw = true;
     else if (f == "--plan") o.plan = true;
     else if (f == "--no-warmup") o.warmup = false;
+    else if (f == "--no-repack") o.repack = false;
     else if (f == "-o" || f == "--output") o.output = args.value(f);
     else if (f == "-v" || f == "--verbose") o.verbose = true;
     else tool::unknown(f);
@@ -147,7 +149,7 @@ LoadedModel load(const Options& o) {
     }
   }
   try {
-    lm.model = edgellm::LlamaModel::load(path);
+    lm.model = edgellm::LlamaModel::load(path, edgellm::kernels(), o.repack);
   } catch (...) {
     if (temporary) std::remove(path.c_str());
     throw;
@@ -466,9 +468,9 @@ void describe(const LoadedModel& lm) {
   }
   std::fprintf(stderr, "tensor types:");
   for (const auto& [n, c] : counts) std::fprintf(stderr, " %s x%d", n.c_str(), c);
-  std::fprintf(stderr, "\nrepacked tensors: none (weights are read in place from the mapping)\n");
+  std::fprintf(stderr, "\n%s", lm.model->weights().describe_repack().c_str());
 #if EDGELLM_HAS_GEMM_U8
-  std::fprintf(stderr, "prefill: u8 VNNI GEMM (%d-byte steps, %dx%d register tile) for legacy and K-quant matrices with "
+  std::fprintf(stderr, "prefill of matrices not repacked: u8 VNNI GEMM (%d-byte steps, %dx%d register tile) for legacy and K-quant matrices with "
                        "rows of a multiple of 128; each 16-row tile is unpacked on the fly, per call\n",
                edgellm::xs::GemmVec::kBytes, edgellm::xs::kGemmRows, edgellm::xs::kGemmToks);
 #else

@@ -41,7 +41,10 @@ const char* kUsage =
     "                         whole KV blocks in between (generation goes on in fixed memory)\n"
     "  --parallel N           N continuations of the prompt (seeds S, S+1, ...) decoded in one batch\n"
     "  --timings              print time to first token, per-token latency and peak RSS\n"
-    "  -v, --verbose          print kernels and memory plan\n"
+    "  --no-repack            keep every weight matrix as stored in the file (default: matrices of\n"
+    "                         types with an interleaved form, e.g. q4_0 / q8_0 on x86, are repacked\n"
+    "                         at load; -v lists them)\n"
+    "  -v, --verbose          print kernels, repacked matrices and memory plan\n"
     "  --version              print the version\n";
 
 std::string mib(double bytes) {
@@ -70,7 +73,7 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     std::string model_path, prompt, chat_template, system_prompt;
-    bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false;
+    bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
     int n_parallel = 1;
     edgellm::GenerateParams gp;
     edgellm::SessionParams sp;
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
       else if (f == "--parallel") n_parallel = static_cast<int>(args.integer(f));
       else if (f == "--timings") timings = true;
       else if (f == "-v" || f == "--verbose") verbose = true;
+      else if (f == "--no-repack") repack = false;
       else tool::unknown(f);
     }
     if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
@@ -130,10 +134,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "edgellm-cli: no -m given: running a synthetic random-weight model (preset 'tiny', "
                            "q8_0), so the output is noise. Try -m ../shared/data/models/stories260K.gguf\n");
       const auto bytes = edgellm::build_synthetic_gguf(edgellm::synthetic_preset("tiny"), edgellm::DType::Q8_0);
-      model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"));
+      model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"),
+                                                          edgellm::kernels(), repack);
       if (!have_prompt && !chat) { prompt = "Hello"; have_prompt = true; }
     } else {
-      model = edgellm::LlamaModel::load(model_path);
+      model = edgellm::LlamaModel::load(model_path, edgellm::kernels(), repack);
     }
     const auto& cfg = model->config();
     auto tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
@@ -147,6 +152,7 @@ int main(int argc, char** argv) {
                    EDGELLM_VERSION_STRING, model->file().path().c_str(), cfg.n_layer, cfg.n_embd, cfg.n_head,
                    cfg.n_head_kv, cfg.n_ff, cfg.n_vocab, cfg.n_ctx_train);
       std::fprintf(stderr, "%s", edgellm::describe_kernels(kt).c_str());
+      std::fprintf(stderr, "%s", model->weights().describe_repack().c_str());
       const edgellm::PagedKvCache probe(model->kv_params(sp.n_ctx, sp.kv_block_size, sp.kv_max_bytes, sp.kv_type, sp.kv_recent_f32));
       const double kv_tok = static_cast<double>(probe.bytes_per_token());
       std::fprintf(stderr, "memory plan: weights %s (%s); KV %s %s per token (%d layers x 2 x %d), blocks of %d tokens = %s, "

@@ -2,7 +2,9 @@
 // every ISA and weight type, against a naive matmul of the dequantized weights and activations.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -121,4 +123,107 @@ TEST_CASE("matmul throws for a type without a kernel and for bad shapes") {
   CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 48, 1, 18}, x.data(), 1, y.data()), Error);
   CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 64, 1, 18}, x.data(), 1, y.data()), Error);
   CHECK_NOTHROW(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 64, 2, 36}, x.data(), 0, y.data()));
+}
+
+namespace {
+
+// A PackedFormat that keeps rows as stored (kTrivialRows per group) and runs the table's vec_dot:
+// exercises matmul's packed paths (partial groups, token tiles, pools, matmul_multi) on every ISA
+// independently of the real interleaved layouts.
+constexpr int kTrivialRows = 5;
+constexpr int64_t kTrivialN = 96;
+const KernelTable* g_trivial_kt = nullptr;
+size_t trivial_group_bytes(int64_t n) { return kTrivialRows * dtype_row_bytes(DType::Q8_0, n); }
+void trivial_pack(const void* src, size_t row_bytes, int count, int64_t n, void* dst) {
+  const size_t rb = dtype_row_bytes(DType::Q8_0, n);
+  std::memset(dst, 0, trivial_group_bytes(n));
+  for (int r = 0; r < count; ++r)
+    std::memcpy(static_cast<uint8_t*>(dst) + size_t(r) * rb, static_cast<const uint8_t*>(src) + size_t(r) * row_bytes, rb);
+}
+size_t trivial_act_bytes(int64_t n) { return dtype_row_bytes(DType::Q8_0, n); }
+void trivial_prepare(const float* x, int64_t n, void* dst) { g_trivial_kt->of(DType::Q8_0).from_float(x, dst, n); }
+void trivial_gemm(int64_t n, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  const size_t rb = dtype_row_bytes(DType::Q8_0, n);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < kTrivialRows; ++r)
+      out[size_t(t) * out_stride + size_t(r)] = g_trivial_kt->of(DType::Q8_0).vec_dot(
+          int(n), static_cast<const uint8_t*>(group) + size_t(r) * rb, static_cast<const uint8_t*>(act) + size_t(t) * rb);
+}
+
+// Packs w (rows of row_bytes) with pf the way LlamaWeights::repack_matrices does.
+std::vector<uint8_t> pack_matrix(const PackedFormat& pf, const std::vector<uint8_t>& w, size_t row_bytes, int64_t n_in,
+                                 int64_t n_out) {
+  const size_t gb = pf.group_bytes(n_in);
+  std::vector<uint8_t> p(gb * size_t((n_out + pf.rows - 1) / pf.rows));
+  for (int64_t r0 = 0, g = 0; r0 < n_out; r0 += pf.rows, ++g)
+    pf.pack(w.data() + size_t(r0) * row_bytes, row_bytes, int(std::min<int64_t>(pf.rows, n_out - r0)), n_in,
+            p.data() + size_t(g) * gb);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul") {
+  std::mt19937 rng(77);
+  ThreadPool pool2(2);
+  for (Isa isa : available_isas()) {
+    KernelTable kt = make_kernel_table(isa);
+    g_trivial_kt = &kt;
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    // The table's own packed forms (if any) and the trivial one standing in for Q8_0's.
+    std::vector<std::pair<DType, PackedFormat>> forms;
+    for (uint32_t id = 0; id < kDTypeCount; ++id)
+      if (kt.packed[id].rows > 0) forms.emplace_back(DType(id), kt.packed[id]);
+    PackedFormat trivial;
+    trivial.rows = kTrivialRows;
+    trivial.name = "trivial";
+    trivial.group_bytes = trivial_group_bytes;
+    trivial.pack = trivial_pack;
+    trivial.act_bytes = trivial_act_bytes;
+    trivial.prepare_act = trivial_prepare;
+    trivial.gemm = trivial_gemm;
+    forms.emplace_back(DType::Q8_0, trivial);
+    for (const auto& [type, pf] : forms) {
+      const std::string form_s = pf.name;
+      CAPTURE(form_s);
+      const int64_t n_in = pf.gemm == trivial_gemm ? kTrivialN : 256;
+      const int64_t n_out = 2 * pf.rows + 3;  // a partial last group
+      const size_t rb = dtype_row_bytes(type, n_in);
+      std::vector<uint8_t> w(rb * size_t(n_out));
+      for (int64_t r = 0; r < n_out; ++r) {
+        const auto f = randv(rng, n_in);
+        quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
+      }
+      const std::vector<uint8_t> packed = pack_matrix(pf, w, rb, n_in, n_out);
+      const MatmulWeight plain{type, w.data(), n_in, n_out, rb};
+      MatmulWeight mw = plain;
+      mw.packed = packed.data();
+      mw.pf = &pf;
+      for (int64_t n_tok : {int64_t(1), int64_t(3), int64_t(70)}) {
+        CAPTURE(n_tok);
+        const auto x = randv(rng, n_tok * n_in);
+        std::vector<double> want, scale;
+        naive_matmul(make_kernel_table(Isa::Ref), type, w, rb, n_in, n_out, x, n_tok, want, scale);
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+          std::vector<float> y(size_t(n_tok * n_out), NAN);
+          matmul(kt, pool, mw, x.data(), n_tok, y.data());
+          for (size_t i = 0; i < y.size(); ++i) CHECK(std::fabs(y[i] - want[i]) <= kMaxMatmulErr * scale[i] + 1e-30);
+        }
+      }
+      // Fused decode of two packed matrices (Q/K/V-like) and of a packed + a plain one (not fused).
+      const auto x = randv(rng, n_in);
+      std::vector<float> y_ref(static_cast<size_t>(n_out)), y1(static_cast<size_t>(n_out), NAN), y2(static_cast<size_t>(n_out), NAN);
+      matmul(kt, nullptr, plain, x.data(), 1, y_ref.data());
+      for (const MatmulWeight* second : {static_cast<const MatmulWeight*>(&mw), &plain}) {
+        const MatmulTask tasks[2] = {{&mw, y1.data()}, {second, y2.data()}};
+        MatmulScratch scratch;
+        matmul_multi(kt, &pool2, tasks, 2, x.data(), 1, scratch);
+        for (int64_t r = 0; r < n_out; ++r) {
+          CHECK(y1[size_t(r)] == doctest::Approx(y_ref[size_t(r)]).epsilon(1e-4));
+          CHECK(y2[size_t(r)] == doctest::Approx(y_ref[size_t(r)]).epsilon(1e-4));
+        }
+      }
+    }
+  }
 }

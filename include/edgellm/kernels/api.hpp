@@ -103,6 +103,9 @@ struct KernelTable {
   PackedFormat packed[kDTypeCount];  // indexed by the stored weight type
   FloatKernels f;
   Isa isa = Isa::Ref;  // the best instruction set this table uses
+  // Decode GEMV of unpacked weights: one row per vec_dot call in memory order with software
+  // prefetch (kernels/matmul.hpp gemv_stream) instead of vec_dot_rows' interleaved rows.
+  bool stream_decode = false;
 
   const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
   TypeKernels& of(DType t) { return types[static_cast<uint32_t>(t)]; }

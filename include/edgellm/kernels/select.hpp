@@ -53,6 +53,7 @@ inline KernelTable make_kernel_table(Isa max_isa) {
   if (max_isa == Isa::Xsimd) {
     register_xsimd_kernels(t);
     t.isa = Isa::Xsimd;
+    t.stream_decode = true;
   }
 #endif
 #if EDGELLM_HAS_NEON

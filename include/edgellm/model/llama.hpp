@@ -80,11 +80,18 @@ class LlamaContext {
 class LlamaModel {
  public:
   // Loads (memory-maps) a GGUF file and checks everything forward() will use.
-  static std::shared_ptr<const LlamaModel> load(const std::string& path, const KernelTable& kt = kernels()) {
-    return std::make_shared<const LlamaModel>(GgufFile::open(path), kt);
+  // repack: copy the matrices whose type the kernel table can interleave (kernels/api.hpp
+  // PackedFormat) into that form — faster decode and prefill, same memory (the file pages they
+  // came from are released); false keeps every matrix in the mapped file.
+  static std::shared_ptr<const LlamaModel> load(const std::string& path, const KernelTable& kt = kernels(),
+                                                bool repack = true) {
+    return std::make_shared<const LlamaModel>(GgufFile::open(path), kt, repack);
   }
-  LlamaModel(GgufFile file, const KernelTable& kt = kernels())
-      : file_(std::move(file)), kt_(&kt), cfg_(LlamaConfig::from_gguf(file_)), w_(LlamaWeights::from_gguf(file_, cfg_, kt)) {}
+  LlamaModel(GgufFile file, const KernelTable& kt = kernels(), bool repack = true)
+      : file_(std::move(file)),
+        kt_(&kt),
+        cfg_(LlamaConfig::from_gguf(file_)),
+        w_(LlamaWeights::from_gguf(file_, cfg_, kt, repack)) {}
 
   const LlamaConfig& config() const { return cfg_; }
   const GgufFile& file() const { return file_; }
