@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <edgellm/core/error.hpp>
+#include <edgellm/core/memory.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/kv/paged_kv_cache.hpp>
 #include <edgellm/model/llama.hpp>
@@ -186,10 +187,19 @@ void reset_peak_rss() {
 }
 
 // Read bandwidth in GB/s with the pool's threads: best of several passes over a buffer far larger
-// than the caches, each thread summing its own contiguous part.
+// than the caches, each thread summing its own contiguous part. The buffer is anonymous memory
+// with huge pages where the kernel offers them (as the repacked weights are), so TLB misses do not
+// understate what DRAM delivers.
 double measure_membw(edgellm::ThreadPool& pool) {
   constexpr size_t kBytes = size_t(1) << 30;
-  std::vector<uint64_t> buf(kBytes / sizeof(uint64_t), 1);
+  edgellm::AnonymousMemory mem(kBytes);
+  struct View {
+    uint64_t* p;
+    size_t n;
+    size_t size() const { return n; }
+    const uint64_t* data() const { return p; }
+  } buf{reinterpret_cast<uint64_t*>(mem.data()), kBytes / sizeof(uint64_t)};
+  for (size_t i = 0; i < buf.n; ++i) buf.p[i] = 1;
   std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()) * 8, 0);
   double best = 0;
   for (int pass = 0; pass < 6; ++pass) {

@@ -15,8 +15,10 @@
 #include <edgellm/core/json.hpp>
 #include <edgellm/gguf/writer.hpp>
 #include <edgellm/model/llama.hpp>
+#include <edgellm/model/synthetic.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "packed_stub.hpp"
 #include "test_util.hpp"
 
 using edgellm_test::dir_exists;
@@ -221,4 +223,63 @@ TEST_CASE("bad models and bad batches give Error, and the cache is left as it wa
   b.add(1, 0, s, true);
   CHECK_NOTHROW(model->forward(ctx, kv, b));
   CHECK(kv.n_tokens(s) == 1);
+}
+
+// Logits of a 9-token prompt (one batch) and then 3 single-token steps.
+static std::vector<float> run_prompt_and_steps(const LlamaModel& m) {
+  PagedKvCache kv(m.kv_params(64));
+  const int s = kv.create_sequence();
+  LlamaContext ctx;
+  Batch b;
+  std::vector<float> out;
+  const int32_t toks[] = {1, 17, 300, 4, 99, 250, 7, 480, 33, 5, 211, 64};
+  for (int i = 0; i < 9; ++i) b.add(toks[i], i, s, true);
+  m.forward(ctx, kv, b);
+  for (int i = 0; i < 9; ++i) out.insert(out.end(), ctx.logits(i), ctx.logits(i) + m.config().n_vocab);
+  for (int i = 9; i < 12; ++i) {
+    b.clear();
+    b.add(toks[i], i, s, true);
+    m.forward(ctx, kv, b);
+    out.insert(out.end(), ctx.logits(0), ctx.logits(0) + m.config().n_vocab);
+  }
+  return out;
+}
+
+TEST_CASE("repacked weights give the logits of the weights read in place, prefill and decode") {
+  // Two tables: the process's (its real interleaved forms, if this ISA has any) and one whose Q8_0
+  // form is the stub of packed_stub.hpp (so every ISA runs the repack + packed matmul paths).
+  const KernelTable& native = kernels();
+  KernelTable stubbed = native;
+  stubbed.packed_of(DType::Q8_0) = test_stub::stub_format(stubbed);
+  // Same products up to float summation order (the packed kernels add block results in another
+  // order). Through a network with quantized activations a last-bit difference can flip the
+  // rounding of one activation quant and move later logits by ~1% (seen between the u8 GEMM and the
+  // GEMV of the same Q8_0 weights), so: worst difference <= 2% and mean <= 0.2% of the largest logit.
+  constexpr float kMaxRepackDiff = 0.02f, kMeanRepackDiff = 0.002f;
+  for (const std::string mix : {"Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "Q2_K"}) {
+    CAPTURE(mix);
+    const auto bytes = build_synthetic_gguf(synthetic_preset("tiny"), quant_mix(mix));
+    for (const KernelTable* kt : {&native, static_cast<const KernelTable*>(&stubbed)}) {
+      const LlamaModel plain(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/false);
+      const LlamaModel packed(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/true);
+      CHECK(plain.weights().repacked.empty());
+      CHECK(plain.weights().repacked_bytes() == 0);
+      size_t packable = 0;
+      for (const auto& t : packed.file().tensors())
+        if (t.n_dims == 2 && t.name != "token_embd.weight" && kt->packed_of(t.type).rows > 0) ++packable;
+      CHECK(packed.weights().repacked.size() == packable);
+      CHECK((packable > 0) == (packed.weights().repacked_bytes() > 0));
+      CHECK(packed.weights().describe_repack().find(packable ? "repacked " : "repacked: none") != std::string::npos);
+      const auto a = run_prompt_and_steps(plain), b = run_prompt_and_steps(packed);
+      REQUIRE(a.size() == b.size());
+      double worst = 0, sum = 0, amax = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+        sum += std::fabs(a[i] - b[i]);
+        amax = std::max(amax, double(std::fabs(a[i])));
+      }
+      CHECK(worst <= kMaxRepackDiff * amax);
+      CHECK(sum / double(a.size()) <= kMeanRepackDiff * amax);
+    }
+  }
 }

@@ -13,6 +13,7 @@
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/quant/ref.hpp"
+#include "../packed_stub.hpp"
 
 using namespace edgellm;
 
@@ -127,29 +128,6 @@ TEST_CASE("matmul throws for a type without a kernel and for bad shapes") {
 
 namespace {
 
-// A PackedFormat that keeps rows as stored (kTrivialRows per group) and runs the table's vec_dot:
-// exercises matmul's packed paths (partial groups, token tiles, pools, matmul_multi) on every ISA
-// independently of the real interleaved layouts.
-constexpr int kTrivialRows = 5;
-constexpr int64_t kTrivialN = 96;
-const KernelTable* g_trivial_kt = nullptr;
-size_t trivial_group_bytes(int64_t n) { return kTrivialRows * dtype_row_bytes(DType::Q8_0, n); }
-void trivial_pack(const void* src, size_t row_bytes, int count, int64_t n, void* dst) {
-  const size_t rb = dtype_row_bytes(DType::Q8_0, n);
-  std::memset(dst, 0, trivial_group_bytes(n));
-  for (int r = 0; r < count; ++r)
-    std::memcpy(static_cast<uint8_t*>(dst) + size_t(r) * rb, static_cast<const uint8_t*>(src) + size_t(r) * row_bytes, rb);
-}
-size_t trivial_act_bytes(int64_t n) { return dtype_row_bytes(DType::Q8_0, n); }
-void trivial_prepare(const float* x, int64_t n, void* dst) { g_trivial_kt->of(DType::Q8_0).from_float(x, dst, n); }
-void trivial_gemm(int64_t n, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  const size_t rb = dtype_row_bytes(DType::Q8_0, n);
-  for (int t = 0; t < ntok; ++t)
-    for (int r = 0; r < kTrivialRows; ++r)
-      out[size_t(t) * out_stride + size_t(r)] = g_trivial_kt->of(DType::Q8_0).vec_dot(
-          int(n), static_cast<const uint8_t*>(group) + size_t(r) * rb, static_cast<const uint8_t*>(act) + size_t(t) * rb);
-}
-
 // Packs w (rows of row_bytes) with pf the way LlamaWeights::repack_matrices does.
 std::vector<uint8_t> pack_matrix(const PackedFormat& pf, const std::vector<uint8_t>& w, size_t row_bytes, int64_t n_in,
                                  int64_t n_out) {
@@ -168,26 +146,17 @@ TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul
   ThreadPool pool2(2);
   for (Isa isa : available_isas()) {
     KernelTable kt = make_kernel_table(isa);
-    g_trivial_kt = &kt;
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
     // The table's own packed forms (if any) and the trivial one standing in for Q8_0's.
     std::vector<std::pair<DType, PackedFormat>> forms;
     for (uint32_t id = 0; id < kDTypeCount; ++id)
       if (kt.packed[id].rows > 0) forms.emplace_back(DType(id), kt.packed[id]);
-    PackedFormat trivial;
-    trivial.rows = kTrivialRows;
-    trivial.name = "trivial";
-    trivial.group_bytes = trivial_group_bytes;
-    trivial.pack = trivial_pack;
-    trivial.act_bytes = trivial_act_bytes;
-    trivial.prepare_act = trivial_prepare;
-    trivial.gemm = trivial_gemm;
-    forms.emplace_back(DType::Q8_0, trivial);
+    forms.emplace_back(DType::Q8_0, test_stub::stub_format(kt));
     for (const auto& [type, pf] : forms) {
       const std::string form_s = pf.name;
       CAPTURE(form_s);
-      const int64_t n_in = pf.gemm == trivial_gemm ? kTrivialN : 256;
+      const int64_t n_in = pf.gemm == test_stub::gemm ? 96 : 256;
       const int64_t n_out = 2 * pf.rows + 3;  // a partial last group
       const size_t rb = dtype_row_bytes(type, n_in);
       std::vector<uint8_t> w(rb * size_t(n_out));
