@@ -1,0 +1,360 @@
+// Row-interleaved ("packed") K-quant layouts, Q2_K .. Q6_K x Rows rows: the spec, the packers and
+// plain C++ GEMMs that are the oracle of the AVX-512 kernels (kernels/xsimd/packed_kquants.hpp).
+// Plain C++ only; no ISA headers.
+//
+// A group holds Rows consecutive weight rows as n_in / 256 packed super-blocks, one after another (a
+// group is one sequential stream). Inside a super-block everything a kernel needs per sub-block is
+// stored [sub-block][row] so that one SIMD lane carries one row: quants come as [row][4] byte
+// quads, the u8 operand of one vpdpbusd (Rows rows x 4 weights) against 4 broadcast activation
+// bytes. Scales and mins are unpacked at pack time; d / dmin are Rows consecutive fp16. Quants are
+// stored unsigned (q3_K + 4, q6_K + 32); "quad k of sub-block g" = weights 16g + 4k + b, b < 4.
+// Bytes per super-block, and for 16 rows against 16 original blocks:
+//
+// Q2_K, 84 * Rows (1344 = +0%):
+//   u16 d[Rows], dmin[Rows]; u8 sm[8][Rows][2]: the scale bytes (scale | min << 4) of 2p, 2p + 1;
+//   u8 qs[16][Rows][4]: byte = sum over k of quad k << 2k.
+// Q3_K, 114 * Rows rounded up to 64 (1856 = +5.5%, 3.6% without the padding that keeps loads in
+// one cache line):
+//   u16 d[Rows]; i8 sc[8][Rows][2]: the 6-bit scales - 32 of 2p, 2p + 1;
+//   per pair p: u8 lo[2][Rows][4] (2 low bits of sub-block 2p + h as Q2_K's qs),
+//               u8 hi[Rows][4]: bit k + 4h = third bit of quad k of sub-block 2p + h.
+// Q4_K, 148 * Rows (2368 = +2.8%); sub-blocks s of 32 weights:
+//   u16 d[Rows], dmin[Rows]; u8 sc[8][Rows]; u8 mn[4][Rows][2]: mins of 2p, 2p + 1 (int16 pairs);
+//   u8 qs[8][4][Rows][4]: qs[s][j][r][b] = q(32s + 4j + b) | q(32s + 16 + 4j + b) << 4.
+// Q5_K, 180 * Rows (2880 = +2.3%): as Q4_K, each sub-block's 4 quad vectors followed by
+//   u8 qh[Rows][4]: bit j = bit 4 of q(32s + 4j + b), bit 4 + j = bit 4 of q(32s + 16 + 4j + b).
+// Q6_K, 210 * Rows rounded up to 64 (3392 = +0.95%):
+//   u16 d[Rows]; i8 sc[8][Rows][2]: scales of 2p, 2p + 1;
+//   per sub-block g: u8 lo[2][Rows][4]: low nibbles of quads 2h | 2h + 1 << 4;
+//                    u8 hi[Rows][4]: sum over k of (quad k >> 4) << 2k.
+//
+// Activations (PackedActQ8K, one per 256): the block_q8_K of quantize_row_q8_K plus its sums per
+// 32 quants (Q4_K / Q5_K mins multiply them). Mins of Q2_K and the offsets of Q3_K / Q6_K are
+// applied through bsums: dot(q - o, y) = dot(q, y) - o * sum(y).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref_kquants.hpp"
+#include "edgellm/quant/scales.hpp"
+
+namespace edgellm {
+
+// One super-block of activations in the packed K-quant GEMMs' form.
+struct PackedActQ8K {
+  block_q8_K q;         // exactly as quantize_row_q8_K makes it
+  int16_t bsums32[8];   // bsums32[s] = q.bsums[2s] + q.bsums[2s + 1]
+};
+static_assert(sizeof(PackedActQ8K) == sizeof(block_q8_K) + 16, "wrong PackedActQ8K size/padding");
+
+inline size_t packed_act_q8_K_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(PackedActQ8K); }
+
+// Fills the sums per 32 of already quantized blocks: dst[b].q must be set.
+inline void finish_packed_act_q8_K(PackedActQ8K* dst, int64_t nblocks) {
+  for (int64_t b = 0; b < nblocks; ++b)
+    for (int s = 0; s < 8; ++s) dst[b].bsums32[s] = int16_t(dst[b].q.bsums[2 * s] + dst[b].q.bsums[2 * s + 1]);
+}
+
+// x: [n_in] floats -> dst: [n_in / 256] PackedActQ8K, quantized by the reference quantizer.
+inline void prepare_act_q8_K_packed_ref(const float* x, int64_t n_in, void* dst) {
+  auto* a = static_cast<PackedActQ8K*>(dst);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize_row_q8_K_ref(x + b * QK_K, &a[b].q, QK_K);
+  finish_packed_act_q8_K(a, n_in / QK_K);
+}
+
+namespace packed_k {
+
+// Packed super-block sizes for R rows (see the layouts above).
+constexpr size_t round_up64(size_t n) { return (n + 63) / 64 * 64; }
+constexpr size_t q2_K_bytes(int rows) { return size_t(84) * size_t(rows); }
+constexpr size_t q3_K_bytes(int rows) { return round_up64(size_t(114) * size_t(rows)); }
+constexpr size_t q4_K_bytes(int rows) { return size_t(148) * size_t(rows); }
+constexpr size_t q5_K_bytes(int rows) { return size_t(180) * size_t(rows); }
+constexpr size_t q6_K_bytes(int rows) { return round_up64(size_t(210) * size_t(rows)); }
+
+// Unsigned quant i (0..255) of one block, as the packed layouts store it.
+inline int quant_q2_K(const block_q2_K& x, int i) { return (x.qs[(i / 128) * 32 + i % 32] >> (2 * ((i % 128) / 32))) & 3; }
+inline int quant_q3_K(const block_q3_K& x, int i) {  // stored value + 4, 0..7
+  const int lo = (x.qs[(i / 128) * 32 + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+  return lo | ((x.hmask[i % 32] >> (i / 32)) & 1) << 2;
+}
+inline int quant_q4_K(const block_q4_K& x, int i) {
+  const uint8_t byte = x.qs[(i / 64) * 32 + i % 32];
+  return (i / 32) & 1 ? byte >> 4 : byte & 0xF;
+}
+inline int quant_q5_K(const block_q5_K& x, int i) {
+  const uint8_t byte = x.qs[(i / 64) * 32 + i % 32];
+  return ((i / 32) & 1 ? byte >> 4 : byte & 0xF) | ((x.qh[i % 32] >> (i / 32)) & 1) << 4;
+}
+inline int quant_q6_K(const block_q6_K& x, int i) {  // stored value + 32, 0..63
+  const int c = i / 128, k = (i % 128) / 32, l = i % 32;
+  const uint8_t lb = x.ql[c * 64 + (k & 1) * 32 + l];
+  return (k < 2 ? (lb & 0xF) : (lb >> 4)) | (((x.qh[c * 32 + l] >> (2 * k)) & 3) << 4);
+}
+
+// The skeleton of every packer: checks, zeroes the group (rows count..Rows-1 and padding stay 0),
+// then f(super-block bytes, row r, block) for each super-block of each source row.
+template <int Rows, class Block, class F>
+void pack_groups(const char* type, size_t sb_bytes, const void* src, size_t row_bytes, int count, int64_t n_in,
+                 void* dst, F&& f) {
+  EDGELLM_CHECK(n_in > 0 && n_in % QK_K == 0, "packed ", type, ": n_in must be a positive multiple of 256, got ", n_in);
+  EDGELLM_CHECK(count >= 0 && count <= Rows, "packed ", type, ": count must be in [0, ", Rows, "], got ", count);
+  std::memset(dst, 0, size_t(n_in / QK_K) * sb_bytes);
+  for (int64_t b = 0; b < n_in / QK_K; ++b)
+    for (int r = 0; r < count; ++r) {
+      Block x;
+      std::memcpy(&x, static_cast<const uint8_t*>(src) + size_t(r) * row_bytes + size_t(b) * sizeof(Block), sizeof(Block));
+      f(static_cast<uint8_t*>(dst) + size_t(b) * sb_bytes, r, x);
+    }
+}
+
+inline float fp16_at(const uint8_t* p, int i) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return fp16_to_fp32(h);
+}
+
+// The skeleton of every reference GEMM: out[t * out_stride + r] = sum over super-blocks b of
+// sb_dot(packed super-block b, activation block b of token t, r).
+template <int Rows, class SbDot>
+void gemm_groups(size_t sb_bytes, int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                 size_t out_stride, SbDot&& sb_dot) {
+  const auto* acts = static_cast<const PackedActQ8K*>(act);
+  const int64_t nsb = n_in / QK_K;
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < Rows; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nsb; ++b)
+        sum += sb_dot(static_cast<const uint8_t*>(group) + size_t(b) * sb_bytes, acts[size_t(t) * size_t(nsb) + size_t(b)], r);
+      out[size_t(t) * out_stride + size_t(r)] = sum;
+    }
+}
+
+// Integer dot of row r's quad (4 bytes at w + 4r, each decoded by u) with 4 activation bytes.
+template <class U>
+int32_t quad_dot(const uint8_t* w, int r, const int8_t* a, U&& u) {
+  int32_t s = 0;
+  for (int e = 0; e < 4; ++e) s += u(w[r * 4 + e]) * a[e];
+  return s;
+}
+
+// The float result of one super-block in the order of the per-row refs: d8 * (d * isum - dmin *
+// msum) for q4_K / q5_K, d8 * d * isum - d8 * dmin * msum for q2_K (the terms often nearly cancel).
+inline float scale_d_dmin(bool factored, const uint8_t* sb, int rows, const PackedActQ8K& a, int r, int32_t isum,
+                          int32_t msum) {
+  const float d = fp16_at(sb, r), dmin = fp16_at(sb + 2 * rows, r);
+  return factored ? a.q.d * (d * float(isum) - dmin * float(msum)) : a.q.d * d * float(isum) - a.q.d * dmin * float(msum);
+}
+
+}  // namespace packed_k
+
+// ---- packers: rows [0, count) of src (row r at src + r * row_bytes) -> one group at dst ----
+
+template <int Rows>
+size_t group_bytes_q2_K_packed(int64_t n_in) { return size_t(n_in / QK_K) * packed_k::q2_K_bytes(Rows); }
+template <int Rows>
+size_t group_bytes_q3_K_packed(int64_t n_in) { return size_t(n_in / QK_K) * packed_k::q3_K_bytes(Rows); }
+template <int Rows>
+size_t group_bytes_q4_K_packed(int64_t n_in) { return size_t(n_in / QK_K) * packed_k::q4_K_bytes(Rows); }
+template <int Rows>
+size_t group_bytes_q5_K_packed(int64_t n_in) { return size_t(n_in / QK_K) * packed_k::q5_K_bytes(Rows); }
+template <int Rows>
+size_t group_bytes_q6_K_packed(int64_t n_in) { return size_t(n_in / QK_K) * packed_k::q6_K_bytes(Rows); }
+
+template <int Rows>
+void pack_q2_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  packed_k::pack_groups<Rows, block_q2_K>(
+      "q2_K", packed_k::q2_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q2_K& x) {
+        std::memcpy(sb + 2 * r, &x.d, 2);
+        std::memcpy(sb + 2 * Rows + 2 * r, &x.dmin, 2);
+        const auto q = [&](int i) { return packed_k::quant_q2_K(x, i); };
+        for (int g = 0; g < 16; ++g) {
+          sb[4 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = x.scales[g];
+          uint8_t* qs = sb + 20 * Rows + g * 4 * Rows;
+          for (int e = 0; e < 4; ++e)
+            qs[r * 4 + e] = uint8_t(q(16 * g + e) | q(16 * g + 4 + e) << 2 | q(16 * g + 8 + e) << 4 | q(16 * g + 12 + e) << 6);
+        }
+      });
+}
+
+template <int Rows>
+void pack_q3_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  packed_k::pack_groups<Rows, block_q3_K>(
+      "q3_K", packed_k::q3_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q3_K& x) {
+        std::memcpy(sb + 2 * r, &x.d, 2);
+        int8_t sc[16];
+        unpack_scales_q3_K(x.scales, sc);
+        const auto q = [&](int i) { return packed_k::quant_q3_K(x, i); };
+        for (int g = 0; g < 16; ++g) {
+          sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = uint8_t(sc[g]);
+          uint8_t* pair = sb + 18 * Rows + (g / 2) * 12 * Rows;
+          uint8_t* qs = pair + (g % 2) * 4 * Rows;
+          uint8_t* qh = pair + 8 * Rows;
+          for (int e = 0; e < 4; ++e) {
+            int lo = 0, hi = 0;
+            for (int k = 0; k < 4; ++k) {
+              lo |= (q(16 * g + 4 * k + e) & 3) << (2 * k);
+              hi |= (q(16 * g + 4 * k + e) >> 2) << (k + 4 * (g % 2));
+            }
+            qs[r * 4 + e] = uint8_t(lo);
+            qh[r * 4 + e] = uint8_t(qh[r * 4 + e] | hi);
+          }
+        }
+      });
+}
+
+// q4_K and q5_K share the layout but for q5_K's bit planes after each sub-block's quads.
+template <int Rows, class Block, class Q>
+void pack_q45_K_sb(uint8_t* sb, int r, const Block& x, int sub_bytes, Q&& q) {
+  std::memcpy(sb + 2 * r, &x.d, 2);
+  std::memcpy(sb + 2 * Rows + 2 * r, &x.dmin, 2);
+  uint8_t s8[8], m8[8];
+  unpack_scales_mins_k4(x.scales, s8, m8);
+  for (int s = 0; s < 8; ++s) {
+    sb[4 * Rows + s * Rows + r] = s8[s];
+    sb[12 * Rows + (s / 2) * Rows * 2 + r * 2 + s % 2] = m8[s];
+    uint8_t* qs = sb + 20 * Rows + s * sub_bytes;
+    for (int j = 0; j < 4; ++j)
+      for (int e = 0; e < 4; ++e) {
+        const int i0 = 32 * s + 4 * j + e, i1 = i0 + 16;
+        qs[j * 4 * Rows + r * 4 + e] = uint8_t((q(i0) & 15) | (q(i1) & 15) << 4);
+        if (sub_bytes > 16 * Rows)  // q5_K: bit j = bit 4 of quad j (low nibbles), bit 4 + j of quad 4 + j
+          qs[16 * Rows + r * 4 + e] = uint8_t(qs[16 * Rows + r * 4 + e] | (q(i0) >> 4) << j | (q(i1) >> 4) << (4 + j));
+      }
+  }
+}
+
+template <int Rows>
+void pack_q4_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  packed_k::pack_groups<Rows, block_q4_K>(
+      "q4_K", packed_k::q4_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q4_K& x) {
+        pack_q45_K_sb<Rows>(sb, r, x, 16 * Rows, [&](int i) { return packed_k::quant_q4_K(x, i); });
+      });
+}
+
+template <int Rows>
+void pack_q5_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  packed_k::pack_groups<Rows, block_q5_K>(
+      "q5_K", packed_k::q5_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q5_K& x) {
+        pack_q45_K_sb<Rows>(sb, r, x, 20 * Rows, [&](int i) { return packed_k::quant_q5_K(x, i); });
+      });
+}
+
+template <int Rows>
+void pack_q6_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  packed_k::pack_groups<Rows, block_q6_K>(
+      "q6_K", packed_k::q6_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q6_K& x) {
+        std::memcpy(sb + 2 * r, &x.d, 2);
+        const auto q = [&](int i) { return packed_k::quant_q6_K(x, i); };
+        for (int g = 0; g < 16; ++g) {
+          sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = uint8_t(x.scales[g]);
+          uint8_t* lo = sb + 18 * Rows + g * 12 * Rows;
+          for (int e = 0; e < 4; ++e) {
+            const int i = 16 * g + e;
+            lo[r * 4 + e] = uint8_t((q(i) & 15) | (q(i + 4) & 15) << 4);
+            lo[4 * Rows + r * 4 + e] = uint8_t((q(i + 8) & 15) | (q(i + 12) & 15) << 4);
+            lo[8 * Rows + r * 4 + e] = uint8_t((q(i) >> 4) | (q(i + 4) >> 4) << 2 | (q(i + 8) >> 4) << 4 | (q(i + 12) >> 4) << 6);
+          }
+        }
+      });
+}
+
+// ---- reference GEMMs: out[t * out_stride + r] = dot(row r, activation t), t < ntok, r < Rows ----
+// Integer sums per super-block are exact (as vec_dot_*_q8_K_ref); only the float order differs.
+
+template <int Rows>
+void gemm_q2_K_packed_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_k::gemm_groups<Rows>(packed_k::q2_K_bytes(Rows), n_in, group, act, ntok, out, out_stride,
+                              [](const uint8_t* sb, const PackedActQ8K& a, int r) {
+                                int32_t isum = 0, msum = 0;
+                                for (int g = 0; g < 16; ++g) {
+                                  int32_t gsum = 0;
+                                  for (int k = 0; k < 4; ++k)
+                                    gsum += packed_k::quad_dot(sb + 20 * Rows + g * 4 * Rows, r, a.q.qs + 16 * g + 4 * k,
+                                                               [k](uint8_t v) { return (v >> (2 * k)) & 3; });
+                                  const uint8_t s = sb[4 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2];
+                                  isum += gsum * (s & 15);
+                                  msum += a.q.bsums[g] * (s >> 4);
+                                }
+                                return packed_k::scale_d_dmin(/*factored=*/false, sb, Rows, a, r, isum, msum);
+                              });
+}
+
+// q3_K / q6_K: signed scale pairs at 2 * Rows, quants from 18 * Rows decoded by q(quants, g, k, e)
+// (quad k of sub-block g, byte e, row r's quads already selected), stored value = quant + offset.
+template <int Rows, class Q>
+float sb_dot_offset_ref(const uint8_t* sb, const PackedActQ8K& a, int r, int offset, Q&& q) {
+  int32_t isum = 0, csum = 0;  // csum: the offset's share, sum of scale * bsum
+  for (int g = 0; g < 16; ++g) {
+    int32_t gsum = 0;
+    for (int k = 0; k < 4; ++k)
+      for (int e = 0; e < 4; ++e) gsum += q(sb + 18 * Rows + r * 4, g, k, e) * a.q.qs[16 * g + 4 * k + e];
+    const int scale = int8_t(sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2]);
+    isum += gsum * scale;
+    csum += a.q.bsums[g] * scale;
+  }
+  return a.q.d * packed_k::fp16_at(sb, r) * float(isum - offset * csum);
+}
+
+template <int Rows>
+void gemm_q3_K_packed_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_k::gemm_groups<Rows>(packed_k::q3_K_bytes(Rows), n_in, group, act, ntok, out, out_stride,
+                              [](const uint8_t* sb, const PackedActQ8K& a, int r) {
+                                return sb_dot_offset_ref<Rows>(sb, a, r, 4, [](const uint8_t* qs, int g, int k, int e) {
+                                  const uint8_t* pair = qs + (g / 2) * 12 * Rows;
+                                  const int lo = (pair[(g % 2) * 4 * Rows + e] >> (2 * k)) & 3;
+                                  return lo | ((pair[8 * Rows + e] >> (k + 4 * (g % 2))) & 1) << 2;
+                                });
+                              });
+}
+
+// q4_K / q5_K: sub_bytes = 16 * Rows (q4_K) or 20 * Rows (q5_K, with its bit plane).
+template <int Rows>
+float sb_dot_q45_K_ref(const uint8_t* sb, const PackedActQ8K& a, int r, int sub_bytes) {
+  int32_t isum = 0, msum = 0;
+  for (int s = 0; s < 8; ++s) {
+    const uint8_t* qs = sb + 20 * Rows + s * sub_bytes;
+    int32_t ssum = 0;
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* hb = sub_bytes > 16 * Rows ? qs + 16 * Rows + r * 4 : nullptr;
+      for (int e = 0; e < 4; ++e) {
+        const uint8_t v = qs[j * 4 * Rows + r * 4 + e];
+        const int h0 = hb ? ((hb[e] >> j) & 1) << 4 : 0, h1 = hb ? ((hb[e] >> (4 + j)) & 1) << 4 : 0;
+        ssum += ((v & 15) | h0) * a.q.qs[32 * s + 4 * j + e] + ((v >> 4) | h1) * a.q.qs[32 * s + 16 + 4 * j + e];
+      }
+    }
+    isum += ssum * sb[4 * Rows + s * Rows + r];
+    msum += a.bsums32[s] * sb[12 * Rows + (s / 2) * Rows * 2 + r * 2 + s % 2];
+  }
+  return packed_k::scale_d_dmin(/*factored=*/true, sb, Rows, a, r, isum, msum);
+}
+
+template <int Rows>
+void gemm_q4_K_packed_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_k::gemm_groups<Rows>(packed_k::q4_K_bytes(Rows), n_in, group, act, ntok, out, out_stride,
+                              [](const uint8_t* sb, const PackedActQ8K& a, int r) { return sb_dot_q45_K_ref<Rows>(sb, a, r, 16 * Rows); });
+}
+
+template <int Rows>
+void gemm_q5_K_packed_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_k::gemm_groups<Rows>(packed_k::q5_K_bytes(Rows), n_in, group, act, ntok, out, out_stride,
+                              [](const uint8_t* sb, const PackedActQ8K& a, int r) { return sb_dot_q45_K_ref<Rows>(sb, a, r, 20 * Rows); });
+}
+
+template <int Rows>
+void gemm_q6_K_packed_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_k::gemm_groups<Rows>(packed_k::q6_K_bytes(Rows), n_in, group, act, ntok, out, out_stride,
+                              [](const uint8_t* sb, const PackedActQ8K& a, int r) {
+                                return sb_dot_offset_ref<Rows>(sb, a, r, 32, [](const uint8_t* qs, int g, int k, int e) {
+                                  const uint8_t* lo = qs + g * 12 * Rows;
+                                  const uint8_t l = lo[(k / 2) * 4 * Rows + e];
+                                  return ((k & 1) ? l >> 4 : l & 15) | ((lo[8 * Rows + e] >> (2 * k)) & 3) << 4;
+                                });
+                              });
+}
+
+}  // namespace edgellm

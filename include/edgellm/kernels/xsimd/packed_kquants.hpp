@@ -1,0 +1,325 @@
+// AVX-512 VNNI GEMMs of the row-interleaved K-quant groups, Q2_K .. Q6_K (16 rows; layouts and oracle in
+// kernels/scalar/packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16 rows x 4 weights
+// against 4 broadcast activation bytes, one scale multiply per sub-block for all 16 rows, mins via
+// the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: without
+// them nothing is registered (no AVX2 form; the per-row kernels of dot_kquants.hpp stay in use).
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_XSIMD
+#include "edgellm/kernels/api.hpp"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define EDGELLM_HAS_PACKED_KQUANTS_X16 1
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "edgellm/kernels/scalar/packed_kquants.hpp"
+#include "edgellm/kernels/xsimd/quantize.hpp"
+
+// g++ 12 false positive inside <immintrin.h> (see gemm_u8.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace edgellm {
+namespace xs::pk {  // nested: the Q4_0/Q8_0 packed kernels share namespace xs
+
+constexpr int kRows = 16;
+// Tokens per register tile: 4 keeps accumulators + loaded vectors within the 32 zmm registers.
+constexpr int kToks = 4;
+// Software prefetch distance ahead of the super-block being read: measured on a shared x86 host,
+// it helped the DRAM-fed single-thread GEMV (q6_K ~8 -> ~6 ns per 256 weights) and cost up to ~10%
+// cache-fed; 1024..4096 could not be told apart.
+constexpr size_t kPrefetch = 1024;
+
+inline __m512i bcast4(const void* p) {  // 4 activation bytes (or 2 int16) in every int32 lane
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline __m512i load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+inline __m512 load_fp16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512i mask8(int v) { return _mm512_set1_epi8(char(v)); }
+// Shift of every byte's bits by s (left if s > 0); 16-bit shifts suffice since the masks callers
+// apply never keep a bit that crossed a byte boundary.
+template <int S>
+inline __m512i shift_bits(__m512i v) {
+  if constexpr (S > 0) return _mm512_slli_epi16(v, S);
+  else if constexpr (S < 0) return _mm512_srli_epi16(v, -S);
+  else return v;
+}
+
+// One sub-block of 16 weights x 16 rows for one token: the four quad vectors against activation
+// bytes a[0..16), times each row's scale.
+inline __m512i dot16_scaled(const __m512i (&q)[4], const int8_t* a, __m512i scale) {
+  __m512i acc0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], bcast4(a));
+  __m512i acc1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], bcast4(a + 8));
+  acc0 = _mm512_dpbusd_epi32(acc0, q[1], bcast4(a + 4));
+  acc1 = _mm512_dpbusd_epi32(acc1, q[3], bcast4(a + 12));
+  return _mm512_mullo_epi32(_mm512_add_epi32(acc0, acc1), scale);
+}
+
+// 32 bytes of [row][2] int8 scales -> int16 pairs per lane (for madd with a bsums pair) and the
+// two scales as int32.
+inline __m512i signed_pairs(const uint8_t* p, __m512i (&scale)[2]) {
+  const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  scale[0] = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
+  scale[1] = _mm512_srai_epi32(pair, 16);
+  return pair;
+}
+
+// sum[t] += d8 * (d * isum - dmin * msum) (Q4_K, Q5_K) or d8 * d * isum - d8 * dmin * msum (Q2_K):
+// each in the order of its per-row ref (and ggml), since the two terms often nearly cancel.
+template <bool kFactored, int T>
+inline void add_d_dmin(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m512i (&isum)[T],
+                       const __m512i (&msum)[T], __m512 (&sum)[T]) {
+  const __m512 d = load_fp16(sb), dmin = load_fp16(sb + 2 * kRows);
+  for (int t = 0; t < T; ++t) {
+    const __m512 d8 = _mm512_set1_ps(x[t]->q.d), fi = _mm512_cvtepi32_ps(isum[t]), fm = _mm512_cvtepi32_ps(msum[t]);
+    if constexpr (kFactored) {
+      sum[t] = _mm512_fmadd_ps(d8, _mm512_fmsub_ps(d, fi, _mm512_mul_ps(dmin, fm)), sum[t]);
+    } else {
+      sum[t] = _mm512_add_ps(sum[t], _mm512_fmsub_ps(_mm512_mul_ps(d8, d), fi, _mm512_mul_ps(_mm512_mul_ps(d8, dmin), fm)));
+    }
+  }
+}
+
+// sum[t] += d8 * d * (isum - 2^kShift * csum): Q3_K (offset 4) and Q6_K (offset 32).
+template <int kShift, int T>
+inline void add_d_offset(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m512i (&isum)[T],
+                         const __m512i (&csum)[T], __m512 (&sum)[T]) {
+  const __m512 d = load_fp16(sb);
+  for (int t = 0; t < T; ++t) {
+    const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(csum[t], kShift));
+    sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[t]->q.d), d), _mm512_cvtepi32_ps(total), sum[t]);
+  }
+}
+
+// Q2_K: per sub-block 1 load of 2-bit quads.
+struct Q2K {
+  static constexpr size_t kBytes = packed_k::q2_K_bytes(kRows);
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
+    const __m512i m2 = mask8(3), m4x32 = _mm512_set1_epi32(0x0F);
+    __m512i isum[T], msum[T];
+    for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      // Scale bytes of sub-blocks 2p, 2p + 1 as int16 pairs: low nibble scale, high nibble min.
+      const __m512i pair = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 4 * kRows + p * 2 * kRows)));
+      const __m512i scale[2] = {_mm512_and_si512(pair, m4x32), _mm512_and_si512(_mm512_srli_epi32(pair, 16), m4x32)};
+      const __m512i mins = _mm512_srli_epi16(pair, 4);
+      for (int t = 0; t < T; ++t) msum[t] = _mm512_add_epi32(msum[t], _mm512_madd_epi16(mins, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int h = 0; h < 2; ++h) {
+        const int g = 2 * p + h;
+        const __m512i v = load(sb + 20 * kRows + g * 4 * kRows);
+        const __m512i q[4] = {_mm512_and_si512(v, m2), _mm512_and_si512(shift_bits<-2>(v), m2),
+                              _mm512_and_si512(shift_bits<-4>(v), m2), _mm512_and_si512(shift_bits<-6>(v), m2)};
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q, x[t]->q.qs + 16 * g, scale[h]));
+      }
+    }
+    add_d_dmin<false>(sb, x, isum, msum, sum);
+  }
+};
+
+// Q3_K: per pair of sub-blocks 2 loads of 2-bit quads and 1 of third bits.
+struct Q3K {
+  static constexpr size_t kBytes = packed_k::q3_K_bytes(kRows);
+  // Quad k of sub-block 2p + h: 2 low bits, and bit k + 4h of the third-bit vector moved to bit 2.
+  template <int K, int H>
+  static __m512i quad(__m512i lo, __m512i hi) {
+    return _mm512_or_si512(_mm512_and_si512(shift_bits<-2 * K>(lo), mask8(3)),
+                           _mm512_and_si512(shift_bits<2 - (K + 4 * H)>(hi), mask8(4)));
+  }
+  template <int H>
+  static void quads(const uint8_t* pair, __m512i hi, __m512i (&q)[4]) {
+    const __m512i lo = load(pair + H * 4 * kRows);
+    q[0] = quad<0, H>(lo, hi), q[1] = quad<1, H>(lo, hi), q[2] = quad<2, H>(lo, hi), q[3] = quad<3, H>(lo, hi);
+  }
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
+    __m512i isum[T], csum[T];
+    for (int t = 0; t < T; ++t) isum[t] = csum[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      __m512i scale[2];
+      const __m512i pairs = signed_pairs(sb + 2 * kRows + p * 2 * kRows, scale);
+      for (int t = 0; t < T; ++t) csum[t] = _mm512_add_epi32(csum[t], _mm512_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
+      const uint8_t* pair = sb + 18 * kRows + p * 12 * kRows;
+      const __m512i hi = load(pair + 8 * kRows);
+      __m512i q[2][4];
+      quads<0>(pair, hi, q[0]);
+      quads<1>(pair, hi, q[1]);
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q[h], x[t]->q.qs + 32 * p + 16 * h, scale[h]));
+    }
+    add_d_offset<2>(sb, x, isum, csum, sum);
+  }
+};
+
+// Q4_K (kHigh = false) and Q5_K (kHigh = true: a vector of fifth bits after each sub-block's 4 quad
+// vectors). Per sub-block of 32 weights: 4 loads of nibble quads, 8 vpdpbusd.
+template <bool kHigh>
+struct Q45K {
+  static constexpr size_t kBytes = kHigh ? packed_k::q5_K_bytes(kRows) : packed_k::q4_K_bytes(kRows);
+  static constexpr int kSubBytes = kHigh ? 20 * kRows : 16 * kRows;
+  // Bit 4 of quad j (low nibbles, bit j of hb) or quad 4 + j (high nibbles, bit 4 + j).
+  template <int J>
+  static void fifth_bits(__m512i hb, __m512i& lo, __m512i& hi) {
+    if constexpr (kHigh) {
+      lo = _mm512_or_si512(lo, _mm512_and_si512(shift_bits<4 - J>(hb), mask8(0x10)));
+      hi = _mm512_or_si512(hi, _mm512_and_si512(shift_bits<-J>(hb), mask8(0x10)));
+    }
+  }
+  template <int J, int T>
+  static void quads(const uint8_t* qs, __m512i hb, const int8_t* const (&a)[T], __m512i (&lo_acc)[T], __m512i (&hi_acc)[T]) {
+    const __m512i v = load(qs + J * 4 * kRows);
+    __m512i lo = _mm512_and_si512(v, mask8(0x0F)), hi = _mm512_and_si512(shift_bits<-4>(v), mask8(0x0F));
+    fifth_bits<J>(hb, lo, hi);
+    for (int t = 0; t < T; ++t) {
+      lo_acc[t] = _mm512_dpbusd_epi32(lo_acc[t], lo, bcast4(a[t] + 4 * J));
+      hi_acc[t] = _mm512_dpbusd_epi32(hi_acc[t], hi, bcast4(a[t] + 16 + 4 * J));
+    }
+  }
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
+    __m512i isum[T], msum[T];
+    for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* qs = sb + 20 * kRows + s * kSubBytes;
+      const __m512i hb = kHigh ? load(qs + 16 * kRows) : _mm512_setzero_si512();
+      const int8_t* a[T];
+      __m512i lo_acc[T], hi_acc[T];
+      for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s, lo_acc[t] = hi_acc[t] = _mm512_setzero_si512();
+      quads<0>(qs, hb, a, lo_acc, hi_acc);
+      quads<1>(qs, hb, a, lo_acc, hi_acc);
+      quads<2>(qs, hb, a, lo_acc, hi_acc);
+      quads<3>(qs, hb, a, lo_acc, hi_acc);
+      const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4 * kRows + s * kRows)));
+      for (int t = 0; t < T; ++t)
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(lo_acc[t], hi_acc[t]), scale));
+    }
+    for (int p = 0; p < 4; ++p) {  // mins of sub-blocks 2p, 2p + 1 against the sums per 32
+      const __m512i m = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 12 * kRows + p * 2 * kRows)));
+      for (int t = 0; t < T; ++t) msum[t] = _mm512_add_epi32(msum[t], _mm512_madd_epi16(m, bcast4(x[t]->bsums32 + 2 * p)));
+    }
+    add_d_dmin<true>(sb, x, isum, msum, sum);
+  }
+};
+
+// Q6_K: per sub-block 2 nibble loads + 1 load of top bits, 4 vpdpbusd.
+struct Q6K {
+  static constexpr size_t kBytes = packed_k::q6_K_bytes(kRows);
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
+    const __m512i m4 = mask8(0x0F), m2 = mask8(0x30);
+    __m512i isum[T], csum[T];
+    for (int t = 0; t < T; ++t) isum[t] = csum[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      __m512i scale[2];
+      const __m512i pairs = signed_pairs(sb + 2 * kRows + p * 2 * kRows, scale);
+      for (int t = 0; t < T; ++t) csum[t] = _mm512_add_epi32(csum[t], _mm512_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int h = 0; h < 2; ++h) {
+        const int g = 2 * p + h;
+        const uint8_t* base = sb + 18 * kRows + g * 12 * kRows;
+        const __m512i l0 = load(base), l1 = load(base + 4 * kRows), hb = load(base + 8 * kRows);
+        const __m512i q[4] = {
+            _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(shift_bits<4>(hb), m2)),
+            _mm512_or_si512(_mm512_and_si512(shift_bits<-4>(l0), m4), _mm512_and_si512(shift_bits<2>(hb), m2)),
+            _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(hb, m2)),
+            _mm512_or_si512(_mm512_and_si512(shift_bits<-4>(l1), m4), _mm512_and_si512(shift_bits<-2>(hb), m2))};
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q, x[t]->q.qs + 16 * g, scale[h]));
+      }
+    }
+    add_d_offset<5>(sb, x, isum, csum, sum);
+  }
+};
+
+// T tokens (from t0) x the 16 rows of one group: out[t * out_stride + r].
+template <class K, int T>
+void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
+  const PackedActQ8K* x[T];
+  __m512 sum[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = static_cast<const PackedActQ8K*>(act) + size_t(t0 + t) * size_t(nsb);
+    sum[t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nsb; ++b, w += K::kBytes) {
+    for (size_t o = 0; o < K::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch + o), _MM_HINT_T0);
+    K::superblock(w, x, sum);
+    for (int t = 0; t < T; ++t) ++x[t];
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + size_t(t0 + t) * out_stride, sum[t]);
+}
+
+// Tiles of kToks tokens, then one tile of the 1..3 left.
+template <class K>
+void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  const int64_t nsb = n_in / QK_K;
+  const auto* w = static_cast<const uint8_t*>(group);
+  int t0 = 0;
+  for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
+  switch (ntok - t0) {
+    case 1: gemm_tile<K, 1>(nsb, w, act, t0, out, out_stride); break;
+    case 2: gemm_tile<K, 2>(nsb, w, act, t0, out, out_stride); break;
+    case 3: gemm_tile<K, 3>(nsb, w, act, t0, out, out_stride); break;
+    default: break;
+  }
+}
+
+}  // namespace xs::pk
+
+// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_xsimd (bit-exact
+// with the ref).
+inline void prepare_act_q8_K_packed_xsimd(const float* x, int64_t n_in, void* dst) {
+  auto* a = static_cast<PackedActQ8K*>(dst);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize_row_q8_K_xsimd(x + b * QK_K, &a[b].q, QK_K);
+  finish_packed_act_q8_K(a, n_in / QK_K);
+}
+
+// Sets t.packed_of(Q2_K .. Q6_K) to the 16-row forms.
+inline void register_xsimd_packed_kquants(KernelTable& t) {
+  constexpr int R = xs::pk::kRows;
+  struct Entry {
+    DType type;
+    const char* name;
+    size_t (*group_bytes)(int64_t);
+    void (*pack)(const void*, size_t, int, int64_t, void*);
+    void (*gemm)(int64_t, const void*, const void*, int, float*, size_t);
+  };
+  const Entry entries[] = {
+      {DType::Q2_K, "q2_Kx16", group_bytes_q2_K_packed<R>, pack_q2_K_packed<R>, xs::pk::gemm<xs::pk::Q2K>},
+      {DType::Q3_K, "q3_Kx16", group_bytes_q3_K_packed<R>, pack_q3_K_packed<R>, xs::pk::gemm<xs::pk::Q3K>},
+      {DType::Q4_K, "q4_Kx16", group_bytes_q4_K_packed<R>, pack_q4_K_packed<R>, xs::pk::gemm<xs::pk::Q45K<false>>},
+      {DType::Q5_K, "q5_Kx16", group_bytes_q5_K_packed<R>, pack_q5_K_packed<R>, xs::pk::gemm<xs::pk::Q45K<true>>},
+      {DType::Q6_K, "q6_Kx16", group_bytes_q6_K_packed<R>, pack_q6_K_packed<R>, xs::pk::gemm<xs::pk::Q6K>},
+  };
+  for (const Entry& e : entries) {
+    PackedFormat& pf = t.packed_of(e.type);
+    pf.rows = R;
+    pf.name = e.name;
+    pf.group_bytes = e.group_bytes;
+    pf.pack = e.pack;
+    pf.act_bytes = packed_act_q8_K_bytes;
+    pf.prepare_act = prepare_act_q8_K_packed_xsimd;
+    pf.gemm = e.gemm;
+  }
+}
+
+}  // namespace edgellm
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#else  // no AVX-512 VNNI: no packed K-quant forms
+
+namespace edgellm {
+inline void register_xsimd_packed_kquants(KernelTable&) {}
+}  // namespace edgellm
+
+#endif
+#endif  // EDGELLM_HAS_XSIMD
