@@ -76,28 +76,45 @@ constexpr size_t q4_K_bytes(int rows) { return size_t(148) * size_t(rows); }
 constexpr size_t q5_K_bytes(int rows) { return size_t(180) * size_t(rows); }
 constexpr size_t q6_K_bytes(int rows) { return round_up64(size_t(210) * size_t(rows)); }
 
-// Unsigned quant i (0..255) of one block, as the packed layouts store it.
-inline int quant_q2_K(const block_q2_K& x, int i) { return (x.qs[(i / 128) * 32 + i % 32] >> (2 * ((i % 128) / 32))) & 3; }
-inline int quant_q3_K(const block_q3_K& x, int i) {  // stored value + 4, 0..7
-  const int lo = (x.qs[(i / 128) * 32 + i % 32] >> (2 * ((i % 128) / 32))) & 3;
-  return lo | ((x.hmask[i % 32] >> (i / 32)) & 1) << 2;
+// The 256 unsigned quants of one block, as the packed layouts store them (q3_K + 4, q6_K + 32).
+// Decoded a block at a time (not per index) so that packing at load stays fast.
+inline void quants_of(const block_q2_K& x, uint8_t q[QK_K]) {
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l) q[c * 128 + k * 32 + l] = uint8_t((x.qs[c * 32 + l] >> (2 * k)) & 3);
 }
-inline int quant_q4_K(const block_q4_K& x, int i) {
-  const uint8_t byte = x.qs[(i / 64) * 32 + i % 32];
-  return (i / 32) & 1 ? byte >> 4 : byte & 0xF;
+inline void quants_of(const block_q3_K& x, uint8_t q[QK_K]) {
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l)
+        q[c * 128 + k * 32 + l] =
+            uint8_t(((x.qs[c * 32 + l] >> (2 * k)) & 3) | ((x.hmask[l] >> (4 * c + k)) & 1) << 2);
 }
-inline int quant_q5_K(const block_q5_K& x, int i) {
-  const uint8_t byte = x.qs[(i / 64) * 32 + i % 32];
-  return ((i / 32) & 1 ? byte >> 4 : byte & 0xF) | ((x.qh[i % 32] >> (i / 32)) & 1) << 4;
+template <class Block>  // q4_K; q5_K adds its fifth bits
+void nibbles_of(const Block& x, uint8_t q[QK_K]) {
+  for (int p = 0; p < 4; ++p)
+    for (int l = 0; l < 32; ++l) {
+      q[p * 64 + l] = x.qs[p * 32 + l] & 0xF;
+      q[p * 64 + 32 + l] = x.qs[p * 32 + l] >> 4;
+    }
 }
-inline int quant_q6_K(const block_q6_K& x, int i) {  // stored value + 32, 0..63
-  const int c = i / 128, k = (i % 128) / 32, l = i % 32;
-  const uint8_t lb = x.ql[c * 64 + (k & 1) * 32 + l];
-  return (k < 2 ? (lb & 0xF) : (lb >> 4)) | (((x.qh[c * 32 + l] >> (2 * k)) & 3) << 4);
+inline void quants_of(const block_q4_K& x, uint8_t q[QK_K]) { nibbles_of(x, q); }
+inline void quants_of(const block_q5_K& x, uint8_t q[QK_K]) {
+  nibbles_of(x, q);
+  for (int s = 0; s < 8; ++s)
+    for (int l = 0; l < 32; ++l) q[s * 32 + l] = uint8_t(q[s * 32 + l] | ((x.qh[l] >> s) & 1) << 4);
+}
+inline void quants_of(const block_q6_K& x, uint8_t q[QK_K]) {
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lb = x.ql[c * 64 + (k & 1) * 32 + l];
+        q[c * 128 + k * 32 + l] = uint8_t((k < 2 ? (lb & 0xF) : (lb >> 4)) | ((x.qh[c * 32 + l] >> (2 * k)) & 3) << 4);
+      }
 }
 
 // The skeleton of every packer: checks, zeroes the group (rows count..Rows-1 and padding stay 0),
-// then f(super-block bytes, row r, block) for each super-block of each source row.
+// then f(super-block bytes, row r, block, its quants) for each super-block of each source row.
 template <int Rows, class Block, class F>
 void pack_groups(const char* type, size_t sb_bytes, const void* src, size_t row_bytes, int count, int64_t n_in,
                  void* dst, F&& f) {
@@ -108,7 +125,9 @@ void pack_groups(const char* type, size_t sb_bytes, const void* src, size_t row_
     for (int r = 0; r < count; ++r) {
       Block x;
       std::memcpy(&x, static_cast<const uint8_t*>(src) + size_t(r) * row_bytes + size_t(b) * sizeof(Block), sizeof(Block));
-      f(static_cast<uint8_t*>(dst) + size_t(b) * sb_bytes, r, x);
+      uint8_t q[QK_K];
+      quants_of(x, q);
+      f(static_cast<uint8_t*>(dst) + size_t(b) * sb_bytes, r, x, q);
     }
 }
 
@@ -168,15 +187,14 @@ size_t group_bytes_q6_K_packed(int64_t n_in) { return size_t(n_in / QK_K) * pack
 template <int Rows>
 void pack_q2_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   packed_k::pack_groups<Rows, block_q2_K>(
-      "q2_K", packed_k::q2_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q2_K& x) {
+      "q2_K", packed_k::q2_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q2_K& x, const uint8_t* q) {
         std::memcpy(sb + 2 * r, &x.d, 2);
         std::memcpy(sb + 2 * Rows + 2 * r, &x.dmin, 2);
-        const auto q = [&](int i) { return packed_k::quant_q2_K(x, i); };
         for (int g = 0; g < 16; ++g) {
           sb[4 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = x.scales[g];
           uint8_t* qs = sb + 20 * Rows + g * 4 * Rows;
-          for (int e = 0; e < 4; ++e)
-            qs[r * 4 + e] = uint8_t(q(16 * g + e) | q(16 * g + 4 + e) << 2 | q(16 * g + 8 + e) << 4 | q(16 * g + 12 + e) << 6);
+          const uint8_t* qg = q + 16 * g;
+          for (int e = 0; e < 4; ++e) qs[r * 4 + e] = uint8_t(qg[e] | qg[4 + e] << 2 | qg[8 + e] << 4 | qg[12 + e] << 6);
         }
       });
 }
@@ -184,11 +202,10 @@ void pack_q2_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in
 template <int Rows>
 void pack_q3_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   packed_k::pack_groups<Rows, block_q3_K>(
-      "q3_K", packed_k::q3_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q3_K& x) {
+      "q3_K", packed_k::q3_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q3_K& x, const uint8_t* q) {
         std::memcpy(sb + 2 * r, &x.d, 2);
         int8_t sc[16];
         unpack_scales_q3_K(x.scales, sc);
-        const auto q = [&](int i) { return packed_k::quant_q3_K(x, i); };
         for (int g = 0; g < 16; ++g) {
           sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = uint8_t(sc[g]);
           uint8_t* pair = sb + 18 * Rows + (g / 2) * 12 * Rows;
@@ -197,8 +214,8 @@ void pack_q3_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in
           for (int e = 0; e < 4; ++e) {
             int lo = 0, hi = 0;
             for (int k = 0; k < 4; ++k) {
-              lo |= (q(16 * g + 4 * k + e) & 3) << (2 * k);
-              hi |= (q(16 * g + 4 * k + e) >> 2) << (k + 4 * (g % 2));
+              lo |= (q[16 * g + 4 * k + e] & 3) << (2 * k);
+              hi |= (q[16 * g + 4 * k + e] >> 2) << (k + 4 * (g % 2));
             }
             qs[r * 4 + e] = uint8_t(lo);
             qh[r * 4 + e] = uint8_t(qh[r * 4 + e] | hi);
@@ -208,8 +225,8 @@ void pack_q3_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in
 }
 
 // q4_K and q5_K share the layout but for q5_K's bit planes after each sub-block's quads.
-template <int Rows, class Block, class Q>
-void pack_q45_K_sb(uint8_t* sb, int r, const Block& x, int sub_bytes, Q&& q) {
+template <int Rows, class Block>
+void pack_q45_K_sb(uint8_t* sb, int r, const Block& x, const uint8_t* q, int sub_bytes) {
   std::memcpy(sb + 2 * r, &x.d, 2);
   std::memcpy(sb + 2 * Rows + 2 * r, &x.dmin, 2);
   uint8_t s8[8], m8[8];
@@ -221,9 +238,9 @@ void pack_q45_K_sb(uint8_t* sb, int r, const Block& x, int sub_bytes, Q&& q) {
     for (int j = 0; j < 4; ++j)
       for (int e = 0; e < 4; ++e) {
         const int i0 = 32 * s + 4 * j + e, i1 = i0 + 16;
-        qs[j * 4 * Rows + r * 4 + e] = uint8_t((q(i0) & 15) | (q(i1) & 15) << 4);
+        qs[j * 4 * Rows + r * 4 + e] = uint8_t((q[i0] & 15) | (q[i1] & 15) << 4);
         if (sub_bytes > 16 * Rows)  // q5_K: bit j = bit 4 of quad j (low nibbles), bit 4 + j of quad 4 + j
-          qs[16 * Rows + r * 4 + e] = uint8_t(qs[16 * Rows + r * 4 + e] | (q(i0) >> 4) << j | (q(i1) >> 4) << (4 + j));
+          qs[16 * Rows + r * 4 + e] = uint8_t(qs[16 * Rows + r * 4 + e] | (q[i0] >> 4) << j | (q[i1] >> 4) << (4 + j));
       }
   }
 }
@@ -231,33 +248,32 @@ void pack_q45_K_sb(uint8_t* sb, int r, const Block& x, int sub_bytes, Q&& q) {
 template <int Rows>
 void pack_q4_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   packed_k::pack_groups<Rows, block_q4_K>(
-      "q4_K", packed_k::q4_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q4_K& x) {
-        pack_q45_K_sb<Rows>(sb, r, x, 16 * Rows, [&](int i) { return packed_k::quant_q4_K(x, i); });
+      "q4_K", packed_k::q4_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q4_K& x, const uint8_t* q) {
+        pack_q45_K_sb<Rows>(sb, r, x, q, 16 * Rows);
       });
 }
 
 template <int Rows>
 void pack_q5_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   packed_k::pack_groups<Rows, block_q5_K>(
-      "q5_K", packed_k::q5_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q5_K& x) {
-        pack_q45_K_sb<Rows>(sb, r, x, 20 * Rows, [&](int i) { return packed_k::quant_q5_K(x, i); });
+      "q5_K", packed_k::q5_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q5_K& x, const uint8_t* q) {
+        pack_q45_K_sb<Rows>(sb, r, x, q, 20 * Rows);
       });
 }
 
 template <int Rows>
 void pack_q6_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   packed_k::pack_groups<Rows, block_q6_K>(
-      "q6_K", packed_k::q6_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q6_K& x) {
+      "q6_K", packed_k::q6_K_bytes(Rows), src, row_bytes, count, n_in, dst, [](uint8_t* sb, int r, const block_q6_K& x, const uint8_t* q) {
         std::memcpy(sb + 2 * r, &x.d, 2);
-        const auto q = [&](int i) { return packed_k::quant_q6_K(x, i); };
         for (int g = 0; g < 16; ++g) {
           sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = uint8_t(x.scales[g]);
           uint8_t* lo = sb + 18 * Rows + g * 12 * Rows;
           for (int e = 0; e < 4; ++e) {
             const int i = 16 * g + e;
-            lo[r * 4 + e] = uint8_t((q(i) & 15) | (q(i + 4) & 15) << 4);
-            lo[4 * Rows + r * 4 + e] = uint8_t((q(i + 8) & 15) | (q(i + 12) & 15) << 4);
-            lo[8 * Rows + r * 4 + e] = uint8_t((q(i) >> 4) | (q(i + 4) >> 4) << 2 | (q(i + 8) >> 4) << 4 | (q(i + 12) >> 4) << 6);
+            lo[r * 4 + e] = uint8_t((q[i] & 15) | (q[i + 4] & 15) << 4);
+            lo[4 * Rows + r * 4 + e] = uint8_t((q[i + 8] & 15) | (q[i + 12] & 15) << 4);
+            lo[8 * Rows + r * 4 + e] = uint8_t((q[i] >> 4) | (q[i + 4] >> 4) << 2 | (q[i + 8] >> 4) << 4 | (q[i + 12] >> 4) << 6);
           }
         }
       });
