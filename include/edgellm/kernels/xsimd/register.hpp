@@ -9,6 +9,7 @@
 #include "edgellm/kernels/xsimd/dot_legacy.hpp"
 #include "edgellm/kernels/xsimd/float_ops.hpp"
 #include "edgellm/kernels/xsimd/kv_ops.hpp"
+#include "edgellm/kernels/xsimd/packed.hpp"
 #include "edgellm/kernels/xsimd/quantize.hpp"
 
 namespace edgellm {
@@ -57,6 +58,7 @@ inline void register_xsimd_kernels(KernelTable& t) {
   f.rope = rope_xsimd;
   register_xsimd_kv_kernels(f);
   f.variant = "xsimd";
+  register_xsimd_packed(t);
 }
 
 }  // namespace edgellm

@@ -1,0 +1,214 @@
+// Row-interleaved ("packed") Q4_0 / Q8_0 weights (kernels/api.hpp PackedFormat): the layout, its
+// packer and activation form, and a plain C++ GEMM over it — the oracle the SIMD kernels
+// (kernels/xsimd/packed.hpp) are tested against. Standard library only; no ISA headers.
+//
+// A group holds R rows (R = the SIMD lanes of 32 bits: 16 on AVX-512, 8 on AVX2) so one lane
+// accumulates one row: a u8 x s8 4-way dot (vpdpbusd) of "word" j of a block — lane r = weights
+// 4j .. 4j+3 of row r — against a broadcast of the activation's quants 4j .. 4j+3 adds each row's
+// partial block dot into its own lane. Per 32-weight block b of the group:
+//   Q8_0 qs: 8 words of 4R bytes; byte 4r + i of word j = u8(q[r][4j + i] + 128).
+//   Q4_0 qs: 4 chunks of 4R bytes; byte 4r + i of chunk c = u[r][8c + i] | u[r][8c + 4 + i] << 4
+//            (u = the 0..15 nibble value; low nibbles are word 2c, high nibbles word 2c + 1).
+//   scales: the R row scales as consecutive fp16 (one vcvtph2ps).
+// Blocks go in pairs, [qs(2p) qs(2p+1) scales(2p) scales(2p+1)]: one sequential stream per group
+// whose vector loads stay aligned (a pair is 576 B = 9 lines for Q4_0 x16); an odd last block
+// leaves its partner zero. Same bytes as the rows' blocks (18 or 34 B per 32 weights) but for that.
+//
+// Unsigned weights need the offset back: dot(u - o, y) = dot(u, y) - o * sum(y), o = 8 (Q4_0) or
+// 128 (Q8_0). The activation carries it per block so the kernels start the integer sum from it:
+//   [nb * 32 int8 quants][nb float d][nb int32 -o * sum(quants)]   (nb = n_in / 32)
+// with the quants and d exactly those of the Q8_0 quantizer (vec_dot's activation type).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref.hpp"
+
+namespace edgellm {
+namespace packed {
+
+constexpr int kBlock = 32;      // weights per block (QK4_0 == QK8_0)
+constexpr int kWords = 8;       // 4-byte words per block and row
+constexpr int kQ4Offset = 8;    // Q4_0 nibble u stands for u - 8
+constexpr int kQ8Offset = 128;  // stored Q8_0 byte u stands for u - 128
+
+// Byte offsets inside a group of R rows whose blocks hold kQsPerRow quant bytes per row.
+template <int kQsPerRow, int R>
+struct Geometry {
+  static constexpr size_t kBlockQs = size_t(R) * kQsPerRow;
+  static constexpr size_t kBlockScales = size_t(R) * sizeof(ggml_half);
+  static constexpr size_t kPair = 2 * (kBlockQs + kBlockScales);
+  static size_t qs_at(int64_t b) { return size_t(b / 2) * kPair + size_t(b % 2) * kBlockQs; }
+  static size_t scales_at(int64_t b) { return size_t(b / 2) * kPair + 2 * kBlockQs + size_t(b % 2) * kBlockScales; }
+  static size_t group_bytes(int64_t n_in) { return size_t((n_in / kBlock + 1) / 2) * kPair; }
+};
+template <int R>
+using GeometryQ4_0 = Geometry<QK4_0 / 2, R>;
+template <int R>
+using GeometryQ8_0 = Geometry<QK8_0, R>;
+
+// ---- packing (load time; plain C++ is fast enough) ----
+
+inline void check_packable(int count, int rows, int64_t n_in) {
+  EDGELLM_CHECK(count >= 0 && count <= rows, "packed: ", count, " rows do not fit a group of ", rows);
+  EDGELLM_CHECK(n_in > 0 && n_in % kBlock == 0, "packed: n_in ", n_in, " is not a positive multiple of ", kBlock);
+}
+
+template <int R>
+inline void pack_q4_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  using G = GeometryQ4_0<R>;
+  check_packable(count, R, n_in);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, G::group_bytes(n_in));
+  for (int r = 0; r < count; ++r) {
+    const auto* x = reinterpret_cast<const block_q4_0*>(static_cast<const uint8_t*>(src) + size_t(r) * row_bytes);
+    for (int64_t b = 0; b < n_in / kBlock; ++b) {
+      uint8_t u[QK4_0];  // weight k's nibble, in weight order
+      for (int j = 0; j < QK4_0 / 2; ++j) {
+        u[j] = x[b].qs[j] & 0x0F;
+        u[j + QK4_0 / 2] = x[b].qs[j] >> 4;
+      }
+      uint8_t* qs = out + G::qs_at(b);
+      for (int c = 0; c < kWords / 2; ++c)
+        for (int i = 0; i < 4; ++i) qs[c * 4 * R + 4 * r + i] = uint8_t(u[8 * c + i] | u[8 * c + 4 + i] << 4);
+      std::memcpy(out + G::scales_at(b) + size_t(r) * sizeof(ggml_half), &x[b].d, sizeof(ggml_half));
+    }
+  }
+}
+
+template <int R>
+inline void pack_q8_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  using G = GeometryQ8_0<R>;
+  check_packable(count, R, n_in);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, G::group_bytes(n_in));
+  for (int r = 0; r < count; ++r) {
+    const auto* x = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(src) + size_t(r) * row_bytes);
+    for (int64_t b = 0; b < n_in / kBlock; ++b) {
+      uint8_t* qs = out + G::qs_at(b);
+      for (int j = 0; j < kWords; ++j)
+        for (int i = 0; i < 4; ++i) qs[j * 4 * R + 4 * r + i] = uint8_t(x[b].qs[4 * j + i] + kQ8Offset);
+      std::memcpy(out + G::scales_at(b) + size_t(r) * sizeof(ggml_half), &x[b].d, sizeof(ggml_half));
+    }
+  }
+}
+
+// ---- activations ----
+
+inline size_t act_bytes(int64_t n_in) { return size_t(n_in / kBlock) * (kBlock + sizeof(float) + sizeof(int32_t)); }
+// The three sections of one activation row of n_in elements.
+struct ActView {
+  const int8_t* qs;    // [nb * 32]
+  const float* d;      // [nb]
+  const int32_t* corr;  // [nb] -offset * sum of the block's quants
+};
+inline ActView act_view(const void* act, int64_t n_in) {
+  const auto* p = static_cast<const uint8_t*>(act);
+  const size_t nb = size_t(n_in / kBlock);
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + nb * kBlock),
+          reinterpret_cast<const int32_t*>(p + nb * (kBlock + sizeof(float)))};
+}
+
+// x: [n_in] floats -> the activation form above, quantized block by block with `quantize` (a Q8_0
+// row quantizer: the ref one here, the SIMD one in the SIMD tables, bit-exact with each other).
+template <FromFloatFn quantize, int kOffset>
+inline void prepare_act(const float* x, int64_t n_in, void* dst) {
+  auto* p = static_cast<uint8_t*>(dst);
+  const size_t nb = size_t(n_in / kBlock);
+  auto* d = reinterpret_cast<float*>(p + nb * kBlock);
+  auto* corr = reinterpret_cast<int32_t*>(p + nb * (kBlock + sizeof(float)));
+  for (size_t b = 0; b < nb; ++b) {
+    block_q8_0 blk;
+    quantize(x + b * kBlock, &blk, kBlock);
+    std::memcpy(p + b * kBlock, blk.qs, kBlock);
+    int32_t sum = 0;
+    for (int j = 0; j < kBlock; ++j) sum += blk.qs[j];
+    const float db = fp16_to_fp32(blk.d);
+    std::memcpy(d + b, &db, sizeof(float));  // act may be unaligned for the scalar path
+    const int32_t c = -kOffset * sum;
+    std::memcpy(corr + b, &c, sizeof(int32_t));
+  }
+}
+
+// ---- the reference GEMM ----
+
+// Unsigned weight k of row r in block b (qs = the block's quant bytes).
+template <int R>
+inline int weight_q4_0(const uint8_t* qs, int r, int k) {
+  const uint8_t byte = qs[(k / 8) * 4 * R + 4 * r + k % 4];
+  return k % 8 < 4 ? byte & 0x0F : byte >> 4;
+}
+template <int R>
+inline int weight_q8_0(const uint8_t* qs, int r, int k) {
+  return qs[(k / 4) * 4 * R + 4 * r + k % 4];
+}
+
+// out[t * out_stride + r] for t < ntok, r < R: integer block dots, then one float scale per block.
+template <class G, int R, int (*weight)(const uint8_t*, int, int)>
+inline void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  const auto* g = static_cast<const uint8_t*>(group);
+  const int64_t nb = n_in / kBlock;
+  for (int t = 0; t < ntok; ++t) {
+    const ActView a = act_view(static_cast<const uint8_t*>(act) + size_t(t) * act_bytes(n_in), n_in);
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t corr, isum;
+        float dy;
+        std::memcpy(&corr, a.corr + b, sizeof corr);
+        std::memcpy(&dy, a.d + b, sizeof dy);
+        isum = corr;
+        for (int k = 0; k < kBlock; ++k) isum += weight(g + G::qs_at(b), r, k) * a.qs[b * kBlock + k];
+        ggml_half dw;
+        std::memcpy(&dw, g + G::scales_at(b) + size_t(r) * sizeof(ggml_half), sizeof dw);
+        sum += float(isum) * fp16_to_fp32(dw) * dy;
+      }
+      out[size_t(t) * out_stride + size_t(r)] = sum;
+    }
+  }
+}
+
+template <int R>
+inline void gemm_q4_0_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t stride) {
+  gemm_ref<GeometryQ4_0<R>, R, weight_q4_0<R>>(n_in, group, act, ntok, out, stride);
+}
+template <int R>
+inline void gemm_q8_0_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t stride) {
+  gemm_ref<GeometryQ8_0<R>, R, weight_q8_0<R>>(n_in, group, act, ntok, out, stride);
+}
+
+inline PackedFormat make_format(int rows, const char* name, size_t (*group_bytes)(int64_t),
+                                decltype(PackedFormat::pack) pack, decltype(PackedFormat::prepare_act) prepare,
+                                decltype(PackedFormat::gemm) gemm) {
+  PackedFormat pf;
+  pf.rows = rows;
+  pf.name = name;
+  pf.group_bytes = group_bytes;
+  pf.pack = pack;
+  pf.act_bytes = act_bytes;
+  pf.prepare_act = prepare;
+  pf.gemm = gemm;
+  return pf;
+}
+
+// The reference formats (R rows per group); the SIMD tables reuse pack and group_bytes.
+using QuantizeQ8_0Ref = void (*)(const float*, void*, int64_t);
+inline constexpr QuantizeQ8_0Ref kQuantizeQ8_0Ref = detail::quantize_erased<block_q8_0, quantize_row_q8_0_ref>;
+template <int R>
+inline PackedFormat format_q4_0_ref() {
+  return make_format(R, "q4_0-ref", GeometryQ4_0<R>::group_bytes, pack_q4_0<R>,
+                     prepare_act<kQuantizeQ8_0Ref, kQ4Offset>, gemm_q4_0_ref<R>);
+}
+template <int R>
+inline PackedFormat format_q8_0_ref() {
+  return make_format(R, "q8_0-ref", GeometryQ8_0<R>::group_bytes, pack_q8_0<R>,
+                     prepare_act<kQuantizeQ8_0Ref, kQ8Offset>, gemm_q8_0_ref<R>);
+}
+
+}  // namespace packed
+}  // namespace edgellm

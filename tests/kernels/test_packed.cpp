@@ -1,0 +1,213 @@
+// Row-interleaved ("packed") Q4_0 / Q8_0 formats (kernels/scalar/packed.hpp layout): the scalar
+// reference formats (16 and 8 rows) and the xsimd table's, against the unpacked ref vec_dot of
+// each row, for full and partial groups and several token counts; the packer against the layout
+// it documents, and prepare_act against the ref Q8_0 quantizer byte for byte.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/kernels/scalar/dot.hpp"
+#include "edgellm/kernels/scalar/packed.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/ref.hpp"
+
+using namespace edgellm;
+
+namespace {
+
+// Allowed |packed - ref vec_dot| as a fraction of sum |w_i * a_i| (dequantized): the integer block
+// sums are exact, only the float sum of the block results is ordered / fused differently.
+constexpr double kMaxPackedErr = 1e-5;
+
+struct FormatCase {
+  std::string name;
+  DType type;
+  PackedFormat pf;
+};
+
+std::vector<FormatCase> formats_to_test() {
+  std::vector<FormatCase> v{{"ref x16", DType::Q4_0, packed::format_q4_0_ref<16>()},
+                            {"ref x8", DType::Q4_0, packed::format_q4_0_ref<8>()},
+                            {"ref x16", DType::Q8_0, packed::format_q8_0_ref<16>()},
+                            {"ref x8", DType::Q8_0, packed::format_q8_0_ref<8>()}};
+#if EDGELLM_HAS_XSIMD
+  const KernelTable t = make_kernel_table(Isa::Xsimd);
+  const PackedFormat& q4 = t.packed_of(DType::Q4_0);
+  REQUIRE(q4.rows > 0);  // every x86 build has the Q4_0 form
+  v.push_back({std::string("xsimd ") + q4.name, DType::Q4_0, q4});
+  const PackedFormat& q8 = t.packed_of(DType::Q8_0);
+  if (q8.rows > 0) v.push_back({std::string("xsimd ") + q8.name, DType::Q8_0, q8});
+#endif
+  return v;
+}
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float spread) {
+  std::uniform_real_distribution<float> dist(-spread, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = dist(rng);
+  return v;
+}
+
+// nrows quantized rows of type t, a different spread per row.
+std::vector<uint8_t> make_rows(std::mt19937& rng, DType t, int64_t n, int nrows) {
+  const size_t rb = dtype_row_bytes(t, n);
+  std::vector<uint8_t> w(rb * size_t(nrows));
+  for (int r = 0; r < nrows; ++r) {
+    const auto f = random_floats(rng, n, 0.25f + 0.5f * float(r % 5));
+    quantize_row(t, f.data(), w.data() + rb * size_t(r), n);
+  }
+  return w;
+}
+
+// All groups of nrows rows packed back to back.
+std::vector<uint8_t> pack_all(const PackedFormat& pf, const std::vector<uint8_t>& w, size_t rb, int nrows, int64_t n) {
+  const int groups = (nrows + pf.rows - 1) / pf.rows;
+  const size_t gb = pf.group_bytes(n);
+  std::vector<uint8_t> out(gb * size_t(groups), 0xAB);  // pack must write every byte
+  for (int g = 0; g < groups; ++g)
+    pf.pack(w.data() + rb * size_t(g * pf.rows), rb, std::min(pf.rows, nrows - g * pf.rows), n,
+            out.data() + gb * size_t(g));
+  return out;
+}
+
+double abs_dot_dequantized(DType wt, const void* w, const void* a, int64_t n) {
+  std::vector<float> fw(static_cast<size_t>(n)), fa(static_cast<size_t>(n));
+  dequantize_row(wt, w, fw.data(), n);
+  dequantize_row(DType::Q8_0, a, fa.data(), n);
+  double s = 0.0;
+  for (size_t i = 0; i < fw.size(); ++i) s += std::fabs(double(fw[i]) * fa[i]);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("packed gemm matches the unpacked ref vec_dot per row and token") {
+  std::mt19937 rng(2024);
+  for (const FormatCase& fc : formats_to_test()) {
+    const PackedFormat& pf = fc.pf;
+    const std::string fmt = std::string(dtype_name(fc.type)) + " " + fc.name;
+    CAPTURE(fmt);
+    const VecDotFn ref_dot = fc.type == DType::Q4_0 ? vec_dot_q4_0_q8_0_ref : vec_dot_q8_0_q8_0_ref;
+    for (int64_t n : {32, 64, 2048, 5632}) {
+      CAPTURE(n);
+      const size_t rb = dtype_row_bytes(fc.type, n), ab = pf.act_bytes(n), qb = dtype_row_bytes(DType::Q8_0, n);
+      for (int nrows : {1, 5, 16, 37}) {
+        CAPTURE(nrows);
+        const auto w = make_rows(rng, fc.type, n, nrows);
+        const auto grp = pack_all(pf, w, rb, nrows, n);
+        const int groups = (nrows + pf.rows - 1) / pf.rows;
+        const size_t out_stride = size_t(groups * pf.rows);
+        for (int ntok : {1, 3, 7, 64}) {
+          if (n > 2048 && ntok == 64 && fc.name.rfind("ref", 0) == 0) continue;  // the scalar gemm is slow
+          CAPTURE(ntok);
+          std::vector<uint8_t> act(ab * size_t(ntok)), qref(qb * size_t(ntok));
+          for (int t = 0; t < ntok; ++t) {
+            const auto x = random_floats(rng, n, 1.0f);
+            pf.prepare_act(x.data(), n, act.data() + ab * size_t(t));
+            quantize_row(DType::Q8_0, x.data(), qref.data() + qb * size_t(t), n);
+          }
+          std::vector<float> out(out_stride * size_t(ntok), -1.0f);
+          for (int g = 0; g < groups; ++g)
+            pf.gemm(n, grp.data() + pf.group_bytes(n) * size_t(g), act.data(), ntok, out.data() + g * pf.rows,
+                    out_stride);
+          int bad = 0;
+          for (int t = 0; t < ntok; ++t) {
+            const uint8_t* a = qref.data() + qb * size_t(t);
+            for (int r = 0; r < nrows; ++r) {
+              const double want = ref_dot(int(n), w.data() + rb * size_t(r), a);
+              const double tol = kMaxPackedErr * abs_dot_dequantized(fc.type, w.data() + rb * size_t(r), a, n);
+              if (std::fabs(out[size_t(t) * out_stride + size_t(r)] - want) > tol + 1e-30) ++bad;
+            }
+            for (size_t r = size_t(nrows); r < out_stride; ++r)  // zero rows of a partial group
+              if (out[size_t(t) * out_stride + r] != 0.0f) ++bad;
+          }
+          CHECK(bad == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("prepare_act holds the ref Q8_0 quants, scales and offset corrections") {
+  std::mt19937 rng(7);
+  for (const FormatCase& fc : formats_to_test()) {
+    const std::string fmt = std::string(dtype_name(fc.type)) + " " + fc.name;
+    CAPTURE(fmt);
+    const int offset = fc.type == DType::Q4_0 ? packed::kQ4Offset : packed::kQ8Offset;
+    for (int64_t n : {32, 2048, 5632}) {
+      CAPTURE(n);
+      auto x = random_floats(rng, n, 3.0f);
+      x[5] = 0.5f;  // ties: roundf's half-away-from-zero must be kept
+      std::fill(x.begin() + 32 * ((n / 32) - 1), x.end(), 0.0f);  // an all-zero last block: d = 0
+      std::vector<uint8_t> act(fc.pf.act_bytes(n));
+      fc.pf.prepare_act(x.data(), n, act.data());
+      std::vector<block_q8_0> q(size_t(n / 32));
+      quantize_row_q8_0_ref(x.data(), q.data(), n);
+      const packed::ActView a = packed::act_view(act.data(), n);
+      int bad = 0;
+      for (size_t b = 0; b < q.size(); ++b) {
+        if (std::memcmp(a.qs + 32 * b, q[b].qs, 32) != 0) ++bad;
+        if (fp32_to_fp16(a.d[b]) != q[b].d || a.d[b] != fp16_to_fp32(q[b].d)) ++bad;
+        int32_t sum = 0;
+        for (int8_t v : q[b].qs) sum += v;
+        if (a.corr[b] != -offset * sum) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("pack places every weight where the layout says and zeroes missing rows") {
+  std::mt19937 rng(3);
+  constexpr int R = 16;
+  constexpr int64_t n = 96;  // three blocks: a full pair and a half-empty one
+  constexpr int kCount = 5;
+  using G4 = packed::GeometryQ4_0<R>;
+  using G8 = packed::GeometryQ8_0<R>;
+  CHECK(G4::group_bytes(n) == 2 * G4::kPair);
+  CHECK(G4::kPair == 576);   // == 16 rows x 2 blocks x 18 B: no padding
+  CHECK(G8::kPair == 1088);  // == 16 rows x 2 blocks x 34 B
+  CHECK(G4::group_bytes(4096) == size_t(R) * dtype_row_bytes(DType::Q4_0, 4096));
+
+  const auto w4 = make_rows(rng, DType::Q4_0, n, kCount);
+  std::vector<uint8_t> g4(G4::group_bytes(n), 0xAB);
+  packed::pack_q4_0<R>(w4.data(), dtype_row_bytes(DType::Q4_0, n), kCount, n, g4.data());
+  const auto w8 = make_rows(rng, DType::Q8_0, n, kCount);
+  std::vector<uint8_t> g8(G8::group_bytes(n), 0xAB);
+  packed::pack_q8_0<R>(w8.data(), dtype_row_bytes(DType::Q8_0, n), kCount, n, g8.data());
+
+  int bad = 0;
+  for (int r = 0; r < R; ++r) {
+    const auto* x4 = reinterpret_cast<const block_q4_0*>(w4.data() + dtype_row_bytes(DType::Q4_0, n) * size_t(r));
+    const auto* x8 = reinterpret_cast<const block_q8_0*>(w8.data() + dtype_row_bytes(DType::Q8_0, n) * size_t(r));
+    for (int b = 0; b < n / 32; ++b) {
+      ggml_half d4, d8;
+      std::memcpy(&d4, g4.data() + G4::scales_at(b) + 2 * size_t(r), 2);
+      std::memcpy(&d8, g8.data() + G8::scales_at(b) + 2 * size_t(r), 2);
+      if (d4 != (r < kCount ? x4[b].d : 0) || d8 != (r < kCount ? x8[b].d : 0)) ++bad;
+      for (int k = 0; k < 32; ++k) {
+        const int u4 = packed::weight_q4_0<R>(g4.data() + G4::qs_at(b), r, k);
+        const int u8 = packed::weight_q8_0<R>(g8.data() + G8::qs_at(b), r, k);
+        const int want4 = r < kCount ? (k < 16 ? x4[b].qs[k] & 0x0F : x4[b].qs[k - 16] >> 4) : 0;
+        const int want8 = r < kCount ? x8[b].qs[k] + packed::kQ8Offset : 0;
+        if (u4 != want4 || u8 != want8) ++bad;
+      }
+    }
+  }
+  CHECK(bad == 0);
+  // The empty partner of the odd last block is all zero.
+  for (size_t i = G4::qs_at(3); i < G4::scales_at(2); ++i) bad += g4[i] != 0;
+  for (size_t i = G4::scales_at(3); i < g4.size(); ++i) bad += g4[i] != 0;
+  CHECK(bad == 0);
+}
+
+TEST_CASE("pack rejects rows that do not fit") {
+  std::vector<uint8_t> src(dtype_row_bytes(DType::Q4_0, 64) * 17), dst(packed::GeometryQ4_0<16>::group_bytes(64));
+  CHECK_THROWS_AS(packed::pack_q4_0<16>(src.data(), dtype_row_bytes(DType::Q4_0, 64), 17, 64, dst.data()), Error);
+  CHECK_THROWS_AS(packed::pack_q4_0<16>(src.data(), dtype_row_bytes(DType::Q4_0, 64), 1, 48, dst.data()), Error);
+}
