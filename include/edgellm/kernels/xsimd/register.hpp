@@ -10,6 +10,7 @@
 #include "edgellm/kernels/xsimd/float_ops.hpp"
 #include "edgellm/kernels/xsimd/kv_ops.hpp"
 #include "edgellm/kernels/xsimd/packed.hpp"
+#include "edgellm/kernels/xsimd/packed_kquants.hpp"
 #include "edgellm/kernels/xsimd/quantize.hpp"
 
 namespace edgellm {
@@ -59,6 +60,7 @@ inline void register_xsimd_kernels(KernelTable& t) {
   register_xsimd_kv_kernels(f);
   f.variant = "xsimd";
   register_xsimd_packed(t);
+  register_xsimd_packed_kquants(t);
 }
 
 }  // namespace edgellm
