@@ -4,6 +4,7 @@
 // of use).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -19,6 +20,7 @@
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/llama_weights.hpp"
+#include "edgellm/quant/fp16.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
@@ -71,7 +73,7 @@ class LlamaContext {
   std::vector<float> up_;      // [n_tok, n_ff]
   std::vector<float> cs_;      // [n_tok, n_rot] rope cos/sin pairs
   std::vector<float> out_in_;  // [n_outputs, n_embd] final-normed rows that need logits
-  std::vector<std::vector<float>> scores_;  // per thread: [max position + 1]
+  std::vector<std::vector<float>> scores_;  // per thread: attention scratch (queries, scores, K/V block, output)
   std::vector<float> logits_;  // [n_outputs, n_vocab]
   int n_outputs_ = 0;
   int n_vocab_ = 0;
@@ -228,10 +230,6 @@ class LlamaModel {
     }
     const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
     if (static_cast<int>(ctx.scores_.size()) < n_threads) ctx.scores_.resize(static_cast<size_t>(n_threads));
-    int max_pos = 0;
-    for (int i = 0; i < n; ++i) max_pos = std::max(max_pos, b.pos[i]);
-    for (auto& s : ctx.scores_)
-      if (static_cast<int>(s.size()) < max_pos + 1) s.resize(static_cast<size_t>(max_pos) + 1);
 
     for (int l = 0; l < c.n_layer; ++l) {
       const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
@@ -274,70 +272,141 @@ class LlamaModel {
     if (n_out > 0) mm(ctx, w_.output, ctx.out_in_.data(), n_out, ctx.logits_.data());
   }
 
-  // Row access in the cache's storage type, for attention_typed.
+  // Row access in the cache's storage type, for attention_typed: one K or V head row to F32.
   struct F32Rows {
-    const FloatKernels* f;
-    float dot(const uint8_t* r, const float* q, int n) const { return f->dot_f32(reinterpret_cast<const float*>(r), q, n); }
-    void axpy(float* y, float a, const uint8_t* r, int n) const { f->axpy(y, a, reinterpret_cast<const float*>(r), n); }
+    void load(const uint8_t* r, float* out, int n) const { std::copy_n(reinterpret_cast<const float*>(r), n, out); }
   };
   struct F16Rows {
-    const FloatKernels* f;
-    float dot(const uint8_t* r, const float* q, int n) const { return f->dot_f16_f32(reinterpret_cast<const uint16_t*>(r), q, n); }
-    void axpy(float* y, float a, const uint8_t* r, int n) const { f->axpy_f16(y, a, reinterpret_cast<const uint16_t*>(r), n); }
+    void load(const uint8_t* r, float* out, int n) const {
+      const auto* h = reinterpret_cast<const uint16_t*>(r);
+      for (int i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+    }
   };
   struct Q8Rows {
-    const FloatKernels* f;
-    float dot(const uint8_t* r, const float* q, int n) const { return f->dot_q8_0_f32(r, q, n); }
-    void axpy(float* y, float a, const uint8_t* r, int n) const { f->axpy_q8_0(y, a, r, n); }
+    ToFloatFn to_float;
+    void load(const uint8_t* r, float* out, int n) const { to_float(r, out, n); }
   };
 
   void attention(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att) const {
-    const FloatKernels* f = &kt_->f;
     switch (kv.type()) {
-      case DType::F16: attention_typed(ctx, kv, b, l, att, F16Rows{f}); return;
-      case DType::Q8_0: attention_typed(ctx, kv, b, l, att, Q8Rows{f}); return;
-      default: attention_typed(ctx, kv, b, l, att, F32Rows{f}); return;
+      case DType::F16: attention_typed(ctx, kv, b, l, att, F16Rows{}); return;
+      case DType::Q8_0: attention_typed(ctx, kv, b, l, att, Q8Rows{kt_->of(DType::Q8_0).to_float}); return;
+      default: attention_typed(ctx, kv, b, l, att, F32Rows{}); return;
     }
   }
 
+  // A run of consecutive batch tokens of one sequence at consecutive positions, for one KV head:
+  // the unit of attention work (all n_gqa query heads of that KV head, for every token of the run).
+  struct AttnTile {
+    int i0, n_tok, kvh;
+  };
+
+  // Splits the batch into runs of at most max_tok tokens (same sequence, positions +1 each), times
+  // the KV heads; the runs with the most positions first, so threads that claim them in order
+  // finish together (causal prefill: late tokens see more positions).
+  std::vector<AttnTile> attention_tiles(const Batch& b, int max_tok) const {
+    std::vector<AttnTile> runs;
+    for (int i = 0; i < b.size();) {
+      int n = 1;
+      while (i + n < b.size() && n < max_tok && b.seq[i + n] == b.seq[i] && b.pos[i + n] == b.pos[i + n - 1] + 1) ++n;
+      runs.push_back({i, n, 0});
+      i += n;
+    }
+    std::stable_sort(runs.begin(), runs.end(), [&](const AttnTile& x, const AttnTile& y) {
+      return b.pos[x.i0 + x.n_tok - 1] > b.pos[y.i0 + y.n_tok - 1];
+    });
+    std::vector<AttnTile> tiles;
+    tiles.reserve(runs.size() * static_cast<size_t>(cfg_.n_head_kv));
+    for (const AttnTile& r : runs)
+      for (int h = 0; h < cfg_.n_head_kv; ++h) tiles.push_back({r.i0, r.n_tok, h});
+    return tiles;
+  }
+
   // att[i, h*head_dim ..] = sum_j softmax_j(q_i,h . k_j / sqrt(head_dim)) v_j over positions j <= pos_i.
-  // K/V rows are read in place, block after block of the sequence's table (positions from
-  // shadow_begin on from the F32 copy); the (token, head) pairs are split over the thread pool.
+  // Per tile (a run of T tokens x the n_gqa query heads of one KV head: M = T * n_gqa query rows),
+  // each K/V block of the sequence is converted to F32 once and multiplied with all M rows by the
+  // table's small GEMM (S = Q K^T, then O = softmax(S) V), so a K/V row is read once per tile
+  // rather than once per (token, head). Positions from shadow_begin on come from the F32 copy.
+  // Tiles are claimed from an atomic counter by the pool's threads.
   template <class Rows>
   void attention_typed(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att, Rows rows) const {
     const LlamaConfig& c = cfg_;
     const FloatKernels& f = kt_->f;
-    const int n = b.size(), hd = c.head_dim, n_gqa = c.n_gqa(), bs = kv.block_size();
+    const int hd = c.head_dim, n_gqa = c.n_gqa(), bs = kv.block_size();
+    const size_t QD = static_cast<size_t>(c.q_dim());
     const size_t rb = kv.head_row_bytes();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    auto work = [&](int64_t begin, int64_t end, int thread) {
-      float* scores = ctx.scores_[static_cast<size_t>(thread)].data();  // [n_pos]
-      for (int64_t w = begin; w < end; ++w) {
-        const int i = static_cast<int>(w / c.n_head), h = static_cast<int>(w % c.n_head);
-        const int s = b.seq[i], n_pos = b.pos[i] + 1, kvh = h / n_gqa;
-        const int n_blk = std::min(n_pos, kv.shadow_begin(s));  // positions read from the blocks
+    int max_pos = 0;
+    for (int i = 0; i < b.size(); ++i) max_pos = std::max(max_pos, b.pos[i]);
+    // About 64 query rows per tile, fewer when the score rows get long (S is M x positions floats).
+    int max_tok = std::max(1, 64 / n_gqa);
+    max_tok = std::max(1, std::min(max_tok, (1 << 20) / (n_gqa * (max_pos + 1))));
+    const std::vector<AttnTile> tiles = attention_tiles(b, max_tok);
+    std::atomic<size_t> next{0};
+    auto work = [&](int64_t, int64_t, int thread) {
+      std::vector<float>& buf = ctx.scores_[static_cast<size_t>(thread)];
+      for (size_t ti = next.fetch_add(1, std::memory_order_relaxed); ti < tiles.size();
+           ti = next.fetch_add(1, std::memory_order_relaxed)) {
+        const AttnTile& tile = tiles[ti];
+        const int s = b.seq[tile.i0], M = tile.n_tok * n_gqa;
+        const int n_max = b.pos[tile.i0 + tile.n_tok - 1] + 1;  // positions the last token sees
+        const int n_blk = std::min(n_max, kv.shadow_begin(s));  // read from the blocks; the rest from the shadow
+        const size_t need = static_cast<size_t>(M) * (2 * hd + n_max) + 2 * static_cast<size_t>(bs) * hd;
+        if (buf.size() < need) buf.resize(need);
+        float* qt = buf.data();                             // [M, hd] scaled queries
+        float* sc = qt + static_cast<size_t>(M) * hd;       // [M, n_max] scores, then probabilities
+        float* o = sc + static_cast<size_t>(M) * n_max;     // [M, hd] output rows
+        float* rf = o + static_cast<size_t>(M) * hd;        // [bs, hd] one block of K or V rows in F32
+        float* kt = rf + static_cast<size_t>(bs) * hd;      // [hd, bs] the K block transposed
+        for (int t = 0; t < tile.n_tok; ++t) {
+          const float* q = ctx.q_.data() + static_cast<size_t>(tile.i0 + t) * QD + static_cast<size_t>(tile.kvh) * n_gqa * hd;
+          for (int e = 0; e < n_gqa * hd; ++e) qt[static_cast<size_t>(t) * n_gqa * hd + e] = q[e] * scale;
+        }
         const std::vector<int>& table = kv.block_table(s);
-        const float* q = ctx.q_.data() + static_cast<size_t>(i) * c.q_dim() + static_cast<size_t>(h) * hd;
-        float* out = att + static_cast<size_t>(i) * c.q_dim() + static_cast<size_t>(h) * hd;
-        for (int j0 = 0; j0 < n_blk; j0 += bs) {
-          const uint8_t* k = kv.head_rows(table[static_cast<size_t>(j0 / bs)], l, 0, kvh);
-          const int cnt = std::min(bs, n_blk - j0);
-          for (int r = 0; r < cnt; ++r) scores[j0 + r] = rows.dot(k + r * rb, q, hd) * scale;
+        // Rows j0 .. j0 + cnt of K (which = 0) or V (1) in F32 at rf.
+        auto load_rows = [&](int which, int j0, int cnt) {
+          for (int r = 0; r < cnt; ++r) {
+            const int j = j0 + r;
+            float* dst = rf + static_cast<size_t>(r) * hd;
+            if (j < n_blk) rows.load(kv.head_rows(table[static_cast<size_t>(j / bs)], l, which, tile.kvh) + (j % bs) * rb, dst, hd);
+            else std::copy_n(kv.shadow_row(s, l, which, j) + tile.kvh * hd, hd, dst);
+          }
+        };
+        // Block steps that never straddle a cache block nor the shadow boundary.
+        auto step = [&](int j0) { return j0 < n_blk ? std::min(bs - j0 % bs, n_blk - j0) : std::min(bs, n_max - j0); };
+        // 1. S = Qs K^T, one block of positions at a time
+        for (int j0 = 0; j0 < n_max;) {
+          const int cnt = step(j0);
+          load_rows(0, j0, cnt);
+          for (int r = 0; r < cnt; ++r)
+            for (int d = 0; d < hd; ++d) kt[static_cast<size_t>(d) * cnt + r] = rf[static_cast<size_t>(r) * hd + d];
+          f.gemm_f32(M, cnt, hd, qt, hd, kt, cnt, sc + j0, n_max, /*accumulate=*/false);
+          j0 += cnt;
         }
-        for (int j = n_blk; j < n_pos; ++j) scores[j] = f.dot_f32(kv.shadow_row(s, l, 0, j) + kvh * hd, q, hd) * scale;
-        f.softmax(scores, n_pos);
-        std::fill_n(out, hd, 0.0f);
-        for (int j0 = 0; j0 < n_blk; j0 += bs) {
-          const uint8_t* v = kv.head_rows(table[static_cast<size_t>(j0 / bs)], l, 1, kvh);
-          const int cnt = std::min(bs, n_blk - j0);
-          for (int r = 0; r < cnt; ++r) rows.axpy(out, scores[j0 + r], v + r * rb, hd);
+        // 2. causal softmax per query row; positions a token does not see get probability 0
+        for (int t = 0; t < tile.n_tok; ++t) {
+          const int n_pos = b.pos[tile.i0 + t] + 1;
+          for (int g = 0; g < n_gqa; ++g) {
+            float* row = sc + static_cast<size_t>(t * n_gqa + g) * n_max;
+            f.softmax(row, n_pos);
+            std::fill(row + n_pos, row + n_max, 0.0f);
+          }
         }
-        for (int j = n_blk; j < n_pos; ++j) f.axpy(out, scores[j], kv.shadow_row(s, l, 1, j) + kvh * hd, hd);
+        // 3. O = P V
+        for (int j0 = 0; j0 < n_max;) {
+          const int cnt = step(j0);
+          load_rows(1, j0, cnt);
+          f.gemm_f32(M, hd, cnt, sc + j0, n_max, rf, hd, o, hd, /*accumulate=*/j0 > 0);
+          j0 += cnt;
+        }
+        for (int t = 0; t < tile.n_tok; ++t)
+          std::copy_n(o + static_cast<size_t>(t) * n_gqa * hd, n_gqa * hd,
+                      att + static_cast<size_t>(tile.i0 + t) * QD + static_cast<size_t>(tile.kvh) * n_gqa * hd);
       }
     };
-    const int64_t items = static_cast<int64_t>(n) * c.n_head;
-    if (ctx.pool()) ctx.pool()->parallel_for(items, work);
-    else work(0, items, 0);
+    const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
+    if (n_threads > 1 && tiles.size() > 1) ctx.pool()->parallel_for(n_threads, work);
+    else work(0, 1, 0);
   }
 
   GgufFile file_;

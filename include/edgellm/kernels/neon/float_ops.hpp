@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "edgellm/config.hpp"
+#include "edgellm/kernels/scalar/float_ops.hpp"
 #include "edgellm/quant/fp16.hpp"
 
 #if EDGELLM_HAS_NEON
@@ -172,6 +173,42 @@ inline void rope_neon(float* x, int n_heads, int head_dim, int n_rot, const floa
       v[i + 1] = x0 * s + x1 * c;
     }
   }
+}
+
+// ---- small GEMM for attention (FloatKernels::gemm_f32) ----
+
+namespace neon {
+// R rows of A x V float32x4 column vectors of B over all of K, accumulators in registers.
+template <int V>
+struct GemmF32Tile {
+  template <int R>
+  static void run(int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc, bool accumulate) {
+    float32x4_t c[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) c[r][v] = accumulate ? vld1q_f32(C + int64_t(r) * ldc + 4 * v) : vdupq_n_f32(0.0f);
+    for (int k = 0; k < K; ++k) {
+      float32x4_t b[V];
+      for (int v = 0; v < V; ++v) b[v] = vld1q_f32(B + int64_t(k) * ldb + 4 * v);
+      for (int r = 0; r < R; ++r) {
+        const float a = A[int64_t(r) * lda + k];
+        for (int v = 0; v < V; ++v) c[r][v] = vfmaq_n_f32(c[r][v], b[v], a);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) vst1q_f32(C + int64_t(r) * ldc + 4 * v, c[r][v]);
+  }
+};
+
+}  // namespace neon
+
+// A: [M, lda], B: [K, ldb], C: [M, ldc]; C (+)= A[:, :K] B[:K, :N]. C must not alias A or B.
+// Tiles of 4 rows x 16 columns (16 accumulators of the 32 vector registers).
+inline void gemm_f32_neon(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                          bool accumulate) {
+  int j = 0;
+  for (; j + 16 <= N; j += 16) gemm_f32_rows<neon::GemmF32Tile<4>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  for (; j + 4 <= N; j += 4) gemm_f32_rows<neon::GemmF32Tile<1>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  if (j < N) gemm_f32_ref(M, N - j, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
 }
 
 // ---- float weights against F32 activations (VecDotFn) ----

@@ -100,4 +100,37 @@ inline void rope_ref(float* x, int n_heads, int head_dim, int n_rot, const float
   }
 }
 
+// The row loop of the SIMD gemm_f32 kernels: tiles of 4 rows, then one tile of the 1..3 left, for
+// one column slice. Tile::run<R>(K, A, lda, B, ldb, C, ldc, accumulate) is the ISA's register tile.
+template <class Tile>
+inline void gemm_f32_rows(int M, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                          bool accumulate) {
+  int m = 0;
+  for (; m + 4 <= M; m += 4)
+    Tile::template run<4>(K, A + int64_t(m) * lda, lda, B, ldb, C + int64_t(m) * ldc, ldc, accumulate);
+  const float* a = A + int64_t(m) * lda;
+  float* c = C + int64_t(m) * ldc;
+  switch (M - m) {
+    case 3: Tile::template run<3>(K, a, lda, B, ldb, c, ldc, accumulate); break;
+    case 2: Tile::template run<2>(K, a, lda, B, ldb, c, ldc, accumulate); break;
+    case 1: Tile::template run<1>(K, a, lda, B, ldb, c, ldc, accumulate); break;
+    default: break;
+  }
+}
+
+// A: [M, lda], B: [K, ldb], C: [M, ldc]; C (+)= A[:, :K] B[:K, :N]. C must not alias A or B.
+inline void gemm_f32_ref(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                         bool accumulate) {
+  for (int m = 0; m < M; ++m) {
+    float* c = C + int64_t(m) * ldc;
+    if (!accumulate)
+      for (int j = 0; j < N; ++j) c[j] = 0.0f;
+    for (int k = 0; k < K; ++k) {
+      const float a = A[int64_t(m) * lda + k];
+      const float* b = B + int64_t(k) * ldb;
+      for (int j = 0; j < N; ++j) c[j] += a * b[j];
+    }
+  }
+}
+
 }  // namespace edgellm

@@ -49,6 +49,7 @@ inline void register_ref_kernels(KernelTable& t) {
   f.softmax = softmax_ref;
   f.silu_mul = silu_mul_ref;
   f.rope = rope_ref;
+  f.gemm_f32 = gemm_f32_ref;
   f.variant = "ref";
 }
 

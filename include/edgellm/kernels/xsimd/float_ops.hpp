@@ -6,6 +6,7 @@
 #if EDGELLM_HAS_XSIMD
 #include <cmath>
 
+#include "edgellm/kernels/scalar/float_ops.hpp"
 #include "edgellm/kernels/xsimd/common.hpp"
 #include "edgellm/kernels/xsimd/dot_float.hpp"
 #include "edgellm/quant/fp16.hpp"
@@ -126,6 +127,46 @@ inline void rope_xsimd(float* x, int n_heads, int head_dim, int n_rot, const flo
       v[i + 1] = x0 * s + x1 * c;
     }
   }
+}
+
+// ---- small GEMM for attention (FloatKernels::gemm_f32) ----
+
+namespace xs {
+// R rows of A x V vectors of columns of B, all of K: R * V accumulators stay in registers while
+// each B row slice is loaded once per k and each A element broadcast once per k.
+template <int V>
+struct GemmF32Tile {
+  template <int R>
+  static void run(int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc, bool accumulate) {
+    using Bt = FloatBatch;
+    constexpr int kW = int(Bt::size);
+    Bt c[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v)
+        c[r][v] = accumulate ? Bt::load_unaligned(C + int64_t(r) * ldc + v * kW) : Bt(0.0f);
+    for (int k = 0; k < K; ++k) {
+      Bt b[V];
+      for (int v = 0; v < V; ++v) b[v] = Bt::load_unaligned(B + int64_t(k) * ldb + v * kW);
+      for (int r = 0; r < R; ++r) {
+        const Bt a(A[int64_t(r) * lda + k]);
+        for (int v = 0; v < V; ++v) c[r][v] = xsimd::fma(a, b[v], c[r][v]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) c[r][v].store_unaligned(C + int64_t(r) * ldc + v * kW);
+  }
+};
+
+}  // namespace xs
+
+// A: [M, lda], B: [K, ldb], C: [M, ldc]; C (+)= A[:, :K] B[:K, :N]. C must not alias A or B.
+inline void gemm_f32_xsimd(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                           bool accumulate) {
+  constexpr int kW = int(xs::FloatBatch::size);
+  int j = 0;
+  for (; j + 2 * kW <= N; j += 2 * kW) gemm_f32_rows<xs::GemmF32Tile<2>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  for (; j + kW <= N; j += kW) gemm_f32_rows<xs::GemmF32Tile<1>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  if (j < N) gemm_f32_ref(M, N - j, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
 }
 
 }  // namespace edgellm
