@@ -255,19 +255,23 @@ void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* ou
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + size_t(t0 + t) * out_stride, sum[t]);
 }
 
-// Tiles of kToks tokens, then one tile of the 1..3 left.
+// The remainder tile of 1 .. T-1 tokens, dispatched to a compile-time size.
+template <class K, int T>
+void gemm_tail(int n, int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
+  if constexpr (T > 0) {
+    if (n == T) gemm_tile<K, T>(nsb, w, act, t0, out, out_stride);
+    else gemm_tail<K, T - 1>(n, nsb, w, act, t0, out, out_stride);
+  }
+}
+
+// Tiles of kToks tokens, then one tile of the 1 .. kToks-1 left.
 template <class K>
 void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
   const int64_t nsb = n_in / QK_K;
   const auto* w = static_cast<const uint8_t*>(group);
   int t0 = 0;
   for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
-  switch (ntok - t0) {
-    case 1: gemm_tile<K, 1>(nsb, w, act, t0, out, out_stride); break;
-    case 2: gemm_tile<K, 2>(nsb, w, act, t0, out, out_stride); break;
-    case 3: gemm_tile<K, 3>(nsb, w, act, t0, out, out_stride); break;
-    default: break;
-  }
+  gemm_tail<K, kToks - 1>(ntok - t0, nsb, w, act, t0, out, out_stride);
 }
 
 }  // namespace xs::pk
