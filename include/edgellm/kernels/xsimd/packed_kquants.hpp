@@ -54,6 +54,50 @@ inline __m512i shift_bits(__m512i v) {
   else return v;
 }
 
+// The same byte-wise shift for callers that mask the result to bits that stay inside the byte:
+// with AVX512-VBMI one vpmultishiftqb (port 5) picks each byte's 8 bits from bit 8j - S of its
+// qword, leaving port 0 (the only port of vpdpbusd and of vector shifts) to the dot products.
+template <int S>
+inline __m512i shift_bits_p5(__m512i v) {
+#if defined(__AVX512VBMI__)
+  if constexpr (S == 0) {
+    return v;
+  } else {
+    constexpr uint64_t ctrl = [] {
+      uint64_t c = 0;
+      for (int k = 0; k < 8; ++k) c |= uint64_t((8 * k - S) & 63) << (8 * k);
+      return c;
+    }();
+    return _mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(ctrl)), v);
+  }
+#else
+  return shift_bits<S>(v);
+#endif
+}
+
+// Two sub-blocks' int32 dot sums (each |sum| < 2^15) as int16 pairs per lane, lo = first, hi =
+// second: one byte shuffle (port 5) merged into the first.
+inline __m512i pair16(__m512i first, __m512i second) {
+  // per dword of a 16-byte lane: bytes {-, -, 0, 1} + 4i (bytes 0, 1 keep `first` by the mask)
+  const __m512i ctrl = _mm512_set4_epi32(0x0D0C0000, 0x09080000, 0x05040000, 0x01000000);
+  return _mm512_mask_shuffle_epi8(first, 0xCCCCCCCCCCCCCCCCull, second, ctrl);
+}
+
+// Sum of a sub-block of 16 weights x 16 rows for one token: the four quad vectors against
+// activation bytes a[0..16), one vpdpbusd chain.
+inline __m512i dot16(const __m512i (&q)[4], const int8_t* a) {
+  __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], bcast4(a));
+  acc = _mm512_dpbusd_epi32(acc, q[1], bcast4(a + 4));
+  acc = _mm512_dpbusd_epi32(acc, q[2], bcast4(a + 8));
+  return _mm512_dpbusd_epi32(acc, q[3], bcast4(a + 12));
+}
+
+// isum += scale_a * dot(a) + scale_b * dot(b) with the scales as int16 pairs (vpdpwssd): for
+// Q2_K / Q3_K, whose 16-weight sums stay below 2^15 (16 * 7 * 128).
+inline __m512i add_scaled_pair(__m512i isum, __m512i dot_a, __m512i dot_b, __m512i scale_pairs) {
+  return _mm512_dpwssd_epi32(isum, pair16(dot_a, dot_b), scale_pairs);
+}
+
 // One sub-block of 16 weights x 16 rows for one token: the four quad vectors against activation
 // bytes a[0..16), times each row's scale.
 inline __m512i dot16_scaled(const __m512i (&q)[4], const int8_t* a, __m512i scale) {
@@ -105,22 +149,24 @@ struct Q2K {
   static constexpr size_t kBytes = packed_k::q2_K_bytes(kRows);
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
-    const __m512i m2 = mask8(3), m4x32 = _mm512_set1_epi32(0x0F);
+    const __m512i m2 = mask8(3), m4x16 = _mm512_set1_epi16(0x0F);
     __m512i isum[T], msum[T];
     for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
       // Scale bytes of sub-blocks 2p, 2p + 1 as int16 pairs: low nibble scale, high nibble min.
       const __m512i pair = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 4 * kRows + p * 2 * kRows)));
-      const __m512i scale[2] = {_mm512_and_si512(pair, m4x32), _mm512_and_si512(_mm512_srli_epi32(pair, 16), m4x32)};
+      const __m512i scales = _mm512_and_si512(pair, m4x16);
       const __m512i mins = _mm512_srli_epi16(pair, 4);
       for (int t = 0; t < T; ++t) msum[t] = _mm512_add_epi32(msum[t], _mm512_madd_epi16(mins, bcast4(x[t]->q.bsums + 2 * p)));
+      __m512i dots[2][T];
       for (int h = 0; h < 2; ++h) {
         const int g = 2 * p + h;
         const __m512i v = load(sb + 20 * kRows + g * 4 * kRows);
-        const __m512i q[4] = {_mm512_and_si512(v, m2), _mm512_and_si512(shift_bits<-2>(v), m2),
-                              _mm512_and_si512(shift_bits<-4>(v), m2), _mm512_and_si512(shift_bits<-6>(v), m2)};
-        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q, x[t]->q.qs + 16 * g, scale[h]));
+        const __m512i q[4] = {_mm512_and_si512(v, m2), _mm512_and_si512(shift_bits_p5<-2>(v), m2),
+                              _mm512_and_si512(shift_bits_p5<-4>(v), m2), _mm512_and_si512(shift_bits_p5<-6>(v), m2)};
+        for (int t = 0; t < T; ++t) dots[h][t] = dot16(q, x[t]->q.qs + 16 * g);
       }
+      for (int t = 0; t < T; ++t) isum[t] = add_scaled_pair(isum[t], dots[0][t], dots[1][t], scales);
     }
     add_d_dmin<false>(sb, x, isum, msum, sum);
   }
@@ -132,8 +178,8 @@ struct Q3K {
   // Quad k of sub-block 2p + h: 2 low bits, and bit k + 4h of the third-bit vector moved to bit 2.
   template <int K, int H>
   static __m512i quad(__m512i lo, __m512i hi) {
-    return _mm512_or_si512(_mm512_and_si512(shift_bits<-2 * K>(lo), mask8(3)),
-                           _mm512_and_si512(shift_bits<2 - (K + 4 * H)>(hi), mask8(4)));
+    return _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-2 * K>(lo), mask8(3)),
+                           _mm512_and_si512(shift_bits_p5<2 - (K + 4 * H)>(hi), mask8(4)));
   }
   template <int H>
   static void quads(const uint8_t* pair, __m512i hi, __m512i (&q)[4]) {
@@ -145,16 +191,16 @@ struct Q3K {
     __m512i isum[T], csum[T];
     for (int t = 0; t < T; ++t) isum[t] = csum[t] = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
-      __m512i scale[2];
-      const __m512i pairs = signed_pairs(sb + 2 * kRows + p * 2 * kRows, scale);
+      // the signed scales of sub-blocks 2p, 2p + 1 as int16 pairs
+      const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 2 * kRows + p * 2 * kRows)));
       for (int t = 0; t < T; ++t) csum[t] = _mm512_add_epi32(csum[t], _mm512_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
       const uint8_t* pair = sb + 18 * kRows + p * 12 * kRows;
       const __m512i hi = load(pair + 8 * kRows);
       __m512i q[2][4];
       quads<0>(pair, hi, q[0]);
       quads<1>(pair, hi, q[1]);
-      for (int h = 0; h < 2; ++h)
-        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q[h], x[t]->q.qs + 32 * p + 16 * h, scale[h]));
+      for (int t = 0; t < T; ++t)
+        isum[t] = add_scaled_pair(isum[t], dot16(q[0], x[t]->q.qs + 32 * p), dot16(q[1], x[t]->q.qs + 32 * p + 16), pairs);
     }
     add_d_offset<2>(sb, x, isum, csum, sum);
   }
@@ -170,14 +216,14 @@ struct Q45K {
   template <int J>
   static void fifth_bits(__m512i hb, __m512i& lo, __m512i& hi) {
     if constexpr (kHigh) {
-      lo = _mm512_or_si512(lo, _mm512_and_si512(shift_bits<4 - J>(hb), mask8(0x10)));
-      hi = _mm512_or_si512(hi, _mm512_and_si512(shift_bits<-J>(hb), mask8(0x10)));
+      lo = _mm512_or_si512(lo, _mm512_and_si512(shift_bits_p5<4 - J>(hb), mask8(0x10)));
+      hi = _mm512_or_si512(hi, _mm512_and_si512(shift_bits_p5<-J>(hb), mask8(0x10)));
     }
   }
   template <int J, int T>
   static void quads(const uint8_t* qs, __m512i hb, const int8_t* const (&a)[T], __m512i (&lo_acc)[T], __m512i (&hi_acc)[T]) {
     const __m512i v = load(qs + J * 4 * kRows);
-    __m512i lo = _mm512_and_si512(v, mask8(0x0F)), hi = _mm512_and_si512(shift_bits<-4>(v), mask8(0x0F));
+    __m512i lo = _mm512_and_si512(v, mask8(0x0F)), hi = _mm512_and_si512(shift_bits_p5<-4>(v), mask8(0x0F));
     fifth_bits<J>(hb, lo, hi);
     for (int t = 0; t < T; ++t) {
       lo_acc[t] = _mm512_dpbusd_epi32(lo_acc[t], lo, bcast4(a[t] + 4 * J));
@@ -227,10 +273,10 @@ struct Q6K {
         const uint8_t* base = sb + 18 * kRows + g * 12 * kRows;
         const __m512i l0 = load(base), l1 = load(base + 4 * kRows), hb = load(base + 8 * kRows);
         const __m512i q[4] = {
-            _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(shift_bits<4>(hb), m2)),
-            _mm512_or_si512(_mm512_and_si512(shift_bits<-4>(l0), m4), _mm512_and_si512(shift_bits<2>(hb), m2)),
+            _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(shift_bits_p5<4>(hb), m2)),
+            _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-4>(l0), m4), _mm512_and_si512(shift_bits_p5<2>(hb), m2)),
             _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(hb, m2)),
-            _mm512_or_si512(_mm512_and_si512(shift_bits<-4>(l1), m4), _mm512_and_si512(shift_bits<-2>(hb), m2))};
+            _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-4>(l1), m4), _mm512_and_si512(shift_bits_p5<-2>(hb), m2))};
         for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q, x[t]->q.qs + 16 * g, scale[h]));
       }
     }
