@@ -26,7 +26,10 @@ using namespace edgellm;
 
 namespace {
 
-constexpr float kMaxPagedVsContiguous = 1e-5f;  // F32 KV: same kernels, same order of operations
+// F32 KV. The reference is one dot / axpy per (head, position); forward multiplies a tile of query
+// rows by each block with the small GEMM (scale folded into q, other summation order): measured
+// <= 1.7e-5 on stories260K under qemu (logits of magnitude ~10), 9e-6 on x86.
+constexpr float kMaxPagedVsContiguous = 1e-4f;
 constexpr float kMaxForkVsIndependent = 1e-5f;
 constexpr float kMaxBatchedSeqVsAlone = 1e-4f;  // GEMM over N rows vs GEMV (as test_llama's batch check)
 
