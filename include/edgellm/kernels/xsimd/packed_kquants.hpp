@@ -32,10 +32,11 @@ namespace xs::pk {  // nested: the Q4_0/Q8_0 packed kernels share namespace xs
 constexpr int kRows = 16;
 // Tokens per register tile: 4 keeps accumulators + loaded vectors within the 32 zmm registers.
 constexpr int kToks = 4;
-// Software prefetch distance ahead of the super-block being read: measured on a shared x86 host,
-// it helped the DRAM-fed single-thread GEMV (q6_K ~8 -> ~6 ns per 256 weights) and cost up to ~10%
-// cache-fed; 1024..4096 could not be told apart.
-constexpr size_t kPrefetch = 1024;
+// Software prefetch distance ahead of the super-block being read: it helped the DRAM-fed
+// single-thread GEMV (q6_K ~8 -> ~6 ns per 256 weights at 1 KB); 4 KB then beat 1 KB from DRAM
+// (256 MiB matrix, one thread, best of 8: q2_Kx16 6.8-9.3 -> 10.0-10.6 GB/s, q4_Kx16 10.2 -> 10.6,
+// q6_Kx16 10.1 -> 10.4) and 8 KB was no better.
+constexpr size_t kPrefetch = 4096;
 
 inline __m512i bcast4(const void* p) {  // 4 activation bytes (or 2 int16) in every int32 lane
   int32_t v;
