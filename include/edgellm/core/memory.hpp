@@ -183,4 +183,15 @@ inline void release_mapped_pages(const void* p, size_t n) noexcept {
   if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
+// Tells the kernel that [p, p + n) of a file mapping is read at random (one embedding row per
+// token): no read-ahead and no fault-around of neighbouring pages, so a lookup makes one page
+// resident, not 64 KiB. Advisory; errors are ignored.
+inline void advise_random_access(const void* p, size_t n) noexcept {
+  const long ps = ::sysconf(_SC_PAGESIZE);
+  const uintptr_t page = ps > 0 ? uintptr_t(ps) : uintptr_t(kPageAlignment);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_RANDOM);
+}
+
 }  // namespace edgellm
