@@ -196,3 +196,45 @@ TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul
     }
   }
 }
+
+// A Q4_K_M layer's Q/K/V mixes q4_K and q6_K: their packed forms read the same activation form, so
+// matmul_multi runs them in one pass; each output must equal that matrix's own matmul.
+TEST_CASE("matmul_multi fuses packed matrices of different types that share the activation form") {
+  std::mt19937 rng(91);
+  ThreadPool pool2(2);
+  for (Isa isa : available_isas()) {
+    const KernelTable kt = make_kernel_table(isa);
+    const PackedFormat &p4 = kt.packed_of(DType::Q4_K), &p6 = kt.packed_of(DType::Q6_K);
+    if (p4.rows == 0 || p6.rows == 0) continue;  // this ISA has no packed K-quant forms
+    CHECK(detail::decode_compatible(MatmulWeight{DType::Q4_K, nullptr, 512, 1, 0, &p4, &p4},
+                                    MatmulWeight{DType::Q6_K, nullptr, 512, 1, 0, &p6, &p6}));
+    const int64_t n_in = 512;
+    const int64_t n_out[3] = {2 * p4.rows + 5, p6.rows, p4.rows - 3};
+    const DType types[3] = {DType::Q4_K, DType::Q6_K, DType::Q4_K};
+    std::vector<std::vector<uint8_t>> raw(3), packed(3);
+    std::vector<MatmulWeight> mw(3);
+    for (int i = 0; i < 3; ++i) {
+      const size_t rb = dtype_row_bytes(types[i], n_in);
+      raw[size_t(i)].resize(rb * size_t(n_out[i]));
+      for (int64_t r = 0; r < n_out[i]; ++r) {
+        const auto f = randv(rng, n_in);
+        quantize_row(types[i], f.data(), raw[size_t(i)].data() + size_t(r) * rb, n_in);
+      }
+      const PackedFormat& pf = kt.packed_of(types[i]);
+      packed[size_t(i)] = pack_matrix(pf, raw[size_t(i)], rb, n_in, n_out[i]);
+      mw[size_t(i)] = MatmulWeight{types[i], raw[size_t(i)].data(), n_in, n_out[i], rb, packed[size_t(i)].data(), &pf};
+    }
+    const auto x = randv(rng, n_in);
+    std::vector<std::vector<float>> fused(3), alone(3);
+    MatmulTask tasks[3];
+    for (int i = 0; i < 3; ++i) {
+      fused[size_t(i)].assign(size_t(n_out[i]), NAN);
+      alone[size_t(i)].assign(size_t(n_out[i]), NAN);
+      tasks[i] = {&mw[size_t(i)], fused[size_t(i)].data()};
+      matmul(kt, nullptr, mw[size_t(i)], x.data(), 1, alone[size_t(i)].data());
+    }
+    MatmulScratch scratch;
+    matmul_multi(kt, &pool2, tasks, 3, x.data(), 1, scratch);
+    for (int i = 0; i < 3; ++i) CHECK(fused[size_t(i)] == alone[size_t(i)]);  // same kernels, same activation
+  }
+}

@@ -330,26 +330,36 @@ struct MatmulTask {
   float* y;  // [n_tok, w->n_out]
 };
 
-// Several matrices applied to the same input x (Q/K/V, gate/up). Decode with one weight type,
-// row length and layout (packed or not): the activation is prepared once and a single pass of the
-// pool covers the rows of all of them (one hand-off instead of one per matrix). Otherwise one
-// matmul() each.
+namespace detail {
+// Can one prepared activation row and one unit size serve both matrices in a decode step? Same row
+// length, and either the same stored type unpacked, or packed forms that read the same activation
+// form in groups of the same size (e.g. q4_Kx16 and q6_Kx16 of a Q4_K_M layer's Q/K/V).
+inline bool decode_compatible(const MatmulWeight& a, const MatmulWeight& b) {
+  if (a.n_in != b.n_in || (a.packed != nullptr) != (b.packed != nullptr)) return false;
+  if (!a.packed) return a.type == b.type;
+  return a.pf == b.pf || (a.pf->rows == b.pf->rows && a.pf->prepare_act == b.pf->prepare_act &&
+                          a.pf->act_bytes == b.pf->act_bytes);
+}
+}  // namespace detail
+
+// Several matrices applied to the same input x (Q/K/V, gate/up). Decode with matrices that share
+// the activation form and unit size (detail::decode_compatible): the activation is prepared once and
+// a single pass of the pool covers the rows of all of them (one hand-off instead of one per
+// matrix). Otherwise one matmul() each.
 inline void matmul_multi(const KernelTable& kt, ThreadPool* pool, const MatmulTask* tasks, int count, const float* x,
                          int64_t n_tok, MatmulScratch& scratch) {
   bool fuse = n_tok == 1 && count > 1;
-  for (int i = 1; i < count && fuse; ++i)
-    fuse = tasks[i].w->type == tasks[0].w->type && tasks[i].w->n_in == tasks[0].w->n_in &&
-           tasks[i].w->pf == tasks[0].w->pf && (tasks[i].w->packed != nullptr) == (tasks[0].w->packed != nullptr);
+  for (int i = 1; i < count && fuse; ++i) fuse = detail::decode_compatible(*tasks[0].w, *tasks[i].w);
   if (!fuse) {
     for (int i = 0; i < count; ++i) matmul(kt, pool, *tasks[i].w, x, n_tok, tasks[i].y, scratch);
     return;
   }
   const MatmulWeight& w0 = *tasks[0].w;
-  const TypeKernels& k = kt.of(w0.type);
-  const DType act_type = k.vec_dot_type;
   const int64_t ur = detail::decode_unit_rows(kt, w0);
   int64_t units = 0, weights = 0;
   for (int i = 0; i < count; ++i) {
+    const TypeKernels& k = kt.of(tasks[i].w->type);
+    const DType act_type = k.vec_dot_type;
     detail::check_matmul(k, *tasks[i].w, act_type, act_type == DType::F32 || kt.of(act_type).from_float != nullptr);
     units += (tasks[i].w->n_out + ur - 1) / ur;
     weights += tasks[i].w->n_in * tasks[i].w->n_out;

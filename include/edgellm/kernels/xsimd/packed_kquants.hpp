@@ -24,6 +24,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // _mm512_undefined_epi32() inside vpmultishiftqb
 #endif
 
 namespace edgellm {
