@@ -1,7 +1,8 @@
 // bench_kernels: GEMV speed per weight type through the process's KernelTable (best ISA): ns per 256
 // weights and GB/s of weights, 1 and 2 threads, on a matrix larger than L2; types with a packed
 // (row-interleaved) form get a second row through it. Then the 64-token GEMM (prefill) in GOP/s,
-// unpacked vs packed, and with --dram the GEMV of a ~512 MiB matrix (decode is fed from DRAM).
+// unpacked vs packed, and with --dram the GEMV of a ~512 MiB matrix (decode is fed from DRAM) for
+// the types of the usual mixes (Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q6_K).
 // Matrices live in anonymous huge-page memory, as the loader's repacked weights do. Prints
 // markdown tables. Usage: bench_kernels [n_in n_out] [--min-ms MS] [--dram]
 #include <algorithm>
@@ -157,14 +158,14 @@ int main(int argc, char** argv) {
     std::printf("\nGEMM %lld x %lld x %lld tokens, GOP/s (2 per weight and token)\n\n", (long long)n_out,
                 (long long)n_in, (long long)kGemmTokens);
     std::printf("| type | layout | variant | 1 thr GOP/s | 2 thr GOP/s |\n| --- | --- | --- | ---: | ---: |\n");
-    for (DType t : {DType::Q4_0, DType::Q8_0})
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q4_K, DType::Q6_K})
       gemm_rows(kt, pool2, t, n_in, n_out, kGemmTokens, x.data(), y.data(), min_ms);
 
     if (dram) {
       constexpr double kDramBytes = 512.0 * (1 << 20);
       std::printf("\nDRAM-fed GEMV: ~512 MiB matrices of %lld columns\n\n", (long long)n_in);
       gemv_header();
-      for (DType t : {DType::Q4_0, DType::Q8_0}) {
+      for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
         const int64_t rows = int64_t(kDramBytes / double(dtype_row_bytes(t, n_in)));
         std::vector<float> yd(static_cast<size_t>(rows));
         gemv_rows(kt, pool2, t, n_in, rows, x.data(), yd.data(), min_ms);
