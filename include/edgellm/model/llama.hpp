@@ -20,7 +20,6 @@
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/llama_weights.hpp"
-#include "edgellm/quant/fp16.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
@@ -230,6 +229,7 @@ class LlamaModel {
     }
     const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
     if (static_cast<int>(ctx.scores_.size()) < n_threads) ctx.scores_.resize(static_cast<size_t>(n_threads));
+    const std::vector<AttnTile> tiles = attention_tiles(b);  // the same for every layer
 
     for (int l = 0; l < c.n_layer; ++l) {
       const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
@@ -247,7 +247,7 @@ class LlamaModel {
       }
       // 5. causal attention of every (token, head) over its sequence's positions 0..pos
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
-      attention(ctx, kv, b, l, att);
+      attention(ctx, kv, b, tiles, l, att);
       // 6. output projection and residual
       mm(ctx, L.wo, att, n, ctx.tmp_.data());
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
@@ -272,39 +272,22 @@ class LlamaModel {
     if (n_out > 0) mm(ctx, w_.output, ctx.out_in_.data(), n_out, ctx.logits_.data());
   }
 
-  // Row access in the cache's storage type, for attention_typed: one K or V head row to F32.
-  struct F32Rows {
-    void load(const uint8_t* r, float* out, int n) const { std::copy_n(reinterpret_cast<const float*>(r), n, out); }
-  };
-  struct F16Rows {
-    void load(const uint8_t* r, float* out, int n) const {
-      const auto* h = reinterpret_cast<const uint16_t*>(r);
-      for (int i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
-    }
-  };
-  struct Q8Rows {
-    ToFloatFn to_float;
-    void load(const uint8_t* r, float* out, int n) const { to_float(r, out, n); }
-  };
-
-  void attention(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att) const {
-    switch (kv.type()) {
-      case DType::F16: attention_typed(ctx, kv, b, l, att, F16Rows{}); return;
-      case DType::Q8_0: attention_typed(ctx, kv, b, l, att, Q8Rows{kt_->of(DType::Q8_0).to_float}); return;
-      default: attention_typed(ctx, kv, b, l, att, F32Rows{}); return;
-    }
-  }
-
   // A run of consecutive batch tokens of one sequence at consecutive positions, for one KV head:
   // the unit of attention work (all n_gqa query heads of that KV head, for every token of the run).
   struct AttnTile {
     int i0, n_tok, kvh;
   };
 
-  // Splits the batch into runs of at most max_tok tokens (same sequence, positions +1 each), times
-  // the KV heads; the runs with the most positions first, so threads that claim them in order
-  // finish together (causal prefill: late tokens see more positions).
-  std::vector<AttnTile> attention_tiles(const Batch& b, int max_tok) const {
+  // Splits the batch into runs of up to ~64 / n_gqa tokens (same sequence, positions +1 each;
+  // fewer when score rows get long: S is M x positions floats), times the KV heads; the runs with
+  // the most positions first, so threads that claim them in order finish together (causal
+  // prefill: late tokens see more positions). Depends on the batch only: made once per forward.
+  std::vector<AttnTile> attention_tiles(const Batch& b) const {
+    const int n_gqa = cfg_.n_gqa();
+    int max_pos = 0;
+    for (int i = 0; i < b.size(); ++i) max_pos = std::max(max_pos, b.pos[i]);
+    int max_tok = std::max(1, 64 / n_gqa);
+    max_tok = std::max(1, std::min(max_tok, (1 << 20) / (n_gqa * (max_pos + 1))));
     std::vector<AttnTile> runs;
     for (int i = 0; i < b.size();) {
       int n = 1;
@@ -327,21 +310,17 @@ class LlamaModel {
   // each K/V block of the sequence is converted to F32 once and multiplied with all M rows by the
   // table's small GEMM (S = Q K^T, then O = softmax(S) V), so a K/V row is read once per tile
   // rather than once per (token, head). Positions from shadow_begin on come from the F32 copy.
-  // Tiles are claimed from an atomic counter by the pool's threads.
-  template <class Rows>
-  void attention_typed(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, int l, float* att, Rows rows) const {
+  // Tiles (attention_tiles) are claimed from an atomic counter by the pool's threads. Cache rows
+  // are converted by the table's to_float of the cache's storage type (F32, F16, Q8_0).
+  void attention(LlamaContext& ctx, const PagedKvCache& kv, const Batch& b, const std::vector<AttnTile>& tiles, int l,
+                 float* att) const {
     const LlamaConfig& c = cfg_;
     const FloatKernels& f = kt_->f;
+    const ToFloatFn to_float = kt_->of(kv.type()).to_float;
     const int hd = c.head_dim, n_gqa = c.n_gqa(), bs = kv.block_size();
     const size_t QD = static_cast<size_t>(c.q_dim());
     const size_t rb = kv.head_row_bytes();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    int max_pos = 0;
-    for (int i = 0; i < b.size(); ++i) max_pos = std::max(max_pos, b.pos[i]);
-    // About 64 query rows per tile, fewer when the score rows get long (S is M x positions floats).
-    int max_tok = std::max(1, 64 / n_gqa);
-    max_tok = std::max(1, std::min(max_tok, (1 << 20) / (n_gqa * (max_pos + 1))));
-    const std::vector<AttnTile> tiles = attention_tiles(b, max_tok);
     std::atomic<size_t> next{0};
     auto work = [&](int64_t, int64_t, int thread) {
       std::vector<float>& buf = ctx.scores_[static_cast<size_t>(thread)];
@@ -368,7 +347,7 @@ class LlamaModel {
           for (int r = 0; r < cnt; ++r) {
             const int j = j0 + r;
             float* dst = rf + static_cast<size_t>(r) * hd;
-            if (j < n_blk) rows.load(kv.head_rows(table[static_cast<size_t>(j / bs)], l, which, tile.kvh) + (j % bs) * rb, dst, hd);
+            if (j < n_blk) to_float(kv.head_rows(table[static_cast<size_t>(j / bs)], l, which, tile.kvh) + (j % bs) * rb, dst, hd);
             else std::copy_n(kv.shadow_row(s, l, which, j) + tile.kvh * hd, hd, dst);
           }
         };
