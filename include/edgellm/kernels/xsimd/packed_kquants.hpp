@@ -98,20 +98,15 @@ inline __m512i dot16(const __m512i (&q)[4], const int8_t* a) {
   return _mm512_dpbusd_epi32(acc, q[3], bcast4(a + 12));
 }
 
+// The same sum times each row's scale (Q6_K: its 16-weight sums exceed int16, so no vpdpwssd).
+inline __m512i dot16_scaled(const __m512i (&q)[4], const int8_t* a, __m512i scale) {
+  return _mm512_mullo_epi32(dot16(q, a), scale);
+}
+
 // isum += scale_a * dot(a) + scale_b * dot(b) with the scales as int16 pairs (vpdpwssd): for
 // Q2_K / Q3_K, whose 16-weight sums stay below 2^15 (16 * 7 * 128).
 inline __m512i add_scaled_pair(__m512i isum, __m512i dot_a, __m512i dot_b, __m512i scale_pairs) {
   return _mm512_dpwssd_epi32(isum, pair16(dot_a, dot_b), scale_pairs);
-}
-
-// One sub-block of 16 weights x 16 rows for one token: the four quad vectors against activation
-// bytes a[0..16), times each row's scale.
-inline __m512i dot16_scaled(const __m512i (&q)[4], const int8_t* a, __m512i scale) {
-  __m512i acc0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], bcast4(a));
-  __m512i acc1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], bcast4(a + 8));
-  acc0 = _mm512_dpbusd_epi32(acc0, q[1], bcast4(a + 4));
-  acc1 = _mm512_dpbusd_epi32(acc1, q[3], bcast4(a + 12));
-  return _mm512_mullo_epi32(_mm512_add_epi32(acc0, acc1), scale);
 }
 
 // 32 bytes of [row][2] int8 scales -> int16 pairs per lane (for madd with a bsums pair) and the
