@@ -1,6 +1,6 @@
 // Row-interleaved ("packed") Q4_0 / Q8_0 formats (kernels/scalar/packed.hpp layout): the scalar
-// reference formats (16 and 8 rows) and the xsimd table's, against the unpacked ref vec_dot of
-// each row, for full and partial groups and several token counts; the packer against the layout
+// reference formats (16 and 8 rows), the xsimd table's and the NEON dotprod table's (4 rows),
+// against the unpacked ref vec_dot of each row, for full and partial groups and several token counts; the packer against the layout
 // it documents, and prepare_act against the ref Q8_0 quantizer byte for byte.
 #include <doctest/doctest.h>
 
@@ -42,6 +42,18 @@ std::vector<FormatCase> formats_to_test() {
   v.push_back({std::string("xsimd ") + q4.name, DType::Q4_0, q4});
   const PackedFormat& q8 = t.packed_of(DType::Q8_0);
   if (q8.rows > 0) v.push_back({std::string("xsimd ") + q8.name, DType::Q8_0, q8});
+#endif
+#if EDGELLM_HAS_NEON
+  if (cpu_has_dotprod()) {  // the x4 forms need sdot; an ARMv8.0 table has none
+    const KernelTable dp = make_kernel_table(Isa::Dotprod);
+    for (DType type : {DType::Q4_0, DType::Q8_0}) {
+      const PackedFormat& pf = dp.packed_of(type);
+      REQUIRE(pf.rows == 4);
+      v.push_back({std::string("dotprod ") + pf.name, type, pf});
+    }
+  } else {
+    CHECK(make_kernel_table(Isa::Neon).packed_of(DType::Q4_0).rows == 0);
+  }
 #endif
   return v;
 }

@@ -7,6 +7,7 @@
 #include "edgellm/kernels/neon/dot_legacy.hpp"
 #include "edgellm/kernels/neon/float_ops.hpp"
 #include "edgellm/kernels/neon/kv_ops.hpp"
+#include "edgellm/kernels/neon/packed.hpp"
 #include "edgellm/kernels/neon/quantize.hpp"
 
 namespace edgellm {
@@ -57,6 +58,8 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
     k.vec_dot_type = e.act;
     k.variant = use_dp ? "dotprod" : "neon";
   }
+  // Row-interleaved x4 forms (repacked at load) need the by-element sdot; ARMv8.0 keeps the rows kernels.
+  if (dotprod) register_neon_packed(t);
   t.of(DType::Q8_0).from_float = quantize_row_q8_0_neon;
   t.of(DType::Q8_K).from_float = quantize_row_q8_K_neon;
 

@@ -42,6 +42,23 @@ EDGELLM_NEON_INLINE int32x4_t sdot_s32(int32x4_t acc, int8x16_t a, int8x16_t b) 
 }
 #endif
 
+// acc[i] += sum of w[4i..4i+3] * a[4L..4L+3]: the by-element sdot, four bytes of a (lane L)
+// against each 32-bit lane of w. With one weight row per lane (the packed x4 layouts) this adds a
+// quad of four weights of four rows into the rows' own lanes, with no horizontal sum afterwards.
+#if EDGELLM_HAS_DOTPROD
+template <int L>
+EDGELLM_NEON_INLINE int32x4_t sdot_lane_s32(int32x4_t acc, int8x16_t w, int8x16_t a) {
+  return vdotq_laneq_s32(acc, w, a, L);
+}
+#else
+template <int L>
+EDGELLM_NEON_INLINE int32x4_t sdot_lane_s32(int32x4_t acc, int8x16_t w, int8x16_t a) {
+  static_assert(L >= 0 && L < 4, "sdot lane is 0..3");
+  __asm__("sdot %0.4s, %1.16b, %2.4b[%c3]" : "+w"(acc) : "w"(w), "w"(a), "i"(L));
+  return acc;
+}
+#endif
+
 // The two dot policies the kernel bodies are instantiated with. Both add the 16 products of
 // a and b into the 4 lanes of acc; only the sum over all 4 lanes is defined to be equal (the
 // kernels never rely on which lane got which product).
