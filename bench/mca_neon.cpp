@@ -35,9 +35,38 @@ EDGELLM_MCA_LEGACY(q4_1, FmtQ4_1)
 EDGELLM_MCA_LEGACY(q5_0, FmtQ5_0)
 EDGELLM_MCA_LEGACY(q5_1, FmtQ5_1)
 EDGELLM_MCA_LEGACY(q8_0, FmtQ8_0)
+
+// Packed x4 legacy groups (neon/packed.hpp): one token (decode) and a tile of kTokTile tokens
+// (prefill), one group of 4 rows; the loop is one pair of 32-weight blocks.
+#define EDGELLM_MCA_PACKED(name, W, T)                                                                   \
+  extern "C" __attribute__((noinline)) void name(int64_t n, const void* g, const void* a, float* out) { \
+    pk::gemm_tile<pk::W, T>(n, static_cast<const uint8_t*>(g), static_cast<const uint8_t*>(a),          \
+                            edgellm::packed::act_bytes(n), out, 4);                                      \
+  }
+EDGELLM_MCA_PACKED(mca_packed_q4_0, Q4Words, 1)
+EDGELLM_MCA_PACKED(mca_packed_q8_0, Q8Words, 1)
+EDGELLM_MCA_PACKED(mca_packed4_q4_0, Q4Words, pk::kTokTile)
+EDGELLM_MCA_PACKED(mca_packed4_q8_0, Q8Words, pk::kTokTile)
+
 EDGELLM_MCA_KQUANT(q2_K, KQ2)
 EDGELLM_MCA_KQUANT(q3_K, KQ3)
 EDGELLM_MCA_KQUANT(q4_K, KQ4)
 EDGELLM_MCA_KQUANT(q5_K, KQ5)
 EDGELLM_MCA_KQUANT(q6_K, KQ6)
+#endif
+
+// ---- packed x4 K-quants (neon/packed_kquants.hpp): decode (one token), one group of 4 rows; the
+// loop is one super-block of 256 weights x 4 rows (the sub-block loops are fully unrolled).
+#include "edgellm/kernels/neon/packed_kquants.hpp"
+#if EDGELLM_HAS_NEON
+#define EDGELLM_MCA_PACKED_KQ(name, K)                                                                 \
+  extern "C" __attribute__((noinline)) void name(int64_t n, const void* g, const void* a, float* out) { \
+    edgellm::neon::pkq::gemm_tile_body<edgellm::neon::pkq::K, 1>(n / QK_K, static_cast<const uint8_t*>(g), \
+                                                                 a, 0, out, 4);                        \
+  }
+EDGELLM_MCA_PACKED_KQ(mca_packed_q2_K, Q2K)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q3_K, Q3K)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q4_K, Q45K<false>)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q5_K, Q45K<true>)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q6_K, Q6K)
 #endif

@@ -71,6 +71,11 @@ mca_rows_q3_K 256 2 297
 mca_rows_q4_K 256 2 216
 mca_rows_q5_K 256 2 262
 mca_rows_q6_K 256 2 290
+# packed x4 legacy (dotprod): one group of 4 rows, one token (decode) / 4 tokens (prefill tile)
+mca_packed_q4_0 64 4 200
+mca_packed_q8_0 64 4 188
+mca_packed4_q4_0 128 4 200
+mca_packed4_q8_0 128 4 188
 # ARMv8.0 (smull/smlal2/sadalp), one row and rows_per_call rows
 mca_v80_q4_0 256 1 0
 mca_v80_q4_1 128 1 0
@@ -92,6 +97,12 @@ mca_v80_rows_q3_K 256 2 0
 mca_v80_rows_q4_K 256 2 0
 mca_v80_rows_q5_K 256 2 0
 mca_v80_rows_q6_K 256 2 0
+# packed x4 K-quants (dotprod, decode)
+mca_packed_q2_K 256 4 234
+mca_packed_q3_K 256 4 297
+mca_packed_q4_K 256 4 216
+mca_packed_q5_K 256 4 262
+mca_packed_q6_K 256 4 290
 TABLE
 echo "(ratio = ours / llama.cpp's one-row dotprod kernel; target <= 0.80x; loops and llvm-mca reports in $out)"
 exit $status

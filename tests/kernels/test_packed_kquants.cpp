@@ -1,7 +1,8 @@
-// Row-interleaved K-quant groups (kernels/scalar/packed_kquants.hpp, kernels/xsimd/packed_kquants.hpp):
-// the scalar layouts' GEMM and, when compiled in, the AVX-512 GEMM against the per-row
-// vec_dot_*_q8_K_ref on random rows, partial groups and several token counts; prepare_act's
-// quantization against quantize_row_q8_K_ref.
+// Row-interleaved K-quant groups (kernels/scalar/packed_kquants.hpp, kernels/xsimd/packed_kquants.hpp,
+// kernels/neon/packed_kquants.hpp): the scalar layouts' GEMM and, when compiled in and the CPU has
+// them, the AVX-512 (x16) and NEON dotprod (x4) GEMMs against the per-row vec_dot_*_q8_K_ref on
+// random rows, partial groups and several token counts; prepare_act's quantization against
+// quantize_row_q8_K_ref.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,9 @@
 #include "edgellm/kernels/scalar/packed_kquants.hpp"
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/kernels/xsimd/packed_kquants.hpp"
+#if EDGELLM_HAS_NEON
+#include "edgellm/kernels/neon/packed_kquants.hpp"
+#endif
 #include "edgellm/quant/ref.hpp"
 
 using namespace edgellm;
@@ -67,6 +71,17 @@ std::vector<TypeCase> type_cases() {
     const PackedFormat& pf = t.packed_of(tc.type);
     REQUIRE(pf.rows == 16);
     tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
+  }
+#endif
+#if EDGELLM_HAS_NEON
+  if (cpu_has_dotprod()) {  // the x4 dotprod forms: sdot would trap on an ARMv8.0 CPU
+    KernelTable nt;
+    register_neon_packed_kquants(nt);
+    for (TypeCase& tc : cases) {
+      const PackedFormat& pf = nt.packed_of(tc.type);
+      REQUIRE(pf.rows == 4);
+      tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
+    }
   }
 #endif
   return cases;
@@ -170,6 +185,9 @@ TEST_CASE("packed K-quant activations are quantize_row_q8_K_ref's blocks plus th
   std::vector<PrepareActFn> preps = {prepare_act_q8_K_packed_ref};
 #if defined(EDGELLM_HAS_PACKED_KQUANTS_X16)
   preps.push_back(prepare_act_q8_K_packed_xsimd);
+#endif
+#if EDGELLM_HAS_NEON
+  preps.push_back(prepare_act_q8_K_packed_neon);  // plain NEON: runs on every arm64 CPU
 #endif
   for (int64_t n : {256, 1024, 5632}) {
     CAPTURE(n);

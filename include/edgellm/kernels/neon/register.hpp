@@ -8,6 +8,7 @@
 #include "edgellm/kernels/neon/float_ops.hpp"
 #include "edgellm/kernels/neon/kv_ops.hpp"
 #include "edgellm/kernels/neon/packed.hpp"
+#include "edgellm/kernels/neon/packed_kquants.hpp"
 #include "edgellm/kernels/neon/quantize.hpp"
 
 namespace edgellm {
@@ -59,7 +60,10 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
     k.variant = use_dp ? "dotprod" : "neon";
   }
   // Row-interleaved x4 forms (repacked at load) need the by-element sdot; ARMv8.0 keeps the rows kernels.
-  if (dotprod) register_neon_packed(t);
+  if (dotprod) {
+    register_neon_packed(t);
+    register_neon_packed_kquants(t);
+  }
   t.of(DType::Q8_0).from_float = quantize_row_q8_0_neon;
   t.of(DType::Q8_K).from_float = quantize_row_q8_K_neon;
 

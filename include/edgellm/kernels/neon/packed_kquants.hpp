@@ -1,0 +1,471 @@
+// NEON dotprod GEMMs of the row-interleaved K-quant groups at 4 rows (layouts, packers and the oracle
+// in kernels/scalar/packed_kquants.hpp; the AVX-512 forms in kernels/xsimd/packed_kquants.hpp).
+// One int32 lane = one weight row: the by-element sdot (vd.4s += vn.16b . vm.4b[lane]) adds a quad
+// of 4 weights x 4 rows against 4 activation bytes straight into the rows' lanes, so there are no
+// horizontal sums, each sub-block scale is applied to the 4 rows with one vector multiply, and the
+// mins / fixed offsets go through the activation's bsums. The stored quants are all in [0, 64), so
+// they are valid signed bytes for sdot. arm64 only; sdot via sdot_lane_s32 (neon/vdot.hpp), so a
+// baseline (-march=armv8-a) build compiles them too and only registers them on a dotprod CPU.
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_NEON
+#include <arm_neon.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/neon/quantize.hpp"
+#include "edgellm/kernels/neon/vdot.hpp"
+#include "edgellm/kernels/scalar/packed_kquants.hpp"
+
+// A lambda's body is a function of its own that does not inherit EDGELLM_TARGET_DOTPROD: it must be
+// inlined into the kernel so that its sdot is assembled inside a dotprod function.
+#define EDGELLM_PKQ_LAMBDA_INLINE __attribute__((always_inline))
+
+namespace edgellm {
+namespace neon::pkq {
+
+constexpr int kRows = 4;  // rows per group: the int32 lanes of a q-register
+// Tokens that share one unpack of a sub-block's weights in prefill. 2, not 4: with g++ 12 the 4-token
+// tiles spilled heavily inside the super-block loop (q3_K ~490 stack accesses in the tile function,
+// q5_K ~300, q2_K ~290) while the 2-token tiles stay within about 20-75, mostly outside the loop.
+constexpr int kToks = 2;
+
+// f(std::integral_constant<int, I>) for I = 0 .. N-1: the sub-block and quad loops, unrolled with
+// their indices as constants (sdot lanes, dup lanes and shift counts must be immediates).
+template <class F, int... I>
+EDGELLM_NEON_INLINE void static_for_impl(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+EDGELLM_NEON_INLINE void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
+
+EDGELLM_NEON_INLINE int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
+
+// Every byte shifted left by S (S > 0), right by -S (S < 0), or not at all.
+template <int S>
+EDGELLM_NEON_INLINE uint8x16_t shift_bytes(uint8x16_t v) {
+  if constexpr (S > 0) return vshlq_n_u8(v, S);
+  else if constexpr (S < 0) return vshrq_n_u8(v, -S);
+  else return v;
+}
+
+// Lane L of a 32-bit view of v broadcast to all 4 lanes.
+template <int L>
+EDGELLM_NEON_INLINE int32x4_t dup_lane(int32x4_t v) { return vdupq_laneq_s32(v, L); }
+
+// The 4 rows' fp16 d (and dmin, 8 bytes later) as floats.
+EDGELLM_NEON_INLINE float32x4_t load_d(const uint8_t* p) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p))));
+}
+
+// -2^kShift * bsums[g] of one activation block as int32, lanes g % 4 of out[g / 4]: the starting value of
+// sub-block g's sdot chain folds the fixed offset (q3_K 4 = 2^2, q6_K 32 = 2^5) into the dot itself:
+// dot(q - o, y) = dot(q, y) - o * sum(y).
+template <int kShift>
+EDGELLM_NEON_INLINE void offset_starts(const PackedActQ8K* x, int32x4_t (&out)[4]) {
+  const int16x8_t b0 = vld1q_s16(x->q.bsums), b1 = vld1q_s16(x->q.bsums + 8);
+  out[0] = vnegq_s32(vshll_n_s16(vget_low_s16(b0), kShift));
+  out[1] = vnegq_s32(vshll_high_n_s16(b0, kShift));
+  out[2] = vnegq_s32(vshll_n_s16(vget_low_s16(b1), kShift));
+  out[3] = vnegq_s32(vshll_high_n_s16(b1, kShift));
+}
+
+// Two 16-weight sub-block sums a, b (int32 per row, each |sum| < 2^15) times their scales, for
+// q2_K / q3_K whose per-row scale pairs are stored [row][2]: trn1 makes the int16 pairs (a_r, b_r) in
+// the scales' order, then one smlal per 2 rows. acc_lo holds rows 0, 1 and acc_hi rows 2, 3 as
+// (a, b) product pairs; vpaddq_s32(acc_lo, acc_hi) at the end gives the 4 rows' sums.
+EDGELLM_NEON_INLINE void mla_pair16(int32x4_t& acc_lo, int32x4_t& acc_hi, int32x4_t a, int32x4_t b, int16x8_t pairs) {
+  const int16x8_t ab = vtrn1q_s16(vreinterpretq_s16_s32(a), vreinterpretq_s16_s32(b));
+  acc_lo = vmlal_s16(acc_lo, vget_low_s16(ab), vget_low_s16(pairs));
+  acc_hi = vmlal_high_s16(acc_hi, ab, pairs);
+}
+
+// ---- Q4_K / Q5_K ----
+// Per sub-block of 32 weights: 4 quad vectors (low nibble = weights 4j..4j+3, high = 16 + 4j..),
+// 8 sdot into two chains (low / high half, against activation lanes j of two vectors), one mla with
+// the 4 rows' scales. Q5_K (kHigh): a fifth-bit vector after the 4 quad vectors.
+template <bool kHigh>
+struct Q45K {
+  static constexpr size_t kBytes = kHigh ? packed_k::q5_K_bytes(kRows) : packed_k::q4_K_bytes(kRows);
+  static constexpr int kScales = 4 * kRows;   // u8 sc[8][Rows]
+  static constexpr int kMins = 12 * kRows;    // u8 mn[4][Rows][2]
+  static constexpr int kQs = 20 * kRows;      // sub-blocks from here
+  static constexpr int kSubBytes = (kHigh ? 20 : 16) * kRows;
+  static constexpr int kQuadBytes = 4 * kRows;  // one quad vector: 4 rows x 4 bytes
+
+  // Sub-blocks unpacked together: U * T independent sdot chains x 2 (low / high halves) give the
+  // in-order A55 work between dependent sdots (4 cycles apart on llvm-mca's model). Decode q4_K per
+  // super-block on that model: U = 1 393 cycles, U = 2 367, U = 4 404 (register pressure).
+  template <int T>
+  static constexpr int kU = T >= 2 ? 1 : 2;
+
+  template <int T>
+  static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
+    constexpr int U = kU<T>;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m5 = vdupq_n_u8(0x1F), bit4 = vdupq_n_u8(0x10);
+    // Scales as u16, 2 sub-blocks (x 4 rows) per vector; each widened to int32 where it is used.
+    const uint8x16_t sc03 = vld1q_u8(sb + kScales), sc47 = vld1q_u8(sb + kScales + 16);
+    const uint16x8_t sc16[4] = {vmovl_u8(vget_low_u8(sc03)), vmovl_high_u8(sc03), vmovl_u8(vget_low_u8(sc47)),
+                                vmovl_high_u8(sc47)};
+    int32x4_t isum[T][U];
+    for (int t = 0; t < T; ++t)
+      for (int u = 0; u < U; ++u) isum[t][u] = vdupq_n_s32(0);
+    static_for<8 / U>([&](auto S0) EDGELLM_PKQ_LAMBDA_INLINE {
+      int8x16_t a0[U][T], a1[U][T];
+      int32x4_t lo[U][T], hi[U][T];
+      uint8x16_t hb[U];
+      for (int u = 0; u < U; ++u) {
+        const int s = S0 * U + u;
+        for (int t = 0; t < T; ++t) {
+          a0[u][t] = vld1q_s8(x[t]->q.qs + 32 * s);
+          a1[u][t] = vld1q_s8(x[t]->q.qs + 32 * s + 16);
+          lo[u][t] = hi[u][t] = vdupq_n_s32(0);
+        }
+        hb[u] = kHigh ? vld1q_u8(sb + kQs + s * kSubBytes + 4 * kQuadBytes) : vdupq_n_u8(0);
+      }
+      static_for<4>([&](auto J) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int j = J;
+        uint8x16_t l[U], h[U];
+        for (int u = 0; u < U; ++u) {
+          const uint8x16_t v = vld1q_u8(sb + kQs + (S0 * U + u) * kSubBytes + j * kQuadBytes);
+          if constexpr (kHigh) {
+            // bit 0 of xj = fifth bit of the low quad j, bit 4 = of the high quad j
+            const uint8x16_t xj = shift_bytes<-j>(hb[u]);
+            h[u] = vsriq_n_u8(vandq_u8(xj, bit4), v, 4);  // v >> 4 | (xj & 0x10)
+            l[u] = vandq_u8(vsliq_n_u8(v, xj, 4), m5);    // (v & 15) | xj << 4, bits 5.. cleared
+          } else {
+            (void)m5, (void)bit4;
+            l[u] = vandq_u8(v, m4);
+            h[u] = vshrq_n_u8(v, 4);
+          }
+        }
+        for (int u = 0; u < U; ++u)
+          for (int t = 0; t < T; ++t) lo[u][t] = sdot_lane_s32<j>(lo[u][t], s8(l[u]), a0[u][t]);
+        for (int u = 0; u < U; ++u)
+          for (int t = 0; t < T; ++t) hi[u][t] = sdot_lane_s32<j>(hi[u][t], s8(h[u]), a1[u][t]);
+      });
+      for (int u = 0; u < U; ++u) {
+        const int s = S0 * U + u;
+        const uint16x8_t s16 = sc16[s / 2];
+        const int32x4_t sc = vreinterpretq_s32_u32(s % 2 == 0 ? vmovl_u16(vget_low_u16(s16)) : vmovl_high_u16(s16));
+        for (int t = 0; t < T; ++t) isum[t][u] = vmlaq_s32(isum[t][u], vaddq_s32(lo[u][t], hi[u][t]), sc);
+      }
+    });
+    for (int t = 0; t < T; ++t)
+      for (int u = 1; u < U; ++u) isum[t][0] = vaddq_s32(isum[t][0], isum[t][u]);
+    // Mins against the sums per 32: uzp1 / uzp2 split [pair][row][2] into sub-blocks 0, 2, 4, 6 and
+    // 1, 3, 5, 7 ([sub-block][row] bytes), so each min vector takes its bsum by element. (Not vld2q:
+    // g++ 12 sends its register pair through the stack.)
+    const uint8x16_t mn0 = vld1q_u8(sb + kMins), mn1 = vld1q_u8(sb + kMins + 16);
+    const uint8x16_t even = vuzp1q_u8(mn0, mn1), odd = vuzp2q_u8(mn0, mn1);
+    const int16x8_t m02 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(even)));
+    const int16x8_t m46 = vreinterpretq_s16_u16(vmovl_high_u8(even));
+    const int16x8_t m13 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(odd)));
+    const int16x8_t m57 = vreinterpretq_s16_u16(vmovl_high_u8(odd));
+    const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
+    for (int t = 0; t < T; ++t) {
+      const int16x8_t b = vld1q_s16(x[t]->bsums32);
+      int32x4_t ms = vmull_laneq_s16(vget_low_s16(m02), b, 0);
+      ms = vmlal_laneq_s16(ms, vget_low_s16(m13), b, 1);
+      ms = vmlal_high_laneq_s16(ms, m02, b, 2);
+      ms = vmlal_high_laneq_s16(ms, m13, b, 3);
+      ms = vmlal_laneq_s16(ms, vget_low_s16(m46), b, 4);
+      ms = vmlal_laneq_s16(ms, vget_low_s16(m57), b, 5);
+      ms = vmlal_high_laneq_s16(ms, m46, b, 6);
+      ms = vmlal_high_laneq_s16(ms, m57, b, 7);
+      // d8 * (d * isum - dmin * msum), the per-row ref's order (the two terms often nearly cancel)
+      const float32x4_t v = vfmsq_f32(vmulq_f32(d, vcvtq_f32_s32(isum[t][0])), dmin, vcvtq_f32_s32(ms));
+      sum[t] = vfmaq_n_f32(sum[t], v, x[t]->q.d);
+    }
+  }
+};
+
+// ---- Q6_K ----
+// Per sub-block of 16 weights: 2 nibble vectors + 1 vector of top bits, 4 sdot in one chain that
+// starts at -32 * bsum (the offset), one mla with the rows' scales (a 16-weight sum of 6-bit quants
+// exceeds int16, so the scales are widened to int32).
+struct Q6K {
+  static constexpr size_t kBytes = packed_k::q6_K_bytes(kRows);
+  static constexpr int kScales = 2 * kRows;   // i8 sc[8][Rows][2]
+  static constexpr int kQs = 18 * kRows;
+  static constexpr int kSubBytes = 12 * kRows;
+  static constexpr int kQuadBytes = 4 * kRows;
+  static constexpr int kOffsetShift = 5;      // stored quant = q6 + 32
+
+  template <int T>
+  static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m6 = vdupq_n_u8(0x3F);
+    // uzp1 / uzp2: even bytes = sub-blocks 0, 2, 4, 6 (then 8, ..), odd = 1, 3, 5, 7, as [sub-block][row].
+    const int8x16_t p01 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales));
+    const int8x16_t p23 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 16));
+    const int8x16_t p45 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 32));
+    const int8x16_t p67 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 48));
+    const int8x16_t e0 = vuzp1q_s8(p01, p23), o0 = vuzp2q_s8(p01, p23), e1 = vuzp1q_s8(p45, p67), o1 = vuzp2q_s8(p45, p67);
+    // int16 scales, 2 sub-blocks x 4 rows per vector (the sub-blocks in the comments)
+    const int16x8_t sc16[8] = {vmovl_s8(vget_low_s8(e0)), vmovl_high_s8(e0),   // 0,2 | 4,6
+                               vmovl_s8(vget_low_s8(o0)), vmovl_high_s8(o0),   // 1,3 | 5,7
+                               vmovl_s8(vget_low_s8(e1)), vmovl_high_s8(e1),   // 8,10 | 12,14
+                               vmovl_s8(vget_low_s8(o1)), vmovl_high_s8(o1)};  // 9,11 | 13,15
+    int32x4_t isum[T], start[T][4];
+    for (int t = 0; t < T; ++t) {
+      isum[t] = vdupq_n_s32(0);
+      offset_starts<kOffsetShift>(x[t], start[t]);
+    }
+    static_for<16>([&](auto G) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int g = G;
+      const uint8_t* base = sb + kQs + g * kSubBytes;
+      const uint8x16_t l0 = vld1q_u8(base), l1 = vld1q_u8(base + kQuadBytes), h = vld1q_u8(base + 2 * kQuadBytes);
+      // quad k = its nibble | its 2 top bits (bits 2k, 2k + 1 of h) << 4; bits 6, 7 cleared
+      const uint8x16_t q1 = vandq_u8(vsriq_n_u8(vshlq_n_u8(h, 2), l0, 4), m6);
+      const uint8x16_t q0 = vandq_u8(vsliq_n_u8(l0, h, 4), m6);
+      const uint8x16_t q3 = vsriq_n_u8(vshrq_n_u8(h, 2), l1, 4);
+      const uint8x16_t q2 = vandq_u8(vbslq_u8(m4, l1, h), m6);
+      constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
+      constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
+      const int32x4_t sc = high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
+      for (int t = 0; t < T; ++t) {
+        const int8x16_t a = vld1q_s8(x[t]->q.qs + 16 * g);
+        int32x4_t acc = dup_lane<g % 4>(start[t][g / 4]);
+        acc = sdot_lane_s32<0>(acc, s8(q0), a);
+        acc = sdot_lane_s32<1>(acc, s8(q1), a);
+        acc = sdot_lane_s32<2>(acc, s8(q2), a);
+        acc = sdot_lane_s32<3>(acc, s8(q3), a);
+        isum[t] = vmlaq_s32(isum[t], acc, sc);
+      }
+    });
+    const float32x4_t d = load_d(sb);
+    for (int t = 0; t < T; ++t) sum[t] = vfmaq_f32(sum[t], vmulq_n_f32(d, x[t]->q.d), vcvtq_f32_s32(isum[t]));
+  }
+};
+
+// ---- Q2_K ----
+// Per sub-block of 16 weights: 1 vector of 2-bit quads, 4 sdot; per pair of sub-blocks one trn1 +
+// 2 smlal for the scales and 1 dup + 2 smlal for the mins (bsums per 16).
+struct Q2K {
+  static constexpr size_t kBytes = packed_k::q2_K_bytes(kRows);
+  static constexpr int kScales = 4 * kRows;   // u8 sm[8][Rows][2]: scale | min << 4
+  static constexpr int kQs = 20 * kRows;
+  static constexpr int kSubBytes = 4 * kRows;
+
+  template <int T>
+  static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
+    const uint8x16_t m2 = vdupq_n_u8(3);
+    const uint16x8_t m4 = vdupq_n_u16(0x0F);
+    int32x4_t is_lo[T], is_hi[T], ms_lo[T], ms_hi[T], bs[T][2];
+    for (int t = 0; t < T; ++t) {
+      is_lo[t] = is_hi[t] = ms_lo[t] = ms_hi[t] = vdupq_n_s32(0);
+      bs[t][0] = vreinterpretq_s32_s16(vld1q_s16(x[t]->q.bsums));  // lane p = bsums of sub-blocks 2p, 2p + 1
+      bs[t][1] = vreinterpretq_s32_s16(vld1q_s16(x[t]->q.bsums + 8));
+    }
+    static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int p = P;
+      const uint8x8_t smb = vld1_u8(sb + kScales + p * 2 * kRows);
+      const uint16x8_t sm = vmovl_u8(smb);
+      const int16x8_t scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
+      const int16x8_t mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
+      int32x4_t dots[2][T];
+      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int g = 2 * p + H;
+        const uint8x16_t v = vld1q_u8(sb + kQs + g * kSubBytes);
+        const uint8x16_t q0 = vandq_u8(v, m2), q1 = vandq_u8(vshrq_n_u8(v, 2), m2);
+        const uint8x16_t q2 = vandq_u8(vshrq_n_u8(v, 4), m2), q3 = vshrq_n_u8(v, 6);
+        for (int t = 0; t < T; ++t) {
+          const int8x16_t a = vld1q_s8(x[t]->q.qs + 16 * g);
+          int32x4_t acc = sdot_lane_s32<0>(vdupq_n_s32(0), s8(q0), a);
+          acc = sdot_lane_s32<1>(acc, s8(q1), a);
+          acc = sdot_lane_s32<2>(acc, s8(q2), a);
+          dots[H][t] = sdot_lane_s32<3>(acc, s8(q3), a);
+        }
+      });
+      for (int t = 0; t < T; ++t) {
+        mla_pair16(is_lo[t], is_hi[t], dots[0][t], dots[1][t], scales);
+        const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[t][p / 4]));  // (b_2p, b_2p+1) x 4
+        ms_lo[t] = vmlal_s16(ms_lo[t], vget_low_s16(mins), vget_low_s16(b));
+        ms_hi[t] = vmlal_high_s16(ms_hi[t], mins, b);
+      }
+    });
+    const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
+    for (int t = 0; t < T; ++t) {
+      const float32x4_t fi = vcvtq_f32_s32(vpaddq_s32(is_lo[t], is_hi[t]));
+      const float32x4_t fm = vcvtq_f32_s32(vpaddq_s32(ms_lo[t], ms_hi[t]));
+      // d8 * d * isum - d8 * dmin * msum, the per-row ref's order
+      const float32x4_t v = vfmsq_f32(vmulq_f32(vmulq_n_f32(d, x[t]->q.d), fi), vmulq_n_f32(dmin, x[t]->q.d), fm);
+      sum[t] = vaddq_f32(sum[t], v);
+    }
+  }
+};
+
+// ---- Q3_K ----
+// Per pair of sub-blocks: 2 vectors of 2-bit quads + 1 of third bits, 8 sdot in two chains that start
+// at -4 * bsum (the offset; the result |sum (q - 4) y| <= 16 * 4 * 127 fits int16), one trn1 + 2
+// smlal for the signed scales.
+struct Q3K {
+  static constexpr size_t kBytes = packed_k::q3_K_bytes(kRows);
+  static constexpr int kScales = 2 * kRows;   // i8 sc[8][Rows][2]
+  static constexpr int kPairs = 18 * kRows;
+  static constexpr int kPairBytes = 12 * kRows;
+  static constexpr int kQuadBytes = 4 * kRows;
+  static constexpr int kOffsetShift = 2;      // stored quant = q3 + 4
+
+  // Quad K of sub-block 2p + H: bits 2K, 2K + 1 of lo, and bit K + 4H of hi moved to bit 2.
+  template <int K, int H>
+  static EDGELLM_NEON_INLINE uint8x16_t quad(uint8x16_t lo, uint8x16_t hi, uint8x16_t m2, uint8x16_t bit2) {
+    const uint8x16_t l = K == 3 ? vshrq_n_u8(lo, 6) : vandq_u8(shift_bytes<-2 * K>(lo), m2);
+    return vorrq_u8(l, vandq_u8(shift_bytes<2 - (K + 4 * H)>(hi), bit2));
+  }
+
+  template <int T>
+  static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
+    const uint8x16_t m2 = vdupq_n_u8(3), bit2 = vdupq_n_u8(4);
+    int32x4_t is_lo[T], is_hi[T], start[T][4];
+    for (int t = 0; t < T; ++t) {
+      is_lo[t] = is_hi[t] = vdupq_n_s32(0);
+      offset_starts<kOffsetShift>(x[t], start[t]);
+    }
+    static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int p = P;
+      const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
+      const uint8_t* pair = sb + kPairs + p * kPairBytes;
+      const uint8x16_t hi = vld1q_u8(pair + 2 * kQuadBytes);
+      int32x4_t dots[2][T];
+      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int h = H, g = 2 * p + h;
+        const uint8x16_t lo = vld1q_u8(pair + h * kQuadBytes);
+        const uint8x16_t q0 = quad<0, h>(lo, hi, m2, bit2), q1 = quad<1, h>(lo, hi, m2, bit2);
+        const uint8x16_t q2 = quad<2, h>(lo, hi, m2, bit2), q3 = quad<3, h>(lo, hi, m2, bit2);
+        for (int t = 0; t < T; ++t) {
+          const int8x16_t a = vld1q_s8(x[t]->q.qs + 16 * g);
+          int32x4_t acc = sdot_lane_s32<0>(dup_lane<g % 4>(start[t][g / 4]), s8(q0), a);
+          acc = sdot_lane_s32<1>(acc, s8(q1), a);
+          acc = sdot_lane_s32<2>(acc, s8(q2), a);
+          dots[h][t] = sdot_lane_s32<3>(acc, s8(q3), a);
+        }
+      });
+      for (int t = 0; t < T; ++t) mla_pair16(is_lo[t], is_hi[t], dots[0][t], dots[1][t], scales);
+    });
+    const float32x4_t d = load_d(sb);
+    for (int t = 0; t < T; ++t)
+      sum[t] = vfmaq_f32(sum[t], vmulq_n_f32(d, x[t]->q.d), vcvtq_f32_s32(vpaddq_s32(is_lo[t], is_hi[t])));
+  }
+};
+
+// ---- drivers ----
+
+// T tokens (from t0) x the 4 rows of one group: out[t * out_stride + r]. The body is forced inline so
+// that bench/mca_neon.cpp can time exactly this super-block loop.
+template <class K, int T>
+EDGELLM_NEON_INLINE void gemm_tile_body(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out,
+                                        size_t out_stride) {
+  const PackedActQ8K* x[T];
+  float32x4_t sum[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = static_cast<const PackedActQ8K*>(act) + size_t(t0 + t) * size_t(nsb);
+    sum[t] = vdupq_n_f32(0.0f);
+  }
+  for (int64_t b = 0; b < nsb; ++b, w += K::kBytes) {
+    K::superblock(w, x, sum);
+    for (int t = 0; t < T; ++t) ++x[t];
+  }
+  for (int t = 0; t < T; ++t) vst1q_f32(out + size_t(t0 + t) * out_stride, sum[t]);
+}
+template <class K, int T>
+EDGELLM_TARGET_DOTPROD inline void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out,
+                                             size_t out_stride) {
+  gemm_tile_body<K, T>(nsb, w, act, t0, out, out_stride);
+}
+
+// The remainder tile of 1 .. T-1 tokens, dispatched to a compile-time size.
+template <class K, int T>
+EDGELLM_TARGET_DOTPROD inline void gemm_tail(int n, int64_t nsb, const uint8_t* w, const void* act, int t0, float* out,
+                                             size_t out_stride) {
+  if constexpr (T > 0) {
+    if (n == T) gemm_tile<K, T>(nsb, w, act, t0, out, out_stride);
+    else gemm_tail<K, T - 1>(n, nsb, w, act, t0, out, out_stride);
+  }
+}
+
+// PackedFormat::gemm: tiles of kToks tokens, then one tile of the 1 .. kToks-1 left (ntok == 1, the
+// decode GEMV, is that tail tile).
+template <class K>
+EDGELLM_TARGET_DOTPROD void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                                 size_t out_stride) {
+  const int64_t nsb = n_in / QK_K;
+  const auto* w = static_cast<const uint8_t*>(group);
+  int t0 = 0;
+  for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
+  gemm_tail<K, kToks - 1>(ntok - t0, nsb, w, act, t0, out, out_stride);
+}
+
+}  // namespace neon::pkq
+
+// The PackedFormat::gemm entries at 4 rows (kernels/scalar/packed_kquants.hpp layouts).
+EDGELLM_TARGET_DOTPROD inline void gemm_q4_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  neon::pkq::gemm<neon::pkq::Q45K<false>>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void gemm_q5_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  neon::pkq::gemm<neon::pkq::Q45K<true>>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void gemm_q6_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  neon::pkq::gemm<neon::pkq::Q6K>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void gemm_q2_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  neon::pkq::gemm<neon::pkq::Q2K>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void gemm_q3_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  neon::pkq::gemm<neon::pkq::Q3K>(n_in, group, act, ntok, out, out_stride);
+}
+
+// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_neon (bit-exact with
+// the ref).
+inline void prepare_act_q8_K_packed_neon(const float* x, int64_t n_in, void* dst) {
+  auto* a = static_cast<PackedActQ8K*>(dst);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize_row_q8_K_neon(x + b * QK_K, &a[b].q, QK_K);
+  finish_packed_act_q8_K(a, n_in / QK_K);
+}
+
+// Sets t.packed_of(Q2_K .. Q6_K) to the 4-row dotprod forms. Only on a CPU that executes sdot (the
+// caller checks cpu_has_dotprod()).
+inline void register_neon_packed_kquants(KernelTable& t) {
+  constexpr int R = neon::pkq::kRows;
+  struct Entry {
+    DType type;
+    const char* name;
+    size_t (*group_bytes)(int64_t);
+    void (*pack)(const void*, size_t, int, int64_t, void*);
+    void (*gemm)(int64_t, const void*, const void*, int, float*, size_t);
+  };
+  const Entry entries[] = {
+      {DType::Q2_K, "q2_Kx4", group_bytes_q2_K_packed<R>, pack_q2_K_packed<R>, gemm_q2_K_x4_dotprod},
+      {DType::Q3_K, "q3_Kx4", group_bytes_q3_K_packed<R>, pack_q3_K_packed<R>, gemm_q3_K_x4_dotprod},
+      {DType::Q4_K, "q4_Kx4", group_bytes_q4_K_packed<R>, pack_q4_K_packed<R>, gemm_q4_K_x4_dotprod},
+      {DType::Q5_K, "q5_Kx4", group_bytes_q5_K_packed<R>, pack_q5_K_packed<R>, gemm_q5_K_x4_dotprod},
+      {DType::Q6_K, "q6_Kx4", group_bytes_q6_K_packed<R>, pack_q6_K_packed<R>, gemm_q6_K_x4_dotprod},
+  };
+  for (const Entry& e : entries) {
+    PackedFormat& pf = t.packed_of(e.type);
+    pf.rows = R;
+    pf.name = e.name;
+    pf.group_bytes = e.group_bytes;
+    pf.pack = e.pack;
+    pf.act_bytes = packed_act_q8_K_bytes;
+    pf.prepare_act = prepare_act_q8_K_packed_neon;
+    pf.gemm = e.gemm;
+  }
+}
+
+}  // namespace edgellm
+
+#undef EDGELLM_PKQ_LAMBDA_INLINE
+#endif  // EDGELLM_HAS_NEON
