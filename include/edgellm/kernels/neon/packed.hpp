@@ -56,38 +56,6 @@ struct Q8Words {
   }
 };
 
-// Integer dots of two blocks' words with their activations as four sdot chains, issued
-// round-robin: c0 += wa[0..3] . ya0, c1 += wa[4..7] . ya1, c2 += wb[0..3] . yb0, c3 += wb[4..7] . yb1
-// (word j against lane j % 4). The A55 issues an sdot per cycle but a dependent one 4 cycles later,
-// so four chains are what keeps it busy; one asm statement because g++ (no A55 sdot model) would
-// otherwise schedule each chain back to back. "a" and "b" are either two blocks of one token
-// (decode) or one block of two tokens (wa == wb, prefill).
-EDGELLM_NEON_INLINE void sdot_4chains(int32x4_t& c0, int32x4_t& c1, int32x4_t& c2, int32x4_t& c3,
-                                      const int8x16_t wa[8], const int8x16_t wb[8], int8x16_t ya0, int8x16_t ya1,
-                                      int8x16_t yb0, int8x16_t yb1) {
-  __asm__(
-      "sdot %0.4s, %4.16b, %20.4b[0]\n\t"
-      "sdot %1.4s, %8.16b, %21.4b[0]\n\t"
-      "sdot %2.4s, %12.16b, %22.4b[0]\n\t"
-      "sdot %3.4s, %16.16b, %23.4b[0]\n\t"
-      "sdot %0.4s, %5.16b, %20.4b[1]\n\t"
-      "sdot %1.4s, %9.16b, %21.4b[1]\n\t"
-      "sdot %2.4s, %13.16b, %22.4b[1]\n\t"
-      "sdot %3.4s, %17.16b, %23.4b[1]\n\t"
-      "sdot %0.4s, %6.16b, %20.4b[2]\n\t"
-      "sdot %1.4s, %10.16b, %21.4b[2]\n\t"
-      "sdot %2.4s, %14.16b, %22.4b[2]\n\t"
-      "sdot %3.4s, %18.16b, %23.4b[2]\n\t"
-      "sdot %0.4s, %7.16b, %20.4b[3]\n\t"
-      "sdot %1.4s, %11.16b, %21.4b[3]\n\t"
-      "sdot %2.4s, %15.16b, %22.4b[3]\n\t"
-      "sdot %3.4s, %19.16b, %23.4b[3]"
-      : "+w"(c0), "+w"(c1), "+w"(c2), "+w"(c3)
-      : "w"(wa[0]), "w"(wa[1]), "w"(wa[2]), "w"(wa[3]), "w"(wa[4]), "w"(wa[5]), "w"(wa[6]), "w"(wa[7]),
-        "w"(wb[0]), "w"(wb[1]), "w"(wb[2]), "w"(wb[3]), "w"(wb[4]), "w"(wb[5]), "w"(wb[6]), "w"(wb[7]),
-        "w"(ya0), "w"(ya1), "w"(yb0), "w"(yb1));
-}
-
 // Block b's activation of token t: the 32 quants as two vectors, the integer start (the offset
 // correction, or 0) and d.
 template <class W>

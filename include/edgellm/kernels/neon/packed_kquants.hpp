@@ -87,6 +87,31 @@ EDGELLM_NEON_INLINE void mla_pair16(int32x4_t& acc_lo, int32x4_t& acc_hi, int32x
   acc_hi = vmlal_high_s16(acc_hi, ab, pairs);
 }
 
+// The sums of two 16-weight units (quads qa[0..3] against lanes 0..3 of ya; qb, yb), added to sa / sb:
+// two sub-blocks of one token (decode) or one sub-block of two tokens (prefill), as four chains.
+EDGELLM_NEON_INLINE void dot_units16(int32x4_t& sa, int32x4_t& sb, const int8x16_t qa[4], const int8x16_t qb[4],
+                                     int8x16_t ya, int8x16_t yb) {
+  int32x4_t a1 = vdupq_n_s32(0), b1 = vdupq_n_s32(0);
+  sdot_4chains2(sa, a1, sb, b1, qa, qb, ya, yb);
+  sa = vaddq_s32(sa, a1);
+  sb = vaddq_s32(sb, b1);
+}
+
+// dots[h][t] = start(h, t) + sub-block 2p + h (quads q[h]) . token t's activations a[h][t], for T = 1 or 2.
+template <int T, class Start>
+EDGELLM_NEON_INLINE void dot_pair16(int32x4_t (&dots)[2][T], const int8x16_t (&q)[2][4], const int8x16_t (&a)[2][T],
+                                    Start&& start) {
+  static_assert(T == 1 || T == 2, "token tiles of 1 or 2");
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < T; ++t) dots[h][t] = start(h, t);
+  if constexpr (T == 1) {
+    dot_units16(dots[0][0], dots[1][0], q[0], q[1], a[0][0], a[1][0]);
+  } else {
+    dot_units16(dots[0][0], dots[0][1], q[0], q[0], a[0][0], a[0][1]);
+    dot_units16(dots[1][0], dots[1][1], q[1], q[1], a[1][0], a[1][1]);
+  }
+}
+
 // ---- Q4_K / Q5_K ----
 // Per sub-block of 32 weights: 4 quad vectors (low nibble = weights 4j..4j+3, high = 16 + 4j..),
 // 8 sdot into two chains (low / high half, against activation lanes j of two vectors), one mla with
@@ -130,6 +155,7 @@ struct Q45K {
         }
         hb[u] = kHigh ? vld1q_u8(sb + kQs + s * kSubBytes + 4 * kQuadBytes) : vdupq_n_u8(0);
       }
+      int8x16_t w[U][8];  // quad j of sub-block u: low nibbles w[u][j], high nibbles w[u][4 + j]
       static_for<4>([&](auto J) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int j = J;
         uint8x16_t l[U], h[U];
@@ -146,11 +172,17 @@ struct Q45K {
             h[u] = vshrq_n_u8(v, 4);
           }
         }
-        for (int u = 0; u < U; ++u)
-          for (int t = 0; t < T; ++t) lo[u][t] = sdot_lane_s32<j>(lo[u][t], s8(l[u]), a0[u][t]);
-        for (int u = 0; u < U; ++u)
-          for (int t = 0; t < T; ++t) hi[u][t] = sdot_lane_s32<j>(hi[u][t], s8(h[u]), a1[u][t]);
+        for (int u = 0; u < U; ++u) {
+          w[u][j] = s8(l[u]);
+          w[u][4 + j] = s8(h[u]);
+        }
       });
+      // Four chains: two sub-blocks of one token (decode) or one sub-block of two tokens.
+      static_assert(U * T == 2, "one sdot_4chains per step");
+      if constexpr (U == 2)
+        sdot_4chains(lo[0][0], hi[0][0], lo[1][0], hi[1][0], w[0], w[1], a0[0][0], a1[0][0], a0[1][0], a1[1][0]);
+      else
+        sdot_4chains(lo[0][0], hi[0][0], lo[0][1], hi[0][1], w[0], w[0], a0[0][0], a1[0][0], a0[0][1], a1[0][1]);
       for (int u = 0; u < U; ++u) {
         const int s = S0 * U + u;
         const uint16x8_t s16 = sc16[s / 2];
@@ -218,27 +250,32 @@ struct Q6K {
       isum[t] = vdupq_n_s32(0);
       offset_starts<kOffsetShift>(x[t], start[t]);
     }
-    static_for<16>([&](auto G) EDGELLM_PKQ_LAMBDA_INLINE {
-      constexpr int g = G;
-      const uint8_t* base = sb + kQs + g * kSubBytes;
-      const uint8x16_t l0 = vld1q_u8(base), l1 = vld1q_u8(base + kQuadBytes), h = vld1q_u8(base + 2 * kQuadBytes);
-      // quad k = its nibble | its 2 top bits (bits 2k, 2k + 1 of h) << 4; bits 6, 7 cleared
-      const uint8x16_t q1 = vandq_u8(vsriq_n_u8(vshlq_n_u8(h, 2), l0, 4), m6);
-      const uint8x16_t q0 = vandq_u8(vsliq_n_u8(l0, h, 4), m6);
-      const uint8x16_t q3 = vsriq_n_u8(vshrq_n_u8(h, 2), l1, 4);
-      const uint8x16_t q2 = vandq_u8(vbslq_u8(m4, l1, h), m6);
-      constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
-      constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
-      const int32x4_t sc = high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
-      for (int t = 0; t < T; ++t) {
-        const int8x16_t a = vld1q_s8(x[t]->q.qs + 16 * g);
-        int32x4_t acc = dup_lane<g % 4>(start[t][g / 4]);
-        acc = sdot_lane_s32<0>(acc, s8(q0), a);
-        acc = sdot_lane_s32<1>(acc, s8(q1), a);
-        acc = sdot_lane_s32<2>(acc, s8(q2), a);
-        acc = sdot_lane_s32<3>(acc, s8(q3), a);
-        isum[t] = vmlaq_s32(isum[t], acc, sc);
-      }
+    static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int p = P;
+      int32x4_t dots[2][T];
+      int8x16_t q[2][4], a[2][T];
+      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int g = 2 * p + H;
+        const uint8_t* base = sb + kQs + g * kSubBytes;
+        const uint8x16_t l0 = vld1q_u8(base), l1 = vld1q_u8(base + kQuadBytes), h = vld1q_u8(base + 2 * kQuadBytes);
+        // quad k = its nibble | its 2 top bits (bits 2k, 2k + 1 of h) << 4; bits 6, 7 cleared
+        q[H][0] = s8(vandq_u8(vsliq_n_u8(l0, h, 4), m6));
+        q[H][1] = s8(vandq_u8(vsriq_n_u8(vshlq_n_u8(h, 2), l0, 4), m6));
+        q[H][2] = s8(vandq_u8(vbslq_u8(m4, l1, h), m6));
+        q[H][3] = s8(vsriq_n_u8(vshrq_n_u8(h, 2), l1, 4));
+        for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
+      });
+      // sub-block g starts at its offset term, lane g % 4 of start[t][g / 4]
+      dot_pair16<T>(dots, q, a, [&](int h, int t) {
+        return h == 0 ? dup_lane<(2 * p) % 4>(start[t][p / 2]) : dup_lane<(2 * p + 1) % 4>(start[t][p / 2]);
+      });
+      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int g = 2 * p + H;
+        constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
+        constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
+        const int32x4_t sc = high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
+        for (int t = 0; t < T; ++t) isum[t] = vmlaq_s32(isum[t], dots[H][t], sc);
+      });
     });
     const float32x4_t d = load_d(sb);
     for (int t = 0; t < T; ++t) sum[t] = vfmaq_f32(sum[t], vmulq_n_f32(d, x[t]->q.d), vcvtq_f32_s32(isum[t]));
@@ -271,19 +308,17 @@ struct Q2K {
       const int16x8_t scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
       const int16x8_t mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
       int32x4_t dots[2][T];
+      int8x16_t q[2][4], a[2][T];
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int g = 2 * p + H;
         const uint8x16_t v = vld1q_u8(sb + kQs + g * kSubBytes);
-        const uint8x16_t q0 = vandq_u8(v, m2), q1 = vandq_u8(vshrq_n_u8(v, 2), m2);
-        const uint8x16_t q2 = vandq_u8(vshrq_n_u8(v, 4), m2), q3 = vshrq_n_u8(v, 6);
-        for (int t = 0; t < T; ++t) {
-          const int8x16_t a = vld1q_s8(x[t]->q.qs + 16 * g);
-          int32x4_t acc = sdot_lane_s32<0>(vdupq_n_s32(0), s8(q0), a);
-          acc = sdot_lane_s32<1>(acc, s8(q1), a);
-          acc = sdot_lane_s32<2>(acc, s8(q2), a);
-          dots[H][t] = sdot_lane_s32<3>(acc, s8(q3), a);
-        }
+        q[H][0] = s8(vandq_u8(v, m2));
+        q[H][1] = s8(vandq_u8(vshrq_n_u8(v, 2), m2));
+        q[H][2] = s8(vandq_u8(vshrq_n_u8(v, 4), m2));
+        q[H][3] = s8(vshrq_n_u8(v, 6));
+        for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
       });
+      dot_pair16<T>(dots, q, a, [](int, int) { return vdupq_n_s32(0); });
       for (int t = 0; t < T; ++t) {
         mla_pair16(is_lo[t], is_hi[t], dots[0][t], dots[1][t], scales);
         const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[t][p / 4]));  // (b_2p, b_2p+1) x 4
@@ -335,18 +370,19 @@ struct Q3K {
       const uint8_t* pair = sb + kPairs + p * kPairBytes;
       const uint8x16_t hi = vld1q_u8(pair + 2 * kQuadBytes);
       int32x4_t dots[2][T];
+      int8x16_t q[2][4], a[2][T];
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int h = H, g = 2 * p + h;
         const uint8x16_t lo = vld1q_u8(pair + h * kQuadBytes);
-        const uint8x16_t q0 = quad<0, h>(lo, hi, m2, bit2), q1 = quad<1, h>(lo, hi, m2, bit2);
-        const uint8x16_t q2 = quad<2, h>(lo, hi, m2, bit2), q3 = quad<3, h>(lo, hi, m2, bit2);
-        for (int t = 0; t < T; ++t) {
-          const int8x16_t a = vld1q_s8(x[t]->q.qs + 16 * g);
-          int32x4_t acc = sdot_lane_s32<0>(dup_lane<g % 4>(start[t][g / 4]), s8(q0), a);
-          acc = sdot_lane_s32<1>(acc, s8(q1), a);
-          acc = sdot_lane_s32<2>(acc, s8(q2), a);
-          dots[h][t] = sdot_lane_s32<3>(acc, s8(q3), a);
-        }
+        q[h][0] = s8(quad<0, h>(lo, hi, m2, bit2));
+        q[h][1] = s8(quad<1, h>(lo, hi, m2, bit2));
+        q[h][2] = s8(quad<2, h>(lo, hi, m2, bit2));
+        q[h][3] = s8(quad<3, h>(lo, hi, m2, bit2));
+        for (int t = 0; t < T; ++t) a[h][t] = vld1q_s8(x[t]->q.qs + 16 * g);
+      });
+      // sub-block g = 2p + h starts at its offset term, lane g % 4 of start[t][g / 4]
+      dot_pair16<T>(dots, q, a, [&](int h, int t) {
+        return h == 0 ? dup_lane<(2 * p) % 4>(start[t][p / 2]) : dup_lane<(2 * p + 1) % 4>(start[t][p / 2]);
       });
       for (int t = 0; t < T; ++t) mla_pair16(is_lo[t], is_hi[t], dots[0][t], dots[1][t], scales);
     });

@@ -59,6 +59,91 @@ EDGELLM_NEON_INLINE int32x4_t sdot_lane_s32(int32x4_t acc, int8x16_t w, int8x16_
 }
 #endif
 
+// Four chains of by-element sdots, issued round-robin: c0 += sum_j wa[j] . ya0[lane j],
+// c1 += sum_j wa[4 + j] . ya1[lane j], c2 / c3 likewise from wb, yb0, yb1 (j = 0..3). The A55 issues
+// an sdot per cycle but a dependent one 4 cycles later, so four interleaved chains keep it busy;
+// with g++ one asm statement, because g++ 12 (its A55 tuning has no sdot latency) schedules each
+// chain back to back whatever the source order (llvm-mca: q4_0 x4 decode 121 -> 92 cycles per pair
+// of blocks, q2_K 126 -> 96 per 256 weights and row).
+// The packed kernels pass e.g. two blocks of one token, or one block (wa == wb) of two tokens.
+EDGELLM_NEON_INLINE void sdot_4chains(int32x4_t& c0, int32x4_t& c1, int32x4_t& c2, int32x4_t& c3,
+                                      const int8x16_t wa[8], const int8x16_t wb[8], int8x16_t ya0, int8x16_t ya1,
+                                      int8x16_t yb0, int8x16_t yb1) {
+#if defined(__clang__)
+  // clang's scheduler models the A55's sdot latency and interleaves these itself (and around them
+  // the loads and unpacking, which one asm statement would pin): llvm-mca, packed x4 q4_K decode
+  // 57 cycles / 256 weights / row from the intrinsics against 123 from the asm form.
+  c0 = sdot_lane_s32<0>(c0, wa[0], ya0);
+  c1 = sdot_lane_s32<0>(c1, wa[4], ya1);
+  c2 = sdot_lane_s32<0>(c2, wb[0], yb0);
+  c3 = sdot_lane_s32<0>(c3, wb[4], yb1);
+  c0 = sdot_lane_s32<1>(c0, wa[1], ya0);
+  c1 = sdot_lane_s32<1>(c1, wa[5], ya1);
+  c2 = sdot_lane_s32<1>(c2, wb[1], yb0);
+  c3 = sdot_lane_s32<1>(c3, wb[5], yb1);
+  c0 = sdot_lane_s32<2>(c0, wa[2], ya0);
+  c1 = sdot_lane_s32<2>(c1, wa[6], ya1);
+  c2 = sdot_lane_s32<2>(c2, wb[2], yb0);
+  c3 = sdot_lane_s32<2>(c3, wb[6], yb1);
+  c0 = sdot_lane_s32<3>(c0, wa[3], ya0);
+  c1 = sdot_lane_s32<3>(c1, wa[7], ya1);
+  c2 = sdot_lane_s32<3>(c2, wb[3], yb0);
+  c3 = sdot_lane_s32<3>(c3, wb[7], yb1);
+#else
+  __asm__(
+      "sdot %0.4s, %4.16b, %20.4b[0]\n\t"
+      "sdot %1.4s, %8.16b, %21.4b[0]\n\t"
+      "sdot %2.4s, %12.16b, %22.4b[0]\n\t"
+      "sdot %3.4s, %16.16b, %23.4b[0]\n\t"
+      "sdot %0.4s, %5.16b, %20.4b[1]\n\t"
+      "sdot %1.4s, %9.16b, %21.4b[1]\n\t"
+      "sdot %2.4s, %13.16b, %22.4b[1]\n\t"
+      "sdot %3.4s, %17.16b, %23.4b[1]\n\t"
+      "sdot %0.4s, %6.16b, %20.4b[2]\n\t"
+      "sdot %1.4s, %10.16b, %21.4b[2]\n\t"
+      "sdot %2.4s, %14.16b, %22.4b[2]\n\t"
+      "sdot %3.4s, %18.16b, %23.4b[2]\n\t"
+      "sdot %0.4s, %7.16b, %20.4b[3]\n\t"
+      "sdot %1.4s, %11.16b, %21.4b[3]\n\t"
+      "sdot %2.4s, %15.16b, %22.4b[3]\n\t"
+      "sdot %3.4s, %19.16b, %23.4b[3]"
+      : "+w"(c0), "+w"(c1), "+w"(c2), "+w"(c3)
+      : "w"(wa[0]), "w"(wa[1]), "w"(wa[2]), "w"(wa[3]), "w"(wa[4]), "w"(wa[5]), "w"(wa[6]), "w"(wa[7]),
+        "w"(wb[0]), "w"(wb[1]), "w"(wb[2]), "w"(wb[3]), "w"(wb[4]), "w"(wb[5]), "w"(wb[6]), "w"(wb[7]),
+        "w"(ya0), "w"(ya1), "w"(yb0), "w"(yb1));
+#endif
+}
+
+// Four chains of two by-element sdots, issued round-robin: c0 += wa[0] . ya[0] + wa[1] . ya[1],
+// c1 += wa[2] . ya[2] + wa[3] . ya[3], c2 / c3 likewise from wb, yb ([n] = lane n). For 16-weight
+// sub-blocks (4 quads, one activation vector): two sub-blocks' sums, each split over two chains.
+EDGELLM_NEON_INLINE void sdot_4chains2(int32x4_t& c0, int32x4_t& c1, int32x4_t& c2, int32x4_t& c3,
+                                       const int8x16_t wa[4], const int8x16_t wb[4], int8x16_t ya, int8x16_t yb) {
+#if defined(__clang__)  // as in sdot_4chains
+  c0 = sdot_lane_s32<0>(c0, wa[0], ya);
+  c1 = sdot_lane_s32<2>(c1, wa[2], ya);
+  c2 = sdot_lane_s32<0>(c2, wb[0], yb);
+  c3 = sdot_lane_s32<2>(c3, wb[2], yb);
+  c0 = sdot_lane_s32<1>(c0, wa[1], ya);
+  c1 = sdot_lane_s32<3>(c1, wa[3], ya);
+  c2 = sdot_lane_s32<1>(c2, wb[1], yb);
+  c3 = sdot_lane_s32<3>(c3, wb[3], yb);
+#else
+  __asm__(
+      "sdot %0.4s, %4.16b, %12.4b[0]\n\t"
+      "sdot %1.4s, %6.16b, %12.4b[2]\n\t"
+      "sdot %2.4s, %8.16b, %13.4b[0]\n\t"
+      "sdot %3.4s, %10.16b, %13.4b[2]\n\t"
+      "sdot %0.4s, %5.16b, %12.4b[1]\n\t"
+      "sdot %1.4s, %7.16b, %12.4b[3]\n\t"
+      "sdot %2.4s, %9.16b, %13.4b[1]\n\t"
+      "sdot %3.4s, %11.16b, %13.4b[3]"
+      : "+w"(c0), "+w"(c1), "+w"(c2), "+w"(c3)
+      : "w"(wa[0]), "w"(wa[1]), "w"(wa[2]), "w"(wa[3]), "w"(wb[0]), "w"(wb[1]), "w"(wb[2]), "w"(wb[3]), "w"(ya),
+        "w"(yb));
+#endif
+}
+
 // The two dot policies the kernel bodies are instantiated with. Both add the 16 products of
 // a and b into the 4 lanes of acc; only the sum over all 4 lanes is defined to be equal (the
 // kernels never rely on which lane got which product).
