@@ -113,8 +113,9 @@ EDGELLM_NEON_INLINE void gemm_tile(int64_t n_in, const uint8_t* g, const uint8_t
   for (int t = 0; t < T; ++t) vst1q_f32(out + size_t(t) * stride, acc[t]);
 }
 
+// PackedFormat::gemm: tiles of kTokTile tokens, then 2, then 1.
 template <class W>
-EDGELLM_NEON_INLINE void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+EDGELLM_TARGET_DOTPROD void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
                               size_t stride) {
   const auto* g = static_cast<const uint8_t*>(group);
   const auto* a = static_cast<const uint8_t*>(act);
@@ -142,24 +143,17 @@ inline void pack_q8_0_signed(const void* src, size_t row_bytes, int count, int64
 }  // namespace pk
 }  // namespace neon
 
-EDGELLM_TARGET_DOTPROD inline void gemm_q4_0_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t stride) {
-  neon::pk::gemm<neon::pk::Q4Words>(n_in, group, act, ntok, out, stride);
-}
-EDGELLM_TARGET_DOTPROD inline void gemm_q8_0_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t stride) {
-  neon::pk::gemm<neon::pk::Q8Words>(n_in, group, act, ntok, out, stride);
-}
-
 // Sets the Q4_0 / Q8_0 packed forms of a dotprod table.
 inline void register_neon_packed(KernelTable& t) {
   constexpr int R = neon::pk::kRows;
   t.packed_of(DType::Q4_0) =
       packed::make_format(R, "q4_0x4", packed::GeometryQ4_0<R>::group_bytes, packed::pack_q4_0<R>,
-                          packed::prepare_act<quantize_row_q8_0_neon, packed::kQ4Offset>, gemm_q4_0_x4_dotprod);
+                          packed::prepare_act<quantize_row_q8_0_neon, packed::kQ4Offset>,
+                          neon::pk::gemm<neon::pk::Q4Words>);
   t.packed_of(DType::Q8_0) =
       packed::make_format(R, "q8_0x4", packed::GeometryQ8_0<R>::group_bytes, neon::pk::pack_q8_0_signed,
-                          packed::prepare_act<quantize_row_q8_0_neon, packed::kQ8Offset>, gemm_q8_0_x4_dotprod);
+                          packed::prepare_act<quantize_row_q8_0_neon, packed::kQ8Offset>,
+                          neon::pk::gemm<neon::pk::Q8Words>);
 }
 
 }  // namespace edgellm

@@ -441,64 +441,19 @@ EDGELLM_TARGET_DOTPROD void gemm(int64_t n_in, const void* group, const void* ac
 
 }  // namespace neon::pkq
 
-// The PackedFormat::gemm entries at 4 rows (kernels/scalar/packed_kquants.hpp layouts).
-EDGELLM_TARGET_DOTPROD inline void gemm_q4_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t out_stride) {
-  neon::pkq::gemm<neon::pkq::Q45K<false>>(n_in, group, act, ntok, out, out_stride);
-}
-EDGELLM_TARGET_DOTPROD inline void gemm_q5_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t out_stride) {
-  neon::pkq::gemm<neon::pkq::Q45K<true>>(n_in, group, act, ntok, out, out_stride);
-}
-EDGELLM_TARGET_DOTPROD inline void gemm_q6_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t out_stride) {
-  neon::pkq::gemm<neon::pkq::Q6K>(n_in, group, act, ntok, out, out_stride);
-}
-EDGELLM_TARGET_DOTPROD inline void gemm_q2_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t out_stride) {
-  neon::pkq::gemm<neon::pkq::Q2K>(n_in, group, act, ntok, out, out_stride);
-}
-EDGELLM_TARGET_DOTPROD inline void gemm_q3_K_x4_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
-                                                        float* out, size_t out_stride) {
-  neon::pkq::gemm<neon::pkq::Q3K>(n_in, group, act, ntok, out, out_stride);
-}
-
 // x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_neon (bit-exact with
 // the ref).
 inline void prepare_act_q8_K_packed_neon(const float* x, int64_t n_in, void* dst) {
-  auto* a = static_cast<PackedActQ8K*>(dst);
-  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize_row_q8_K_neon(x + b * QK_K, &a[b].q, QK_K);
-  finish_packed_act_q8_K(a, n_in / QK_K);
+  prepare_act_q8_K_packed<quantize_row_q8_K_neon>(x, n_in, dst);
 }
 
-// Sets t.packed_of(Q2_K .. Q6_K) to the 4-row dotprod forms. Only on a CPU that executes sdot (the
-// caller checks cpu_has_dotprod()).
+// Sets t.packed_of(Q2_K .. Q6_K) to the 4-row dotprod forms (kernels/scalar/packed_kquants.hpp
+// layouts). Only on a CPU that executes sdot (the caller checks cpu_has_dotprod()).
 inline void register_neon_packed_kquants(KernelTable& t) {
-  constexpr int R = neon::pkq::kRows;
-  struct Entry {
-    DType type;
-    const char* name;
-    size_t (*group_bytes)(int64_t);
-    void (*pack)(const void*, size_t, int, int64_t, void*);
-    void (*gemm)(int64_t, const void*, const void*, int, float*, size_t);
-  };
-  const Entry entries[] = {
-      {DType::Q2_K, "q2_Kx4", group_bytes_q2_K_packed<R>, pack_q2_K_packed<R>, gemm_q2_K_x4_dotprod},
-      {DType::Q3_K, "q3_Kx4", group_bytes_q3_K_packed<R>, pack_q3_K_packed<R>, gemm_q3_K_x4_dotprod},
-      {DType::Q4_K, "q4_Kx4", group_bytes_q4_K_packed<R>, pack_q4_K_packed<R>, gemm_q4_K_x4_dotprod},
-      {DType::Q5_K, "q5_Kx4", group_bytes_q5_K_packed<R>, pack_q5_K_packed<R>, gemm_q5_K_x4_dotprod},
-      {DType::Q6_K, "q6_Kx4", group_bytes_q6_K_packed<R>, pack_q6_K_packed<R>, gemm_q6_K_x4_dotprod},
-  };
-  for (const Entry& e : entries) {
-    PackedFormat& pf = t.packed_of(e.type);
-    pf.rows = R;
-    pf.name = e.name;
-    pf.group_bytes = e.group_bytes;
-    pf.pack = e.pack;
-    pf.act_bytes = packed_act_q8_K_bytes;
-    pf.prepare_act = prepare_act_q8_K_packed_neon;
-    pf.gemm = e.gemm;
-  }
+  using namespace neon::pkq;
+  set_packed_kquant_forms<kRows>(t, {"q2_Kx4", "q3_Kx4", "q4_Kx4", "q5_Kx4", "q6_Kx4"},
+                                 {gemm<Q2K>, gemm<Q3K>, gemm<Q45K<false>>, gemm<Q45K<true>>, gemm<Q6K>},
+                                 prepare_act_q8_K_packed_neon);
 }
 
 }  // namespace edgellm

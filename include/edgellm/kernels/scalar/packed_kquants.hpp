@@ -37,8 +37,10 @@
 #include <cstring>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/kernels/api.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref.hpp"
 #include "edgellm/quant/ref_kquants.hpp"
 #include "edgellm/quant/scales.hpp"
 
@@ -59,11 +61,16 @@ inline void finish_packed_act_q8_K(PackedActQ8K* dst, int64_t nblocks) {
     for (int s = 0; s < 8; ++s) dst[b].bsums32[s] = int16_t(dst[b].q.bsums[2 * s] + dst[b].q.bsums[2 * s + 1]);
 }
 
-// x: [n_in] floats -> dst: [n_in / 256] PackedActQ8K, quantized by the reference quantizer.
-inline void prepare_act_q8_K_packed_ref(const float* x, int64_t n_in, void* dst) {
+// x: [n_in] floats -> dst: [n_in / 256] PackedActQ8K, quantized block by block by `quantize` (a Q8_K
+// row quantizer: the ref one, or a SIMD one bit-exact with it).
+template <FromFloatFn quantize>
+inline void prepare_act_q8_K_packed(const float* x, int64_t n_in, void* dst) {
   auto* a = static_cast<PackedActQ8K*>(dst);
-  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize_row_q8_K_ref(x + b * QK_K, &a[b].q, QK_K);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize(x + b * QK_K, &a[b].q, QK_K);
   finish_packed_act_q8_K(a, n_in / QK_K);
+}
+inline void prepare_act_q8_K_packed_ref(const float* x, int64_t n_in, void* dst) {
+  prepare_act_q8_K_packed<detail::quantize_erased<block_q8_K, quantize_row_q8_K_ref>>(x, n_in, dst);
 }
 
 namespace packed_k {
@@ -277,6 +284,34 @@ void pack_q6_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in
           }
         }
       });
+}
+
+// Sets t.packed_of(Q2_K .. Q6_K) to an ISA's Rows-row forms: the layouts above, its activation
+// preparer, and per type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K order) a name for -v and the GEMM.
+using PackedGemmFn = void (*)(int64_t, const void*, const void*, int, float*, size_t);
+template <int Rows>
+inline void set_packed_kquant_forms(KernelTable& t, const char* const (&names)[5], const PackedGemmFn (&gemms)[5],
+                                    void (*prepare_act)(const float*, int64_t, void*)) {
+  struct Layout {
+    DType type;
+    size_t (*group_bytes)(int64_t);
+    void (*pack)(const void*, size_t, int, int64_t, void*);
+  };
+  const Layout layouts[5] = {{DType::Q2_K, group_bytes_q2_K_packed<Rows>, pack_q2_K_packed<Rows>},
+                             {DType::Q3_K, group_bytes_q3_K_packed<Rows>, pack_q3_K_packed<Rows>},
+                             {DType::Q4_K, group_bytes_q4_K_packed<Rows>, pack_q4_K_packed<Rows>},
+                             {DType::Q5_K, group_bytes_q5_K_packed<Rows>, pack_q5_K_packed<Rows>},
+                             {DType::Q6_K, group_bytes_q6_K_packed<Rows>, pack_q6_K_packed<Rows>}};
+  for (int i = 0; i < 5; ++i) {
+    PackedFormat& pf = t.packed_of(layouts[i].type);
+    pf.rows = Rows;
+    pf.name = names[i];
+    pf.group_bytes = layouts[i].group_bytes;
+    pf.pack = layouts[i].pack;
+    pf.act_bytes = packed_act_q8_K_bytes;
+    pf.prepare_act = prepare_act;
+    pf.gemm = gemms[i];
+  }
 }
 
 // ---- reference GEMMs: out[t * out_stride + r] = dot(row r, activation t), t < ntok, r < Rows ----

@@ -327,38 +327,15 @@ void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out
 // x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_xsimd (bit-exact
 // with the ref).
 inline void prepare_act_q8_K_packed_xsimd(const float* x, int64_t n_in, void* dst) {
-  auto* a = static_cast<PackedActQ8K*>(dst);
-  for (int64_t b = 0; b < n_in / QK_K; ++b) quantize_row_q8_K_xsimd(x + b * QK_K, &a[b].q, QK_K);
-  finish_packed_act_q8_K(a, n_in / QK_K);
+  prepare_act_q8_K_packed<quantize_row_q8_K_xsimd>(x, n_in, dst);
 }
 
 // Sets t.packed_of(Q2_K .. Q6_K) to the 16-row forms.
 inline void register_xsimd_packed_kquants(KernelTable& t) {
-  constexpr int R = xs::pk::kRows;
-  struct Entry {
-    DType type;
-    const char* name;
-    size_t (*group_bytes)(int64_t);
-    void (*pack)(const void*, size_t, int, int64_t, void*);
-    void (*gemm)(int64_t, const void*, const void*, int, float*, size_t);
-  };
-  const Entry entries[] = {
-      {DType::Q2_K, "q2_Kx16", group_bytes_q2_K_packed<R>, pack_q2_K_packed<R>, xs::pk::gemm<xs::pk::Q2K>},
-      {DType::Q3_K, "q3_Kx16", group_bytes_q3_K_packed<R>, pack_q3_K_packed<R>, xs::pk::gemm<xs::pk::Q3K>},
-      {DType::Q4_K, "q4_Kx16", group_bytes_q4_K_packed<R>, pack_q4_K_packed<R>, xs::pk::gemm<xs::pk::Q45K<false>>},
-      {DType::Q5_K, "q5_Kx16", group_bytes_q5_K_packed<R>, pack_q5_K_packed<R>, xs::pk::gemm<xs::pk::Q45K<true>>},
-      {DType::Q6_K, "q6_Kx16", group_bytes_q6_K_packed<R>, pack_q6_K_packed<R>, xs::pk::gemm<xs::pk::Q6K>},
-  };
-  for (const Entry& e : entries) {
-    PackedFormat& pf = t.packed_of(e.type);
-    pf.rows = R;
-    pf.name = e.name;
-    pf.group_bytes = e.group_bytes;
-    pf.pack = e.pack;
-    pf.act_bytes = packed_act_q8_K_bytes;
-    pf.prepare_act = prepare_act_q8_K_packed_xsimd;
-    pf.gemm = e.gemm;
-  }
+  using namespace xs::pk;
+  set_packed_kquant_forms<kRows>(t, {"q2_Kx16", "q3_Kx16", "q4_Kx16", "q5_Kx16", "q6_Kx16"},
+                                 {gemm<Q2K>, gemm<Q3K>, gemm<Q45K<false>>, gemm<Q45K<true>>, gemm<Q6K>},
+                                 prepare_act_q8_K_packed_xsimd);
 }
 
 }  // namespace edgellm
