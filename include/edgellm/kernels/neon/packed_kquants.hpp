@@ -220,7 +220,7 @@ struct Q45K {
 };
 
 // ---- Q6_K ----
-// Per sub-block of 16 weights: 2 nibble vectors + 1 vector of top bits, 4 sdot in one chain that
+// Per sub-block of 16 weights: 3 vectors of 6-bit quads (quad 3 in their top bits), 4 sdot in one chain that
 // starts at -32 * bsum (the offset), one mla with the rows' scales (a 16-weight sum of 6-bit quants
 // exceeds int16, so the scales are widened to int32).
 struct Q6K {
@@ -233,7 +233,7 @@ struct Q6K {
 
   template <int T>
   static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m6 = vdupq_n_u8(0x3F);
+    const uint8x16_t m6 = vdupq_n_u8(0x3F);
     // uzp1 / uzp2: even bytes = sub-blocks 0, 2, 4, 6 (then 8, ..), odd = 1, 3, 5, 7, as [sub-block][row].
     const int8x16_t p01 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales));
     const int8x16_t p23 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 16));
@@ -257,12 +257,13 @@ struct Q6K {
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int g = 2 * p + H;
         const uint8_t* base = sb + kQs + g * kSubBytes;
-        const uint8x16_t l0 = vld1q_u8(base), l1 = vld1q_u8(base + kQuadBytes), h = vld1q_u8(base + 2 * kQuadBytes);
-        // quad k = its nibble | its 2 top bits (bits 2k, 2k + 1 of h) << 4; bits 6, 7 cleared
-        q[H][0] = s8(vandq_u8(vsliq_n_u8(l0, h, 4), m6));
-        q[H][1] = s8(vandq_u8(vsriq_n_u8(vshlq_n_u8(h, 2), l0, 4), m6));
-        q[H][2] = s8(vandq_u8(vbslq_u8(m4, l1, h), m6));
-        q[H][3] = s8(vsriq_n_u8(vshrq_n_u8(h, 2), l1, 4));
+        const uint8x16_t v0 = vld1q_u8(base), v1 = vld1q_u8(base + kQuadBytes), v2 = vld1q_u8(base + 2 * kQuadBytes);
+        // quads 0..2: the low 6 bits of v0..v2; quad 3: the top bit pairs of v2, v1, v0 shifted
+        // into bits 4-5, 2-3, 0-1 (sri keeps the bits above the ones it inserts)
+        q[H][0] = s8(vandq_u8(v0, m6));
+        q[H][1] = s8(vandq_u8(v1, m6));
+        q[H][2] = s8(vandq_u8(v2, m6));
+        q[H][3] = s8(vsriq_n_u8(vsriq_n_u8(vshrq_n_u8(v2, 2), v1, 4), v0, 6));
         for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
       });
       // sub-block g starts at its offset term, lane g % 4 of start[t][g / 4]

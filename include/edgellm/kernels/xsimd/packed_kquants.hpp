@@ -257,12 +257,20 @@ struct Q45K {
   }
 };
 
-// Q6_K: per sub-block 2 nibble loads + 1 load of top bits, 4 vpdpbusd.
+// Q6_K: per sub-block 3 loads, 9 logic ops (3 of them vpmultishiftqb on port 5), 4 vpdpbusd.
 struct Q6K {
   static constexpr size_t kBytes = packed_k::q6_K_bytes(kRows);
+  // Quad 3 of a sub-block from the top bit pairs of v0, v1, v2 (quads 0..2 are v & 0x3F): each
+  // pair moved to its place by a byte shift (junk from the shifts is cut by the bit-selects and
+  // the final AND).
+  static inline __m512i quad3(__m512i v0, __m512i v1, __m512i v2, __m512i m03, __m512i m0f, __m512i m6) {
+    constexpr int kSelect = 0xCA;  // ternlog: a ? b : c, bitwise
+    const __m512i t = _mm512_ternarylogic_epi32(m03, shift_bits_p5<-6>(v0), shift_bits_p5<-4>(v1), kSelect);
+    return _mm512_and_si512(_mm512_ternarylogic_epi32(m0f, t, shift_bits_p5<-2>(v2), kSelect), m6);
+  }
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
-    const __m512i m4 = mask8(0x0F), m2 = mask8(0x30);
+    const __m512i m6 = mask8(0x3F), m03 = mask8(0x03), m0f = mask8(0x0F);
     __m512i isum[T], csum[T];
     for (int t = 0; t < T; ++t) isum[t] = csum[t] = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
@@ -272,12 +280,9 @@ struct Q6K {
       for (int h = 0; h < 2; ++h) {
         const int g = 2 * p + h;
         const uint8_t* base = sb + 18 * kRows + g * 12 * kRows;
-        const __m512i l0 = load(base), l1 = load(base + 4 * kRows), hb = load(base + 8 * kRows);
-        const __m512i q[4] = {
-            _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(shift_bits_p5<4>(hb), m2)),
-            _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-4>(l0), m4), _mm512_and_si512(shift_bits_p5<2>(hb), m2)),
-            _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(hb, m2)),
-            _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-4>(l1), m4), _mm512_and_si512(shift_bits_p5<-2>(hb), m2))};
+        const __m512i v0 = load(base), v1 = load(base + 4 * kRows), v2 = load(base + 8 * kRows);
+        const __m512i q[4] = {_mm512_and_si512(v0, m6), _mm512_and_si512(v1, m6), _mm512_and_si512(v2, m6),
+                              quad3(v0, v1, v2, m03, m0f, m6)};
         for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], dot16_scaled(q, x[t]->q.qs + 16 * g, scale[h]));
       }
     }
