@@ -339,7 +339,7 @@ struct Q2K {
 };
 
 // ---- Q3_K ----
-// Per pair of sub-blocks: 2 vectors of 2-bit quads + 1 of third bits, 8 sdot in two chains that start
+// Per pair of sub-blocks: 3 vectors of 3-bit quads (15 ops make the 8 quad vectors), 8 sdot in two chains that start
 // at -4 * bsum (the offset; the result |sum (q - 4) y| <= 16 * 4 * 127 fits int16), one trn1 + 2
 // smlal for the signed scales.
 struct Q3K {
@@ -350,16 +350,24 @@ struct Q3K {
   static constexpr int kQuadBytes = 4 * kRows;
   static constexpr int kOffsetShift = 2;      // stored quant = q3 + 4
 
-  // Quad K of sub-block 2p + H: bits 2K, 2K + 1 of lo, and bit K + 4H of hi moved to bit 2.
-  template <int K, int H>
-  static EDGELLM_NEON_INLINE uint8x16_t quad(uint8x16_t lo, uint8x16_t hi, uint8x16_t m2, uint8x16_t bit2) {
-    const uint8x16_t l = K == 3 ? vshrq_n_u8(lo, 6) : vandq_u8(shift_bytes<-2 * K>(lo), m2);
-    return vorrq_u8(l, vandq_u8(shift_bytes<2 - (K + 4 * H)>(hi), bit2));
+  // The eight quad vectors v0..v7 of a pair (quads 0..3 of sub-block 2p, then 2p + 1) from its
+  // vectors a, b, c (layout in scalar/packed_kquants.hpp): six are an AND (and a shift), v6 / v7 put
+  // their bit 2 from c under the two bits of a / b by a shift-insert.
+  static EDGELLM_NEON_INLINE void quads(const uint8_t* pair, int8x16_t (&q)[2][4]) {
+    const uint8x16_t m7 = vdupq_n_u8(7);
+    const uint8x16_t a = vld1q_u8(pair), b = vld1q_u8(pair + kQuadBytes), c = vld1q_u8(pair + 2 * kQuadBytes);
+    q[0][0] = s8(vandq_u8(a, m7));
+    q[0][1] = s8(vandq_u8(vshrq_n_u8(a, 3), m7));
+    q[0][2] = s8(vandq_u8(b, m7));
+    q[0][3] = s8(vandq_u8(vshrq_n_u8(b, 3), m7));
+    q[1][0] = s8(vandq_u8(c, m7));
+    q[1][1] = s8(vandq_u8(vshrq_n_u8(c, 3), m7));
+    q[1][2] = s8(vsliq_n_u8(vshrq_n_u8(a, 6), vshrq_n_u8(c, 7), 2));               // c bit 7 -> bit 2
+    q[1][3] = s8(vsriq_n_u8(vshrq_n_u8(vshlq_n_u8(c, 1), 5), b, 6));              // c bit 6 -> bit 2
   }
 
   template <int T>
   static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
-    const uint8x16_t m2 = vdupq_n_u8(3), bit2 = vdupq_n_u8(4);
     int32x4_t is_lo[T], is_hi[T], start[T][4];
     for (int t = 0; t < T; ++t) {
       is_lo[t] = is_hi[t] = vdupq_n_s32(0);
@@ -368,19 +376,11 @@ struct Q3K {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
       const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
-      const uint8_t* pair = sb + kPairs + p * kPairBytes;
-      const uint8x16_t hi = vld1q_u8(pair + 2 * kQuadBytes);
       int32x4_t dots[2][T];
       int8x16_t q[2][4], a[2][T];
-      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
-        constexpr int h = H, g = 2 * p + h;
-        const uint8x16_t lo = vld1q_u8(pair + h * kQuadBytes);
-        q[h][0] = s8(quad<0, h>(lo, hi, m2, bit2));
-        q[h][1] = s8(quad<1, h>(lo, hi, m2, bit2));
-        q[h][2] = s8(quad<2, h>(lo, hi, m2, bit2));
-        q[h][3] = s8(quad<3, h>(lo, hi, m2, bit2));
-        for (int t = 0; t < T; ++t) a[h][t] = vld1q_s8(x[t]->q.qs + 16 * g);
-      });
+      quads(sb + kPairs + p * kPairBytes, q);
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < T; ++t) a[h][t] = vld1q_s8(x[t]->q.qs + 16 * (2 * p + h));
       // sub-block g = 2p + h starts at its offset term, lane g % 4 of start[t][g / 4]
       dot_pair16<T>(dots, q, a, [&](int h, int t) {
         return h == 0 ? dup_lane<(2 * p) % 4>(start[t][p / 2]) : dup_lane<(2 * p + 1) % 4>(start[t][p / 2]);

@@ -16,8 +16,11 @@
 // Q3_K, 114 * Rows rounded up to 64 (1856 = +5.5%, 3.6% without the padding that keeps loads in
 // one cache line):
 //   u16 d[Rows]; i8 sc[8][Rows][2]: the 6-bit scales - 32 of 2p, 2p + 1;
-//   per pair p: u8 lo[2][Rows][4] (2 low bits of sub-block 2p + h as Q2_K's qs),
-//               u8 hi[Rows][4]: bit k + 4h = third bit of quad k of sub-block 2p + h.
+//   per pair p, with v0..v7 = quads 0..3 of sub-block 2p, then of 2p + 1 (3 bits each):
+//     u8 a[Rows][4] = v0 | v1 << 3 | (v6 & 3) << 6,  u8 b[Rows][4] = v2 | v3 << 3 | (v7 & 3) << 6,
+//     u8 c[Rows][4] = v4 | v5 << 3 | (v7 >> 2) << 6 | (v6 >> 2) << 7.
+//   Six quads are one AND (and a shift); v6 / v7 take 3 ops on NEON (shift-inserts), 4 on x86. The
+//   layout before it (2-bit planes + a third-bit vector, as Q2_K) took ~35 ops per pair.
 // Q4_K, 148 * Rows (2368 = +2.8%); sub-blocks s of 32 weights:
 //   u16 d[Rows], dmin[Rows]; u8 sc[8][Rows]; u8 mn[4][Rows][2]: mins of 2p, 2p + 1 (int16 pairs);
 //   u8 qs[8][4][Rows][4]: qs[s][j][r][b] = q(32s + 4j + b) | q(32s + 16 + 4j + b) << 4.
@@ -215,19 +218,15 @@ void pack_q3_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in
         std::memcpy(sb + 2 * r, &x.d, 2);
         int8_t sc[16];
         unpack_scales_q3_K(x.scales, sc);
-        for (int g = 0; g < 16; ++g) {
-          sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = uint8_t(sc[g]);
-          uint8_t* pair = sb + 18 * Rows + (g / 2) * 12 * Rows;
-          uint8_t* qs = pair + (g % 2) * 4 * Rows;
-          uint8_t* qh = pair + 8 * Rows;
+        for (int g = 0; g < 16; ++g) sb[2 * Rows + (g / 2) * Rows * 2 + r * 2 + g % 2] = uint8_t(sc[g]);
+        for (int p = 0; p < 8; ++p) {
+          uint8_t* pair = sb + 18 * Rows + p * 12 * Rows;
           for (int e = 0; e < 4; ++e) {
-            int lo = 0, hi = 0;
-            for (int k = 0; k < 4; ++k) {
-              lo |= (q[16 * g + 4 * k + e] & 3) << (2 * k);
-              hi |= (q[16 * g + 4 * k + e] >> 2) << (k + 4 * (g % 2));
-            }
-            qs[r * 4 + e] = uint8_t(lo);
-            qh[r * 4 + e] = uint8_t(qh[r * 4 + e] | hi);
+            int v[8];
+            for (int j = 0; j < 8; ++j) v[j] = q[16 * (2 * p + j / 4) + 4 * (j % 4) + e];
+            pair[r * 4 + e] = uint8_t(v[0] | v[1] << 3 | (v[6] & 3) << 6);
+            pair[4 * Rows + r * 4 + e] = uint8_t(v[2] | v[3] << 3 | (v[7] & 3) << 6);
+            pair[8 * Rows + r * 4 + e] = uint8_t(v[4] | v[5] << 3 | (v[7] >> 2) << 6 | (v[6] >> 2) << 7);
           }
         }
       });
@@ -357,9 +356,18 @@ void gemm_q3_K_packed_ref(int64_t n_in, const void* group, const void* act, int 
   packed_k::gemm_groups<Rows>(packed_k::q3_K_bytes(Rows), n_in, group, act, ntok, out, out_stride,
                               [](const uint8_t* sb, const PackedActQ8K& a, int r) {
                                 return sb_dot_offset_ref<Rows>(sb, a, r, 4, [](const uint8_t* qs, int g, int k, int e) {
-                                  const uint8_t* pair = qs + (g / 2) * 12 * Rows;
-                                  const int lo = (pair[(g % 2) * 4 * Rows + e] >> (2 * k)) & 3;
-                                  return lo | ((pair[8 * Rows + e] >> (k + 4 * (g % 2))) & 1) << 2;
+                                  const uint8_t* pair = qs + (g / 2) * 12 * Rows + e;
+                                  const int A = pair[0], B = pair[4 * Rows], C = pair[8 * Rows];
+                                  switch ((g % 2) * 4 + k) {  // v0 .. v7 of the pair
+                                    case 0: return A & 7;
+                                    case 1: return (A >> 3) & 7;
+                                    case 2: return B & 7;
+                                    case 3: return (B >> 3) & 7;
+                                    case 4: return C & 7;
+                                    case 5: return (C >> 3) & 7;
+                                    case 6: return (A >> 6) | (C >> 7) << 2;
+                                    default: return (B >> 6) | ((C >> 6) & 1) << 2;
+                                  }
                                 });
                               });
 }

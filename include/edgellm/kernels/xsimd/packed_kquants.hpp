@@ -173,19 +173,24 @@ struct Q2K {
   }
 };
 
-// Q3_K: per pair of sub-blocks 2 loads of 2-bit quads and 1 of third bits.
+// Q3_K: per pair of sub-blocks 3 loads, 17 logic ops (8 on port 5), 8 vpdpbusd.
 struct Q3K {
   static constexpr size_t kBytes = packed_k::q3_K_bytes(kRows);
-  // Quad k of sub-block 2p + h: 2 low bits, and bit k + 4h of the third-bit vector moved to bit 2.
-  template <int K, int H>
-  static __m512i quad(__m512i lo, __m512i hi) {
-    return _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-2 * K>(lo), mask8(3)),
-                           _mm512_and_si512(shift_bits_p5<2 - (K + 4 * H)>(hi), mask8(4)));
-  }
-  template <int H>
-  static void quads(const uint8_t* pair, __m512i hi, __m512i (&q)[4]) {
-    const __m512i lo = load(pair + H * 4 * kRows);
-    q[0] = quad<0, H>(lo, hi), q[1] = quad<1, H>(lo, hi), q[2] = quad<2, H>(lo, hi), q[3] = quad<3, H>(lo, hi);
+  // The eight quad vectors v0..v7 of a pair of sub-blocks from its vectors a, b, c (layout in
+  // scalar/packed_kquants.hpp): six are a shift and an AND, v6 / v7 gather 2 bits of a / b and one
+  // of c by a bit-select and an AND. Shifts by vpmultishiftqb (port 5), junk bits masked off.
+  static void quads(const uint8_t* pair, __m512i (&q)[2][4]) {
+    constexpr int kSelect = 0xCA;  // ternlog: a ? b : c, bitwise
+    const __m512i m7 = mask8(7), m3 = mask8(3);
+    const __m512i a = load(pair), b = load(pair + 4 * kRows), c = load(pair + 8 * kRows);
+    q[0][0] = _mm512_and_si512(a, m7);
+    q[0][1] = _mm512_and_si512(shift_bits_p5<-3>(a), m7);
+    q[0][2] = _mm512_and_si512(b, m7);
+    q[0][3] = _mm512_and_si512(shift_bits_p5<-3>(b), m7);
+    q[1][0] = _mm512_and_si512(c, m7);
+    q[1][1] = _mm512_and_si512(shift_bits_p5<-3>(c), m7);
+    q[1][2] = _mm512_and_si512(_mm512_ternarylogic_epi32(m3, shift_bits_p5<-6>(a), shift_bits_p5<-5>(c), kSelect), m7);
+    q[1][3] = _mm512_and_si512(_mm512_ternarylogic_epi32(m3, shift_bits_p5<-6>(b), shift_bits_p5<-4>(c), kSelect), m7);
   }
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
@@ -195,11 +200,8 @@ struct Q3K {
       // the signed scales of sub-blocks 2p, 2p + 1 as int16 pairs
       const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 2 * kRows + p * 2 * kRows)));
       for (int t = 0; t < T; ++t) csum[t] = _mm512_add_epi32(csum[t], _mm512_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
-      const uint8_t* pair = sb + 18 * kRows + p * 12 * kRows;
-      const __m512i hi = load(pair + 8 * kRows);
       __m512i q[2][4];
-      quads<0>(pair, hi, q[0]);
-      quads<1>(pair, hi, q[1]);
+      quads(sb + 18 * kRows + p * 12 * kRows, q);
       for (int t = 0; t < T; ++t)
         isum[t] = add_scaled_pair(isum[t], dot16(q[0], x[t]->q.qs + 32 * p), dot16(q[1], x[t]->q.qs + 32 * p + 16), pairs);
     }
