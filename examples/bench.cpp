@@ -8,7 +8,6 @@
 #include <string>
 #include <unistd.h>
 #include <time.h>
-#include <type_traits>
 #include <vector>
 
 #include <edgellm/core/error.hpp>
@@ -187,12 +186,42 @@ void reset_peak_rss() {
   }
 }
 
+// Sum of the n words at p read as kStreams interleaved sequential streams, with or without software
+// prefetch. The plain single stream is one flat loop (the one --membw used before the other
+// patterns were added).
+template <int kStreams, bool kPrefetch>
+uint64_t read_words(const uint64_t* p, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  auto add4 = [&](const uint64_t* q) {
+    s0 += q[0];
+    s1 += q[1];
+    s2 += q[2];
+    s3 += q[3];
+  };
+  if constexpr (kStreams == 1 && !kPrefetch) {
+    for (size_t i = 0; i + 4 <= n; i += 4) add4(p + i);
+  } else {
+    constexpr size_t kLine = 64 / sizeof(uint64_t);  // words per cache line
+    const size_t per = n / size_t(kStreams) / kLine * kLine;
+    for (size_t i = 0; i < per; i += kLine)
+      for (int k = 0; k < kStreams; ++k) {
+        const uint64_t* q = p + size_t(k) * per + i;
+        if constexpr (kPrefetch) {
+          __builtin_prefetch(q + 4096 / sizeof(uint64_t), 0, 3);
+          __builtin_prefetch(q + 16384 / sizeof(uint64_t), 0, 2);
+        }
+        for (size_t j = 0; j < kLine; j += 4) add4(q + j);
+      }
+  }
+  return s0 + s1 + s2 + s3;
+}
+
 // Read bandwidth in GB/s with the pool's threads, over a buffer far larger than the caches: the
 // best pass of three read patterns, so that the roofline is what this machine can deliver to a
 // reader and not what one loop shape gets from it. Each thread sums its own contiguous part as
 // (plain) one sequential stream, (prefetched) the same with software prefetch 4 KiB ahead into L1
 // and 16 KiB ahead into L2, as the packed GEMV kernels do, and (2 streams) the two halves of its
-// part interleaved, prefetched likewise. On the dev VM the three read ~26, ~27 and ~29 GB/s in one
+// part interleaved, prefetched likewise. On the dev VM the three read 24.8 / 25.9 / 26.4 GB/s in one
 // run. The buffer is anonymous memory with huge pages where the kernel offers them (as the
 // repacked weights are), so TLB misses do not understate what DRAM delivers.
 struct MembwResult {
@@ -202,48 +231,11 @@ struct MembwResult {
 
 MembwResult measure_membw(edgellm::ThreadPool& pool) {
   constexpr size_t kBytes = size_t(1) << 30;
-  constexpr size_t kLine = 64 / sizeof(uint64_t);  // uint64 per cache line
   edgellm::AnonymousMemory mem(kBytes);
   auto* const buf = reinterpret_cast<uint64_t*>(mem.data());
   const size_t n_all = kBytes / sizeof(uint64_t);
   for (size_t i = 0; i < n_all; ++i) buf[i] = 1;
   std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()) * 8, 0);
-  // Sums n words at p as kStreams interleaved sequential streams (compile-time shapes: a plain
-  // stream is the flat loop --membw used before the prefetched patterns were added).
-  auto read = [](auto streams, auto prefetch, const uint64_t* p, size_t n) {
-    constexpr int kStreams = decltype(streams)::value;
-    constexpr bool kPrefetch = decltype(prefetch)::value;
-    const size_t per = n / size_t(kStreams) / kLine * kLine;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    if constexpr (kStreams == 1 && !kPrefetch) {  // one flat loop: the compiler's best plain read
-      for (size_t i = 0; i + 4 <= n; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
-      }
-      return s0 + s1 + s2 + s3;
-    }
-    for (size_t i = 0; i < per; i += kLine)
-      for (int k = 0; k < kStreams; ++k) {
-        const uint64_t* q = p + size_t(k) * per + i;
-        if constexpr (kPrefetch) {
-          __builtin_prefetch(q + 4096 / sizeof(uint64_t), 0, 3);
-          __builtin_prefetch(q + 16384 / sizeof(uint64_t), 0, 2);
-        }
-        for (size_t j = 0; j < kLine; j += 4) {
-          s0 += q[j];
-          s1 += q[j + 1];
-          s2 += q[j + 2];
-          s3 += q[j + 3];
-        }
-      }
-    return s0 + s1 + s2 + s3;
-  };
-  using One = std::integral_constant<int, 1>;
-  using Two = std::integral_constant<int, 2>;
-  using Off = std::false_type;
-  using On = std::true_type;
   MembwResult r;
   for (int round = 0; round < 3; ++round)
     for (int pattern = 0; pattern < 3; ++pattern) {
@@ -253,9 +245,9 @@ MembwResult measure_membw(edgellm::ThreadPool& pool) {
         const size_t per = n_all / size_t(n_chunks);
         const uint64_t* p = buf + size_t(c0) * per;
         const size_t n = per * size_t(c1 - c0);
-        sink[size_t(thread) * 8] += pattern == 0   ? read(One{}, Off{}, p, n)
-                                    : pattern == 1 ? read(One{}, On{}, p, n)
-                                                   : read(Two{}, On{}, p, n);
+        sink[size_t(thread) * 8] += pattern == 0   ? read_words<1, false>(p, n)
+                                    : pattern == 1 ? read_words<1, true>(p, n)
+                                                   : read_words<2, true>(p, n);
       });
       r.pattern[pattern] = std::max(r.pattern[pattern], double(kBytes) / t.seconds() / 1e9);
       r.best = std::max(r.best, r.pattern[pattern]);

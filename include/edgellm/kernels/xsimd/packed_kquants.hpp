@@ -81,6 +81,9 @@ inline __m512i shift_bits_p5(__m512i v) {
 #endif
 }
 
+// Bitwise select: bits of a where m is 1, of b where m is 0 (one vpternlogd).
+inline __m512i select_bits(__m512i m, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(m, a, b, 0xCA); }
+
 // Two sub-blocks' int32 dot sums (each |sum| < 2^15) as int16 pairs per lane, lo = first, hi =
 // second: one byte shuffle (port 5) merged into the first.
 inline __m512i pair16(__m512i first, __m512i second) {
@@ -180,7 +183,6 @@ struct Q3K {
   // scalar/packed_kquants.hpp): six are a shift and an AND, v6 / v7 gather 2 bits of a / b and one
   // of c by a bit-select and an AND. Shifts by vpmultishiftqb (port 5), junk bits masked off.
   static void quads(const uint8_t* pair, __m512i (&q)[2][4]) {
-    constexpr int kSelect = 0xCA;  // ternlog: a ? b : c, bitwise
     const __m512i m7 = mask8(7), m3 = mask8(3);
     const __m512i a = load(pair), b = load(pair + 4 * kRows), c = load(pair + 8 * kRows);
     q[0][0] = _mm512_and_si512(a, m7);
@@ -189,8 +191,8 @@ struct Q3K {
     q[0][3] = _mm512_and_si512(shift_bits_p5<-3>(b), m7);
     q[1][0] = _mm512_and_si512(c, m7);
     q[1][1] = _mm512_and_si512(shift_bits_p5<-3>(c), m7);
-    q[1][2] = _mm512_and_si512(_mm512_ternarylogic_epi32(m3, shift_bits_p5<-6>(a), shift_bits_p5<-5>(c), kSelect), m7);
-    q[1][3] = _mm512_and_si512(_mm512_ternarylogic_epi32(m3, shift_bits_p5<-6>(b), shift_bits_p5<-4>(c), kSelect), m7);
+    q[1][2] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(a), shift_bits_p5<-5>(c)), m7);
+    q[1][3] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(b), shift_bits_p5<-4>(c)), m7);
   }
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
@@ -266,9 +268,8 @@ struct Q6K {
   // pair moved to its place by a byte shift (junk from the shifts is cut by the bit-selects and
   // the final AND).
   static inline __m512i quad3(__m512i v0, __m512i v1, __m512i v2, __m512i m03, __m512i m0f, __m512i m6) {
-    constexpr int kSelect = 0xCA;  // ternlog: a ? b : c, bitwise
-    const __m512i t = _mm512_ternarylogic_epi32(m03, shift_bits_p5<-6>(v0), shift_bits_p5<-4>(v1), kSelect);
-    return _mm512_and_si512(_mm512_ternarylogic_epi32(m0f, t, shift_bits_p5<-2>(v2), kSelect), m6);
+    const __m512i t = select_bits(m03, shift_bits_p5<-6>(v0), shift_bits_p5<-4>(v1));
+    return _mm512_and_si512(select_bits(m0f, t, shift_bits_p5<-2>(v2)), m6);
   }
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
