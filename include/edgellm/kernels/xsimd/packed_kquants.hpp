@@ -235,12 +235,44 @@ struct Q45K {
       hi_acc[t] = _mm512_dpbusd_epi32(hi_acc[t], hi, bcast4(a[t] + 16 + 4 * J));
     }
   }
+  // Q4_K's sub-block: v & 0xF0 is 16 x the high nibble, so the high half needs no shift; its dot
+  // (16 x the true one, exact) is brought back by the shift that moves it into the upper int16 of
+  // the lane. Both halves' dots fit int16 (16 weights x 15 x 128 < 2^15), so one vpdpwssd against
+  // the scale held in both halves adds scale * (lo + hi) to isum: 3 ops per token instead of
+  // add + vpmulld (2 uops) + add, and no vpmultishiftqb per quad vector.
+  template <int T>
+  static void sub_block_q4(const uint8_t* qs, const uint8_t* scales, const int8_t* const (&a)[T], __m512i (&isum)[T]) {
+    const __m512i m0f = mask8(0x0F), mf0 = mask8(char(0xF0));
+    __m512i lo_acc[T], hi_acc[T];
+    for (int t = 0; t < T; ++t) lo_acc[t] = hi_acc[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = load(qs + j * 4 * kRows), lo = _mm512_and_si512(v, m0f), hi16 = _mm512_and_si512(v, mf0);
+      for (int t = 0; t < T; ++t) {
+        lo_acc[t] = _mm512_dpbusd_epi32(lo_acc[t], lo, bcast4(a[t] + 4 * j));
+        hi_acc[t] = _mm512_dpbusd_epi32(hi_acc[t], hi16, bcast4(a[t] + 16 + 4 * j));
+      }
+    }
+    // each row's scale byte (lane i of 128 bits holds rows 4i..4i+3) zero-extended into both int16
+    // halves of its dword
+    const __m512i ctrl = _mm512_set_epi32(0x800F800F, 0x800E800E, 0x800D800D, 0x800C800C, 0x800B800B, 0x800A800A,
+                                          0x80098009, 0x80088008, 0x80078007, 0x80068006, 0x80058005, 0x80048004,
+                                          0x80038003, 0x80028002, 0x80018001, 0x80008000);
+    const __m512i scale = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))), ctrl);
+    for (int t = 0; t < T; ++t)
+      isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_mask_blend_epi16(0xAAAAAAAAu, lo_acc[t], _mm512_slli_epi32(hi_acc[t], 12)), scale);
+  }
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
     __m512i isum[T], msum[T];
     for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
       const uint8_t* qs = sb + 20 * kRows + s * kSubBytes;
+      if constexpr (!kHigh) {
+        const int8_t* a[T];
+        for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s;
+        sub_block_q4(qs, sb + 4 * kRows + s * kRows, a, isum);
+        continue;
+      }
       const __m512i hb = kHigh ? load(qs + 16 * kRows) : _mm512_setzero_si512();
       const int8_t* a[T];
       __m512i lo_acc[T], hi_acc[T];
