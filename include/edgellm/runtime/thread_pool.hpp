@@ -135,8 +135,8 @@ class ThreadPool {
 
   void wait_done() {
     const auto start = std::chrono::steady_clock::now();
-    while (active_.load(std::memory_order_seq_cst) != 0) {
-      if (std::chrono::steady_clock::now() - start > kSpin) {
+    for (int i = 0; active_.load(std::memory_order_seq_cst) != 0; ++i) {
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > kSpin) {  // the clock every 64 spins, as workers
         std::unique_lock<std::mutex> lock(mu_);
         done_cv_.wait(lock, [&] { return active_.load(std::memory_order_seq_cst) == 0; });
         return;
