@@ -39,6 +39,8 @@ constexpr const char* kUsage =
     "  -p, --n-prompt LIST     prompt lengths, comma list (default 512; 0 = none)\n"
     "  -n, --n-gen LIST        generation lengths (default 128; 0 = none)\n"
     "  -pg PP,TG               a prompt of PP then TG generated tokens, timed together (repeatable)\n"
+    "  -d, --n-depth LIST      tokens already in the KV cache when each test starts (default 0; filled\n"
+    "                          untimed before every run, as llama-bench's -d)\n"
     "  -t, --threads LIST      thread counts (default: hardware threads)\n"
     "  -r, --repetitions N     timed runs per test after one warm-up run (default 5)\n"
     "  -b, --batch-size N      prompt tokens per forward pass (default 512)\n"
@@ -53,7 +55,7 @@ constexpr const char* kUsage =
 struct Options {
   std::string model_path, preset, mix = "Q4_K_M", write_gguf, output = "md", kv_type = "f16";
   uint64_t seed = 1234;
-  std::vector<int> n_prompt = {512}, n_gen = {128}, threads;
+  std::vector<int> n_prompt = {512}, n_gen = {128}, n_depth = {0}, threads;
   std::vector<std::pair<int, int>> pg;
   int reps = 5, n_batch = 512;
   bool membw = false, warmup = true, verbose = false, plan = false, repack = true;
@@ -73,6 +75,7 @@ Options parse(int argc, char** argv, bool* help) {
     else if (f == "--write-gguf") o.write_gguf = args.value(f);
     else if (f == "-p" || f == "--n-prompt") o.n_prompt = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
     else if (f == "-n" || f == "--n-gen") o.n_gen = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
+    else if (f == "-d" || f == "--n-depth") o.n_depth = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
     else if (f == "-pg") {
       const std::vector<int> v = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
       if (v.size() != 2) edgellm::throw_error("option -pg: expected PP,TG, got ", v.size(), " values");
@@ -271,12 +274,18 @@ double cpu_seconds() {
 // ---- tests ----
 
 struct Test {
-  int n_prompt = 0, n_gen = 0;
+  int n_prompt = 0, n_gen = 0, n_depth = 0;
   std::string name() const {
-    if (n_gen == 0) return "pp" + std::to_string(n_prompt);
-    if (n_prompt == 0) return "tg" + std::to_string(n_gen);
-    return "pp" + std::to_string(n_prompt) + "+tg" + std::to_string(n_gen);
+    const std::string at = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";  // llama-bench's spelling
+    if (n_gen == 0) return "pp" + std::to_string(n_prompt) + at;
+    if (n_prompt == 0) return "tg" + std::to_string(n_gen) + at;
+    return "pp" + std::to_string(n_prompt) + "+tg" + std::to_string(n_gen) + at;
   }
+};
+
+// Wall and main-thread CPU seconds of the timed part of one run.
+struct RunTime {
+  double wall = 0, cpu = 0;
 };
 
 struct Result {
@@ -296,27 +305,36 @@ class Runner {
   Runner(const LoadedModel& lm, const Options& o, edgellm::DType kv_type, edgellm::ThreadPool* pool)
       : lm_(lm), o_(o), kv_type_(kv_type), ctx_(pool) {}
 
-  // One run of the test from an empty cache; appends generated-token latencies to token_ms.
-  void run_once(const Test& t, std::vector<double>* token_ms) {
+  // One run of the test from an empty cache: n_depth tokens untimed, then the timed prompt and
+  // generation; appends generated-token latencies to token_ms.
+  RunTime run_once(const Test& t, std::vector<double>* token_ms) {
     const edgellm::LlamaModel& m = *lm_.model;
-    if (!kv_ || kv_->params().max_tokens < t.n_prompt + t.n_gen) {
+    const int n_ctx = t.n_depth + t.n_prompt + t.n_gen;
+    if (!kv_ || kv_->params().max_tokens < n_ctx) {
       kv_.reset();
-      kv_ = std::make_unique<edgellm::PagedKvCache>(m.kv_params(t.n_prompt + t.n_gen, 16, 0, kv_type_));
+      kv_ = std::make_unique<edgellm::PagedKvCache>(m.kv_params(n_ctx, 16, 0, kv_type_));
       seq_ = kv_->create_sequence();
     }
     kv_->truncate(seq_, 0);
-    uint64_t rng = 42;  // same tokens every run: the logits hash is comparable between builds
     const int n_vocab = m.config().n_vocab;
+    uint64_t rng = 7;  // the depth's tokens: their own stream, so the timed tokens do not depend on it
     auto token = [&] { return static_cast<int32_t>(edgellm::detail::splitmix64(rng) % uint64_t(n_vocab)); };
     int pos = 0;
     edgellm::Batch b;
-    for (int done = 0; done < t.n_prompt;) {
-      const int n = std::min(o_.n_batch, t.n_prompt - done);
-      b.clear();
-      for (int i = 0; i < n; ++i) b.add(token(), pos++, seq_, done + i == t.n_prompt - 1);
-      m.forward(ctx_, *kv_, b);
-      done += n;
-    }
+    auto prompt = [&](int count, bool want_logits) {
+      for (int done = 0; done < count;) {
+        const int n = std::min(o_.n_batch, count - done);
+        b.clear();
+        for (int i = 0; i < n; ++i) b.add(token(), pos++, seq_, want_logits && done + i == count - 1);
+        m.forward(ctx_, *kv_, b);
+        done += n;
+      }
+    };
+    prompt(t.n_depth, false);
+    rng = 42;  // same tokens every run: the logits hash is comparable between builds
+    const edgellm::Timer timer;
+    const double cpu0 = cpu_seconds();
+    prompt(t.n_prompt, true);
     for (int i = 0; i < t.n_gen; ++i) {
       const edgellm::Timer tt;
       b.clear();
@@ -324,6 +342,7 @@ class Runner {
       m.forward(ctx_, *kv_, b);
       if (token_ms) token_ms->push_back(tt.ms());
     }
+    return {timer.seconds(), cpu_seconds() - cpu0};
   }
 
   uint32_t last_hash() const {
@@ -354,11 +373,9 @@ Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, 
     runner.run_once(w, nullptr);
   }
   for (int rep = 0; rep < o.reps; ++rep) {
-    const edgellm::Timer timer;
-    const double cpu0 = cpu_seconds();
-    runner.run_once(t, &r.token_ms);
-    r.samples_ns.push_back(timer.seconds() * 1e9);
-    r.cpu_ns.push_back((cpu_seconds() - cpu0) * 1e9);
+    const RunTime rt = runner.run_once(t, &r.token_ms);
+    r.samples_ns.push_back(rt.wall * 1e9);
+    r.cpu_ns.push_back(rt.cpu * 1e9);
     const edgellm::MemoryStats ms = edgellm::memory_stats();
     r.rss_file = std::max(r.rss_file, ms.rss_file_bytes);
     r.rss_anon = std::max(r.rss_anon, ms.rss_anon_bytes);
@@ -433,6 +450,7 @@ class Printer {
           q(lm_.filename), q(model_type(lm_)), std::to_string(lm_.size_bytes), std::to_string(lm_.n_params),
           q(cpu_), q("CPU"), std::to_string(o_.n_batch), std::to_string(o_.n_batch), std::to_string(r.n_threads),
           q(o_.kv_type), q(o_.kv_type), "true", std::to_string(r.test.n_prompt), std::to_string(r.test.n_gen),
+          std::to_string(r.test.n_depth),
           fmt("%.0f", r.avg_ns), fmt("%.0f", r.stddev_ns), fmt("%.6f", r.avg_ts), fmt("%.6f", r.stddev_ts),
           list(samples_ns), list(samples_ts), fmt("%.3f", r.cpu_ts), fmt("%.3f", r.gbps), fmt("%.2f", r.roofline), fmt("%.4f", p50),
           fmt("%.4f", p90), fmt("%.4f", p99), std::to_string(r.peak_rss), std::to_string(r.rss_file),
@@ -460,7 +478,7 @@ class Printer {
  private:
   static std::vector<std::string> fields() {
     return {"model_filename", "model_type", "model_size", "model_n_params", "cpu_info", "backends", "n_batch",
-            "n_ubatch", "n_threads", "type_k", "type_v", "use_mmap", "n_prompt", "n_gen", "avg_ns", "stddev_ns",
+            "n_ubatch", "n_threads", "type_k", "type_v", "use_mmap", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
             "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "cpu_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
             "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels"};
   }
@@ -566,12 +584,15 @@ int bench_main(int argc, char** argv) {
       (kv_type != edgellm::DType::F32 && kv_type != edgellm::DType::F16 && kv_type != edgellm::DType::Q8_0))
     edgellm::throw_error("--kv-type ", o.kv_type, ": expected f32, f16 or q8_0");
   std::vector<Test> tests;
-  for (int p : o.n_prompt)
-    if (p > 0) tests.push_back({p, 0});
+  for (int p : o.n_prompt)  // each test at every depth before the next test
+    for (int d : o.n_depth)
+      if (p > 0) tests.push_back({p, 0, d});
   for (int n : o.n_gen)
-    if (n > 0) tests.push_back({0, n});
+    for (int d : o.n_depth)
+      if (n > 0) tests.push_back({0, n, d});
   for (const auto& [p, n] : o.pg)
-    if (p + n > 0) tests.push_back({p, n});
+    for (int d : o.n_depth)
+      if (p + n > 0) tests.push_back({p, n, d});
   if (tests.empty()) edgellm::throw_error("nothing to run: every -p / -n / -pg value is 0");
 
   const LoadedModel lm = load(o);

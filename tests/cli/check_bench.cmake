@@ -1,7 +1,9 @@
 # edgellm-bench's output contract (DESIGN.md): `-o json` is an array of llama-bench-named rows, one
 # per test, and the logits hash of a row does not depend on the thread count. Runs TOOL on MODEL
 # (relative to SHARED) with -t 1 and -t 2 under EMULATOR; MEMBW=ON also checks that --membw gives
-# the decode row a roofline percentage. Prints "skipped: ..." when the model is missing.
+# the decode row a roofline percentage. Then -d 0,8: a decode row per depth, the depth-0 one the
+# same as without -d (same tokens), the other from a cache already holding 8 tokens. Prints
+# "skipped: ..." when the model is missing.
 cmake_minimum_required(VERSION 3.19)
 if(NOT EXISTS "${SHARED}/${MODEL}")
   message("skipped: ${SHARED}/${MODEL} not found")
@@ -13,18 +15,24 @@ if(MEMBW)
   set(extra --membw)
 endif()
 
-foreach(threads 1 2)
-  execute_process(COMMAND ${EMULATOR} ${TOOL} -m "${SHARED}/${MODEL}" -p 8 -n 4 -r 2 -t ${threads} -o json ${extra}
+# Runs TOOL on MODEL with the given flags and -o json into out / err; fails unless it exits 0 with a
+# JSON array of 2 rows (`what` names them).
+macro(run_json label what)
+  execute_process(COMMAND ${EMULATOR} ${TOOL} -m "${SHARED}/${MODEL}" ${ARGN} -o json
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "-t ${threads}: exit status ${rc}\nstderr: ${err}")
+    message(FATAL_ERROR "${label}: exit status ${rc}\nstderr: ${err}")
   endif()
   string(JSON n ERROR_VARIABLE jerr LENGTH "${out}")
   if(jerr OR NOT n EQUAL 2)
-    message(FATAL_ERROR "-t ${threads}: expected a JSON array of 2 rows (pp8, tg4), got (${jerr}):\n${out}")
+    message(FATAL_ERROR "${label}: expected a JSON array of 2 rows (${what}), got (${jerr}):\n${out}")
   endif()
+endmacro()
+
+foreach(threads 1 2)
+  run_json("-t ${threads}" "pp8, tg4" -p 8 -n 4 -r 2 -t ${threads} ${extra})
   foreach(i 0 1)
-    foreach(key model_filename model_type model_size model_n_params n_threads n_prompt n_gen avg_ns stddev_ns avg_ts
+    foreach(key model_filename model_type model_size model_n_params n_threads n_prompt n_gen n_depth avg_ns stddev_ns avg_ts
                 stddev_ts samples_ns samples_ts gbps roofline_pct p50_ms p90_ms p99_ms peak_rss rss_file rss_anon
                 logits_hash)
       string(JSON v ERROR_VARIABLE jerr GET "${out}" ${i} ${key})
@@ -66,3 +74,20 @@ foreach(i 0 1)
     message(FATAL_ERROR "row ${i}: logits hash ${hash_t1_${i}} with 1 thread, ${hash_t2_${i}} with 2")
   endif()
 endforeach()
+
+# -d (llama-bench's n_depth): tokens put in the cache untimed before each run.
+run_json("-d 0,8" "tg4, tg4 @ d8" -p 0 -n 4 -d 0,8 -r 1 -t 1)
+foreach(i 0 1)
+  foreach(key n_prompt n_gen n_depth logits_hash)
+    string(JSON d${i}_${key} GET "${out}" ${i} ${key})
+  endforeach()
+endforeach()
+if(NOT d0_n_depth EQUAL 0 OR NOT d1_n_depth EQUAL 8 OR NOT d0_n_gen EQUAL 4 OR NOT d1_n_gen EQUAL 4 OR NOT d1_n_prompt EQUAL 0)
+  message(FATAL_ERROR "-d 0,8: rows are not tg4 at depths 0 and 8:\n${out}")
+endif()
+if(NOT d0_logits_hash STREQUAL hash_t1_1)
+  message(FATAL_ERROR "-d 0: logits hash ${d0_logits_hash}, without -d ${hash_t1_1}")
+endif()
+if(d1_logits_hash STREQUAL d0_logits_hash)
+  message(FATAL_ERROR "-d 8: same logits hash as from an empty cache (${d0_logits_hash}): the depth was not used")
+endif()

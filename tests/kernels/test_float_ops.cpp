@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -174,6 +175,32 @@ TEST_CASE("gemm_f32 of every ISA matches the ref (strides, tails, accumulate)") 
             CHECK(close_rel(c1[at], c2[at], kMaxRelErrGemm, mag));
           }
       }
+    }
+  }
+}
+
+TEST_CASE("KV-cache row conversions (to_float of F16 and Q8_0) of every ISA are bit-exact with the ref") {
+  const KernelTable r = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(11);
+  for (Isa isa : available_isas()) {
+    const KernelTable t = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (int n : {1, 7, 8, 9, 31, 32, 64, 100, 1024 + 5}) {
+      CAPTURE(n);
+      std::vector<float> v = randv(rng, n, -70000.0f, 70000.0f);  // beyond fp16's range: infinities
+      for (int i = 0; i < n; i += 5) v[size_t(i)] *= 1e-6f;       // and subnormals
+      const std::vector<uint16_t> h = to_f16(v);
+      std::vector<float> got(size_t(n), -1.0f), want(size_t(n), -2.0f);
+      t.of(DType::F16).to_float(h.data(), got.data(), n);
+      r.of(DType::F16).to_float(h.data(), want.data(), n);
+      CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * size_t(n)) == 0);
+      if (n % 32 != 0) continue;
+      std::vector<uint8_t> q(dtype_row_bytes(DType::Q8_0, n));
+      r.of(DType::Q8_0).from_float(randv(rng, n).data(), q.data(), n);
+      t.of(DType::Q8_0).to_float(q.data(), got.data(), n);
+      r.of(DType::Q8_0).to_float(q.data(), want.data(), n);
+      CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * size_t(n)) == 0);
     }
   }
 }

@@ -342,14 +342,16 @@ class LlamaModel {
           for (int e = 0; e < n_gqa * hd; ++e) qt[static_cast<size_t>(t) * n_gqa * hd + e] = q[e] * scale;
         }
         const std::vector<int>& table = kv.block_table(s);
-        // Rows j0 .. j0 + cnt of K (which = 0) or V (1) in F32 at rf.
+        // Rows j0 .. j0 + cnt of K (which = 0) or V (1) in F32 at rf. A step never straddles a cache
+        // block (step below), whose rows of one head are back to back: one conversion call.
         auto load_rows = [&](int which, int j0, int cnt) {
-          for (int r = 0; r < cnt; ++r) {
-            const int j = j0 + r;
-            float* dst = rf + static_cast<size_t>(r) * hd;
-            if (j < n_blk) to_float(kv.head_rows(table[static_cast<size_t>(j / bs)], l, which, tile.kvh) + (j % bs) * rb, dst, hd);
-            else std::copy_n(kv.shadow_row(s, l, which, j) + tile.kvh * hd, hd, dst);
+          if (j0 < n_blk) {
+            to_float(kv.head_rows(table[static_cast<size_t>(j0 / bs)], l, which, tile.kvh) + (j0 % bs) * rb, rf,
+                     int64_t(cnt) * hd);
+            return;
           }
+          for (int r = 0; r < cnt; ++r)
+            std::copy_n(kv.shadow_row(s, l, which, j0 + r) + tile.kvh * hd, hd, rf + static_cast<size_t>(r) * hd);
         };
         // Block steps that never straddle a cache block nor the shadow boundary.
         auto step = [&](int j0) { return j0 < n_blk ? std::min(bs - j0 % bs, n_blk - j0) : std::min(bs, n_max - j0); };

@@ -54,6 +54,30 @@ inline void axpy_q8_0_neon(float* y, float alpha, const void* x, int n) {
   }
 }
 
+// Rows of the KV cache to floats, as attention reads them (KernelTable::of(F16 / Q8_0).to_float).
+// Exact like the refs they replace: fcvtl is the exact widening, q * d one float multiply.
+inline void fp16_to_fp32_row_neon(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t n) {
+  const uint16_t* h = static_cast<const uint16_t*>(x);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const float16x8_t v = vreinterpretq_f16_u16(vld1q_u16(h + i));
+    vst1q_f32(y + i, vcvt_f32_f16(vget_low_f16(v)));
+    vst1q_f32(y + i + 4, vcvt_high_f32_f16(v));
+  }
+  for (; i < n; ++i) y[i] = fp16_to_fp32(h[i]);
+}
+// n a multiple of 32 (whole blocks).
+inline void dequantize_row_q8_0_neon(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t n) {
+  const block_q8_0* b = static_cast<const block_q8_0*>(x);
+  for (int64_t i = 0; i < n / QK8_0; ++i, y += QK8_0) {
+    const float d = fp16_to_fp32(b[i].d);
+    float32x4_t q[8];
+    neon::kv_q8x16_to_f32(b[i].qs, q);
+    neon::kv_q8x16_to_f32(b[i].qs + 16, q + 4);
+    for (int j = 0; j < 8; ++j) vst1q_f32(y + 4 * j, vmulq_n_f32(q[j], d));
+  }
+}
+
 // Sets the KV-cache entries of f to the kernels above (called by register_neon_kernels).
 inline void register_neon_kv_kernels(FloatKernels& f) {
   f.dot_q8_0_f32 = dot_q8_0_f32_neon;

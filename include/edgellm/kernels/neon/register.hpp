@@ -66,6 +66,8 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
   }
   t.of(DType::Q8_0).from_float = quantize_row_q8_0_neon;
   t.of(DType::Q8_K).from_float = quantize_row_q8_K_neon;
+  t.of(DType::F16).to_float = fp16_to_fp32_row_neon;  // KV cache rows (attention)
+  t.of(DType::Q8_0).to_float = dequantize_row_q8_0_neon;
 
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm_neon;

@@ -47,6 +47,8 @@ inline void register_xsimd_kernels(KernelTable& t) {
   }
   t.of(DType::Q8_0).from_float = quantize_row_q8_0_xsimd;
   t.of(DType::Q8_K).from_float = quantize_row_q8_K_xsimd;
+  t.of(DType::F16).to_float = fp16_to_fp32_row_xsimd;  // KV cache rows (attention)
+  t.of(DType::Q8_0).to_float = dequantize_row_q8_0_xsimd;
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm_xsimd;
   f.dot_f32 = dot_f32_xsimd;
