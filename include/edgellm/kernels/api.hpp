@@ -87,6 +87,9 @@ struct FloatKernels {
   // j < N, k < K, added to C when accumulate is true (else C is overwritten). C must not alias A or B.
   void (*gemm_f32)(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                    bool accumulate) = nullptr;
+  // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (attention's K block -> K^T). dst
+  // must not overlap src.
+  void (*transpose_f32)(const float* src, int rows, int cols, int lds, float* dst, int ldd) = nullptr;
   const char* variant = "";
 };
 

@@ -274,6 +274,8 @@ class LlamaModel {
 
   // A run of consecutive batch tokens of one sequence at consecutive positions, for one KV head:
   // the unit of attention work (all n_gqa query heads of that KV head, for every token of the run).
+  static constexpr int kAttnStepRows = 64;  // cache positions per attention step (see attention)
+
   struct AttnTile {
     int i0, n_tok, kvh;
   };
@@ -321,6 +323,11 @@ class LlamaModel {
     const size_t QD = static_cast<size_t>(c.q_dim());
     const size_t rb = kv.head_row_bytes();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // Positions per step: whole cache blocks up to kAttnStepRows rows, so the GEMMs run on 64-wide
+    // score slices instead of one 16-row block (TinyLlama Q4_0 decode at 1920 tokens of context,
+    // 2 threads, x86 VM: attention's samples / the GEMV's 0.55-0.63 -> 0.48-0.50 under perf).
+    // Same sums in the same order as block by block.
+    const int chunk = bs * std::max(1, kAttnStepRows / bs);
     std::atomic<size_t> next{0};
     auto work = [&](int64_t, int64_t, int thread) {
       std::vector<float>& buf = ctx.scores_[static_cast<size_t>(thread)];
@@ -330,40 +337,59 @@ class LlamaModel {
         const int s = b.seq[tile.i0], M = tile.n_tok * n_gqa;
         const int n_max = b.pos[tile.i0 + tile.n_tok - 1] + 1;  // positions the last token sees
         const int n_blk = std::min(n_max, kv.shadow_begin(s));  // read from the blocks; the rest from the shadow
-        const size_t need = static_cast<size_t>(M) * (2 * hd + n_max) + 2 * static_cast<size_t>(bs) * hd;
+        const size_t need = static_cast<size_t>(M) * (2 * hd + n_max) + 2 * static_cast<size_t>(chunk) * hd;
         if (buf.size() < need) buf.resize(need);
         float* qt = buf.data();                             // [M, hd] scaled queries
         float* sc = qt + static_cast<size_t>(M) * hd;       // [M, n_max] scores, then probabilities
         float* o = sc + static_cast<size_t>(M) * n_max;     // [M, hd] output rows
-        float* rf = o + static_cast<size_t>(M) * hd;        // [bs, hd] one block of K or V rows in F32
-        float* kt = rf + static_cast<size_t>(bs) * hd;      // [hd, bs] the K block transposed
+        float* rf = o + static_cast<size_t>(M) * hd;        // [chunk, hd] one step's K or V rows in F32
+        float* kt = rf + static_cast<size_t>(chunk) * hd;   // [hd, chunk] its K rows transposed
         for (int t = 0; t < tile.n_tok; ++t) {
           const float* q = ctx.q_.data() + static_cast<size_t>(tile.i0 + t) * QD + static_cast<size_t>(tile.kvh) * n_gqa * hd;
           for (int e = 0; e < n_gqa * hd; ++e) qt[static_cast<size_t>(t) * n_gqa * hd + e] = q[e] * scale;
         }
         const std::vector<int>& table = kv.block_table(s);
-        // Rows j0 .. j0 + cnt of K (which = 0) or V (1) in F32 at rf. A step never straddles a cache
-        // block (step below), whose rows of one head are back to back: one conversion call.
+        // Steps of whole cache blocks (chunk rows at most) that never straddle the shadow boundary.
+        auto step = [&](int j0) { return j0 < n_blk ? std::min(chunk, n_blk - j0) : std::min(chunk, n_max - j0); };
+        // f(block id, first row in it, rows, offset from j0) for the cache-block runs of a step.
+        auto for_runs = [&](int j0, int cnt, auto&& fn) {
+          for (int j = j0; j < j0 + cnt;) {
+            const int run = std::min(bs - j % bs, j0 + cnt - j);
+            fn(table[static_cast<size_t>(j / bs)], j % bs, run, j - j0);
+            j += run;
+          }
+        };
+        // Rows j0 .. j0 + cnt of K (which = 0) or V (1) in F32 at rf: one conversion call per cache
+        // block (its rows of one head are back to back), or copies from the F32 shadow.
         auto load_rows = [&](int which, int j0, int cnt) {
           if (j0 < n_blk) {
-            to_float(kv.head_rows(table[static_cast<size_t>(j0 / bs)], l, which, tile.kvh) + (j0 % bs) * rb, rf,
-                     int64_t(cnt) * hd);
+            for_runs(j0, cnt, [&](int blk, int r0, int run, int at) {
+              to_float(kv.head_rows(blk, l, which, tile.kvh) + r0 * rb, rf + static_cast<size_t>(at) * hd, int64_t(run) * hd);
+            });
             return;
           }
           for (int r = 0; r < cnt; ++r)
             std::copy_n(kv.shadow_row(s, l, which, j0 + r) + tile.kvh * hd, hd, rf + static_cast<size_t>(r) * hd);
         };
-        // Block steps that never straddle a cache block nor the shadow boundary.
-        auto step = [&](int j0) { return j0 < n_blk ? std::min(bs - j0 % bs, n_blk - j0) : std::min(bs, n_max - j0); };
-        // 1. S = Qs K^T, one block of positions at a time
+        // Asks for the cache rows of the step at j0 ahead of use: the blocks of a sequence are
+        // scattered (paged), so the hardware prefetcher does not run from one into the next.
+        auto prefetch_rows = [&](int which, int j0) {
+          if (j0 >= n_blk) return;
+          for_runs(j0, step(j0), [&](int blk, int r0, int run, int) {
+            const uint8_t* p = kv.head_rows(blk, l, which, tile.kvh) + r0 * rb;
+            for (size_t off = 0; off < static_cast<size_t>(run) * rb; off += 64) __builtin_prefetch(p + off);
+          });
+        };
+        // 1. S = Qs K^T, one step of positions at a time
         for (int j0 = 0; j0 < n_max;) {
           const int cnt = step(j0);
+          prefetch_rows(0, j0 + cnt);
           load_rows(0, j0, cnt);
-          for (int r = 0; r < cnt; ++r)
-            for (int d = 0; d < hd; ++d) kt[static_cast<size_t>(d) * cnt + r] = rf[static_cast<size_t>(r) * hd + d];
+          f.transpose_f32(rf, cnt, hd, hd, kt, cnt);
           f.gemm_f32(M, cnt, hd, qt, hd, kt, cnt, sc + j0, n_max, /*accumulate=*/false);
           j0 += cnt;
         }
+        prefetch_rows(1, 0);
         // 2. causal softmax per query row; positions a token does not see get probability 0
         for (int t = 0; t < tile.n_tok; ++t) {
           const int n_pos = b.pos[tile.i0 + t] + 1;
@@ -376,6 +402,7 @@ class LlamaModel {
         // 3. O = P V
         for (int j0 = 0; j0 < n_max;) {
           const int cnt = step(j0);
+          prefetch_rows(1, j0 + cnt);
           load_rows(1, j0, cnt);
           f.gemm_f32(M, hd, cnt, sc + j0, n_max, rf, hd, o, hd, /*accumulate=*/j0 > 0);
           j0 += cnt;

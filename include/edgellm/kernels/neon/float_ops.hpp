@@ -211,6 +211,28 @@ inline void gemm_f32_neon(int M, int N, int K, const float* A, int lda, const fl
   if (j < N) gemm_f32_ref(M, N - j, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
 }
 
+// 4 x 4 tiles transposed in registers (trn1/trn2 on 32-bit, then on 64-bit elements), the edges by
+// the ref.
+inline void transpose_f32_neon(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
+  const int r4 = rows / 4 * 4, c4 = cols / 4 * 4;
+  auto f64 = [](float32x4_t v) { return vreinterpretq_f64_f32(v); };
+  for (int r = 0; r < r4; r += 4)
+    for (int c = 0; c < c4; c += 4) {
+      const float* p = src + int64_t(r) * lds + c;
+      const float32x4_t a = vld1q_f32(p), b = vld1q_f32(p + lds), cc = vld1q_f32(p + 2 * int64_t(lds)),
+                        d = vld1q_f32(p + 3 * int64_t(lds));
+      const float32x4_t t0 = vtrn1q_f32(a, b), t1 = vtrn2q_f32(a, b);    // a0 b0 a2 b2, a1 b1 a3 b3
+      const float32x4_t t2 = vtrn1q_f32(cc, d), t3 = vtrn2q_f32(cc, d);  // c0 d0 c2 d2, c1 d1 c3 d3
+      float* q = dst + int64_t(c) * ldd + r;
+      vst1q_f32(q, vreinterpretq_f32_f64(vtrn1q_f64(f64(t0), f64(t2))));
+      vst1q_f32(q + ldd, vreinterpretq_f32_f64(vtrn1q_f64(f64(t1), f64(t3))));
+      vst1q_f32(q + 2 * int64_t(ldd), vreinterpretq_f32_f64(vtrn2q_f64(f64(t0), f64(t2))));
+      vst1q_f32(q + 3 * int64_t(ldd), vreinterpretq_f32_f64(vtrn2q_f64(f64(t1), f64(t3))));
+    }
+  if (c4 < cols) transpose_f32_ref(src + c4, r4, cols - c4, lds, dst + int64_t(c4) * ldd, ldd);
+  if (r4 < rows) transpose_f32_ref(src + int64_t(r4) * lds, rows - r4, cols, lds, dst + r4, ldd);
+}
+
 // ---- float weights against F32 activations (VecDotFn) ----
 
 inline float vec_dot_f32_f32_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {

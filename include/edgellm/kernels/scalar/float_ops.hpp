@@ -100,6 +100,13 @@ inline void rope_ref(float* x, int n_heads, int head_dim, int n_rot, const float
   }
 }
 
+// dst[c * ldd + r] = src[r * lds + c]; the SIMD forms transpose square tiles in registers and use
+// this for the edges.
+inline void transpose_f32_ref(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) dst[int64_t(c) * ldd + r] = src[int64_t(r) * lds + c];
+}
+
 // The row loop of the SIMD gemm_f32 kernels: tiles of 4 rows, then one tile of the 1..3 left, for
 // one column slice. Tile::run<R>(K, A, lda, B, ldb, C, ldc, accumulate) is the ISA's register tile.
 template <class Tile>

@@ -50,6 +50,7 @@ inline void register_ref_kernels(KernelTable& t) {
   f.silu_mul = silu_mul_ref;
   f.rope = rope_ref;
   f.gemm_f32 = gemm_f32_ref;
+  f.transpose_f32 = transpose_f32_ref;
   f.variant = "ref";
 }
 

@@ -169,5 +169,32 @@ inline void gemm_f32_xsimd(int M, int N, int K, const float* A, int lda, const f
   if (j < N) gemm_f32_ref(M, N - j, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
 }
 
+// 8 x 8 tiles transposed in ymm registers (unpack, shuffle, 128-bit lane permute: 24 shuffles per
+// 64 floats, against 64 scalar load/store pairs), the edges by the ref.
+inline void transpose_f32_xsimd(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
+  const int r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int r = 0; r < r8; r += 8)
+    for (int c = 0; c < c8; c += 8) {
+      __m256 v[8], t[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + int64_t(r + i) * lds + c);
+      for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved: (a0 b0 a1 b1 | a4 b4 a5 b5), ..
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {  // 4 rows per 128-bit lane: columns 0, 1 (2, 3) of rows i .. i+3
+        v[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        v[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        v[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        v[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+      }
+      for (int i = 0; i < 4; ++i) {  // lanes of rows 0..3 and 4..7 joined: column i, then column 4 + i
+        _mm256_storeu_ps(dst + int64_t(c + i) * ldd + r, _mm256_permute2f128_ps(v[i], v[i + 4], 0x20));
+        _mm256_storeu_ps(dst + int64_t(c + 4 + i) * ldd + r, _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+      }
+    }
+  if (c8 < cols) transpose_f32_ref(src + c8, r8, cols - c8, lds, dst + int64_t(c8) * ldd, ldd);
+  if (r8 < rows) transpose_f32_ref(src + int64_t(r8) * lds, rows - r8, cols, lds, dst + r8, ldd);
+}
+
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_XSIMD

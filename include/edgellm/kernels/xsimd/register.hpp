@@ -60,6 +60,7 @@ inline void register_xsimd_kernels(KernelTable& t) {
   f.silu_mul = silu_mul_xsimd;
   f.rope = rope_xsimd;
   f.gemm_f32 = gemm_f32_xsimd;
+  f.transpose_f32 = transpose_f32_xsimd;
   register_xsimd_kv_kernels(f);
   f.variant = "xsimd";
   register_xsimd_packed(t);
