@@ -584,15 +584,13 @@ int bench_main(int argc, char** argv) {
       (kv_type != edgellm::DType::F32 && kv_type != edgellm::DType::F16 && kv_type != edgellm::DType::Q8_0))
     edgellm::throw_error("--kv-type ", o.kv_type, ": expected f32, f16 or q8_0");
   std::vector<Test> tests;
-  for (int p : o.n_prompt)  // each test at every depth before the next test
-    for (int d : o.n_depth)
-      if (p > 0) tests.push_back({p, 0, d});
-  for (int n : o.n_gen)
-    for (int d : o.n_depth)
-      if (n > 0) tests.push_back({0, n, d});
-  for (const auto& [p, n] : o.pg)
-    for (int d : o.n_depth)
-      if (p + n > 0) tests.push_back({p, n, d});
+  auto add = [&](int p, int n) {  // a test at every depth before the next test
+    if (p + n > 0)
+      for (int d : o.n_depth) tests.push_back({p, n, d});
+  };
+  for (int p : o.n_prompt) add(p, 0);
+  for (int n : o.n_gen) add(0, n);
+  for (const auto& [p, n] : o.pg) add(p, n);
   if (tests.empty()) edgellm::throw_error("nothing to run: every -p / -n / -pg value is 0");
 
   const LoadedModel lm = load(o);

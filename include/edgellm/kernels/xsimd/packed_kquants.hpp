@@ -217,23 +217,32 @@ template <bool kHigh>
 struct Q45K {
   static constexpr size_t kBytes = kHigh ? packed_k::q5_K_bytes(kRows) : packed_k::q4_K_bytes(kRows);
   static constexpr int kSubBytes = kHigh ? 20 * kRows : 16 * kRows;
-  // Bit 4 of quad j (low nibbles, bit j of hb) or quad 4 + j (high nibbles, bit 4 + j).
-  template <int J>
-  static void fifth_bits(__m512i hb, __m512i& lo, __m512i& hi) {
-    if constexpr (kHigh) {
-      lo = _mm512_or_si512(lo, _mm512_and_si512(shift_bits_p5<4 - J>(hb), mask8(0x10)));
-      hi = _mm512_or_si512(hi, _mm512_and_si512(shift_bits_p5<-J>(hb), mask8(0x10)));
-    }
-  }
+  // Q5_K's quad vector J of a sub-block: nibbles plus bit 4 of quad J (low nibbles, bit J of hb)
+  // or of quad 4 + J (high nibbles, bit 4 + J).
   template <int J, int T>
-  static void quads(const uint8_t* qs, __m512i hb, const int8_t* const (&a)[T], __m512i (&lo_acc)[T], __m512i (&hi_acc)[T]) {
+  static void quads_q5(const uint8_t* qs, __m512i hb, const int8_t* const (&a)[T], __m512i (&lo_acc)[T], __m512i (&hi_acc)[T]) {
     const __m512i v = load(qs + J * 4 * kRows);
-    __m512i lo = _mm512_and_si512(v, mask8(0x0F)), hi = _mm512_and_si512(shift_bits_p5<-4>(v), mask8(0x0F));
-    fifth_bits<J>(hb, lo, hi);
+    const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, mask8(0x0F)), _mm512_and_si512(shift_bits_p5<4 - J>(hb), mask8(0x10)));
+    const __m512i hi =
+        _mm512_or_si512(_mm512_and_si512(shift_bits_p5<-4>(v), mask8(0x0F)), _mm512_and_si512(shift_bits_p5<-J>(hb), mask8(0x10)));
     for (int t = 0; t < T; ++t) {
       lo_acc[t] = _mm512_dpbusd_epi32(lo_acc[t], lo, bcast4(a[t] + 4 * J));
       hi_acc[t] = _mm512_dpbusd_epi32(hi_acc[t], hi, bcast4(a[t] + 16 + 4 * J));
     }
+  }
+  // Q5_K's sub-block: its 32-weight sums exceed int16, so the scale goes through vpmulld.
+  template <int T>
+  static void sub_block_q5(const uint8_t* qs, const uint8_t* scales, const int8_t* const (&a)[T], __m512i (&isum)[T]) {
+    const __m512i hb = load(qs + 16 * kRows);
+    __m512i lo_acc[T], hi_acc[T];
+    for (int t = 0; t < T; ++t) lo_acc[t] = hi_acc[t] = _mm512_setzero_si512();
+    quads_q5<0>(qs, hb, a, lo_acc, hi_acc);
+    quads_q5<1>(qs, hb, a, lo_acc, hi_acc);
+    quads_q5<2>(qs, hb, a, lo_acc, hi_acc);
+    quads_q5<3>(qs, hb, a, lo_acc, hi_acc);
+    const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+    for (int t = 0; t < T; ++t)
+      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(lo_acc[t], hi_acc[t]), scale));
   }
   // Q4_K's sub-block: v & 0xF0 is 16 x the high nibble, so the high half needs no shift; its dot
   // (16 x the true one, exact) is brought back by the shift that moves it into the upper int16 of
@@ -266,24 +275,11 @@ struct Q45K {
     __m512i isum[T], msum[T];
     for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
-      const uint8_t* qs = sb + 20 * kRows + s * kSubBytes;
-      if constexpr (!kHigh) {
-        const int8_t* a[T];
-        for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s;
-        sub_block_q4(qs, sb + 4 * kRows + s * kRows, a, isum);
-        continue;
-      }
-      const __m512i hb = kHigh ? load(qs + 16 * kRows) : _mm512_setzero_si512();
+      const uint8_t *qs = sb + 20 * kRows + s * kSubBytes, *scales = sb + 4 * kRows + s * kRows;
       const int8_t* a[T];
-      __m512i lo_acc[T], hi_acc[T];
-      for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s, lo_acc[t] = hi_acc[t] = _mm512_setzero_si512();
-      quads<0>(qs, hb, a, lo_acc, hi_acc);
-      quads<1>(qs, hb, a, lo_acc, hi_acc);
-      quads<2>(qs, hb, a, lo_acc, hi_acc);
-      quads<3>(qs, hb, a, lo_acc, hi_acc);
-      const __m512i scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4 * kRows + s * kRows)));
-      for (int t = 0; t < T; ++t)
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(lo_acc[t], hi_acc[t]), scale));
+      for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s;
+      if constexpr (kHigh) sub_block_q5(qs, scales, a, isum);
+      else sub_block_q4(qs, scales, a, isum);
     }
     for (int p = 0; p < 4; ++p) {  // mins of sub-blocks 2p, 2p + 1 against the sums per 32
       const __m512i m = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 12 * kRows + p * 2 * kRows)));
