@@ -2,10 +2,12 @@
 // a synthetic model of a published shape; md / csv / json on stdout (json rows use llama-bench's
 // field names), progress on stderr.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <time.h>
 #include <vector>
@@ -42,14 +44,18 @@ constexpr const char* kUsage =
     "  -d, --n-depth LIST      tokens already in the KV cache when each test starts (default 0; filled\n"
     "                          untimed before every run, as llama-bench's -d)\n"
     "  -t, --threads LIST      thread counts (default: hardware threads)\n"
+    "                          (LIST: comma-separated values or llama-bench ranges first-last,\n"
+    "                          first-last+step, first-last*mult; a repeated flag adds its values)\n"
     "  -r, --repetitions N     timed runs per test after one warm-up run (default 5)\n"
     "  -b, --batch-size N      prompt tokens per forward pass (default 512)\n"
-    "  --kv-type f32|f16|q8_0  KV cache storage (default f16, as llama-bench)\n"
+    "  --kv-type f32|f16|q8_0  KV cache storage (default f16, as llama-bench); -ctk / -ctv are accepted\n"
+    "                          with the same value (K and V share one type)\n"
+    "  --delay SECONDS         pause between tests (llama-bench's; lets a passively cooled board cool)\n"
     "  --membw                 measure memory read bandwidth with the same threads (best of four\n"
     "                          sequential read patterns); decode rows report their % of it\n"
     "  --no-warmup             skip the warm-up run\n"
     "  --no-repack             keep every matrix as stored (no load-time interleaving; -v lists them)\n"
-    "  -o, --output md|csv|json  (default md)\n"
+    "  -o, --output md|csv|json|jsonl  (default md; jsonl: one JSON object per line as each test ends)\n"
     "  -v, --verbose           kernel variants and tensor types on stderr\n";
 
 struct Options {
@@ -57,7 +63,7 @@ struct Options {
   uint64_t seed = 1234;
   std::vector<int> n_prompt = {512}, n_gen = {128}, n_depth = {0}, threads;
   std::vector<std::pair<int, int>> pg;
-  int reps = 5, n_batch = 512;
+  int reps = 5, n_batch = 512, delay_s = 0;
   bool membw = false, warmup = true, verbose = false, plan = false, repack = true;
 };
 
@@ -65,7 +71,17 @@ Options parse(int argc, char** argv, bool* help) {
   Options o;
   o.threads = {edgellm::default_thread_count()};
   tool::Args args(argc, argv);
-  std::string f;
+  std::string f, ctk, ctv;
+  // As llama-bench: a list flag given again adds its values (the first use replaces the default).
+  std::vector<const std::vector<int>*> given;
+  auto add_list = [&](std::vector<int>& dst, int lo, int hi) {
+    std::vector<int> v = edgellm::parse_int_list(args.value(f), f, lo, hi);
+    if (std::find(given.begin(), given.end(), &dst) == given.end()) {
+      given.push_back(&dst);
+      dst.clear();
+    }
+    dst.insert(dst.end(), v.begin(), v.end());
+  };
   while (args.next(f)) {
     if (f == "-h" || f == "--help") *help = true;
     else if (f == "-m" || f == "--model") o.model_path = args.value(f);
@@ -73,17 +89,20 @@ Options parse(int argc, char** argv, bool* help) {
     else if (f == "--type") o.mix = args.value(f);
     else if (f == "--seed") o.seed = static_cast<uint64_t>(args.integer(f));
     else if (f == "--write-gguf") o.write_gguf = args.value(f);
-    else if (f == "-p" || f == "--n-prompt") o.n_prompt = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
-    else if (f == "-n" || f == "--n-gen") o.n_gen = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
-    else if (f == "-d" || f == "--n-depth") o.n_depth = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
+    else if (f == "-p" || f == "--n-prompt") add_list(o.n_prompt, 0, 1 << 20);
+    else if (f == "-n" || f == "--n-gen") add_list(o.n_gen, 0, 1 << 20);
+    else if (f == "-d" || f == "--n-depth") add_list(o.n_depth, 0, 1 << 20);
     else if (f == "-pg") {
       const std::vector<int> v = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
       if (v.size() != 2) edgellm::throw_error("option -pg: expected PP,TG, got ", v.size(), " values");
       o.pg.emplace_back(v[0], v[1]);
-    } else if (f == "-t" || f == "--threads") o.threads = edgellm::parse_int_list(args.value(f), f, 1, 1024);
+    } else if (f == "-t" || f == "--threads") add_list(o.threads, 1, 1024);
     else if (f == "-r" || f == "--repetitions") o.reps = static_cast<int>(args.integer(f));
     else if (f == "-b" || f == "--batch-size" || f == "-ub" || f == "--ubatch-size") o.n_batch = static_cast<int>(args.integer(f));
-    else if (f == "--kv-type") o.kv_type = args.value(f);
+    else if (f == "--kv-type") ctk = ctv = args.value(f);
+    else if (f == "-ctk" || f == "--cache-type-k") ctk = args.value(f);
+    else if (f == "-ctv" || f == "--cache-type-v") ctv = args.value(f);
+    else if (f == "--delay") o.delay_s = static_cast<int>(args.integer(f));
     else if (f == "--membw") o.membw = true;
     else if (f == "--plan") o.plan = true;
     else if (f == "--no-warmup") o.warmup = false;
@@ -97,8 +116,13 @@ Options parse(int argc, char** argv, bool* help) {
   if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
   if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
   if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
-  if (o.output != "md" && o.output != "csv" && o.output != "json")
-    edgellm::throw_error("-o ", o.output, ": expected md, csv or json");
+  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
+    edgellm::throw_error("-o ", o.output, ": expected md, csv, json or jsonl");
+  // One cache type holds K and V (the paged cache stores both alike): -ctk / -ctv must agree.
+  if (!ctk.empty() && !ctv.empty() && ctk != ctv)
+    edgellm::throw_error("-ctk ", ctk, " / -ctv ", ctv, ": K and V share one cache type here; give the same one");
+  if (!ctk.empty() || !ctv.empty()) o.kv_type = ctk.empty() ? ctv : ctk;
+  if (o.delay_s < 0 || o.delay_s > 3600) edgellm::throw_error("--delay: ", o.delay_s, " is outside [0, 3600] seconds");
   if (o.reps < 1 || o.reps > 100000) edgellm::throw_error("-r: ", o.reps, " is outside [1, 100000]");
   if (o.n_batch < 1) edgellm::throw_error("-b: ", o.n_batch, " must be >= 1");
   return o;
@@ -446,7 +470,7 @@ class Printer {
       std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     } else if (o_.output == "csv") {
       std::printf("%s\n", join(fields(), ",").c_str());
-    } else {
+    } else if (o_.output == "json") {
       std::printf("[");
     }
     std::fflush(stdout);
@@ -482,6 +506,11 @@ class Printer {
           q(edgellm::isa_name(lm_.model->kernel_table().isa))};
       if (o_.output == "csv") {
         std::printf("%s\n", join(v, ",").c_str());
+      } else if (o_.output == "jsonl") {  // one object per line, printed as each test ends
+        const std::vector<std::string> k = fields();
+        std::string line = "{";
+        for (size_t i = 0; i < k.size(); ++i) line += (i ? ", \"" : "\"") + k[i] + "\": " + v[i];
+        std::printf("%s}\n", line.c_str());
       } else {
         const std::vector<std::string> k = fields();
         std::printf("%s\n  {\n", n_rows_ ? "," : "");
@@ -507,10 +536,11 @@ class Printer {
             "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels"};
   }
   // A string value: JSON-quoted, or a CSV field.
-  std::string q(const std::string& s) const { return o_.output == "json" ? edgellm::json_quote(s) : edgellm::csv_field(s); }
+  bool json() const { return o_.output == "json" || o_.output == "jsonl"; }
+  std::string q(const std::string& s) const { return json() ? edgellm::json_quote(s) : edgellm::csv_field(s); }
   // An array value: [a, b] in JSON, "a,b" in CSV (llama-bench's form).
   std::string list(const std::vector<std::string>& v) const {
-    if (o_.output == "json") return "[" + join(v, ", ") + "]";
+    if (json()) return "[" + join(v, ", ") + "]";
     return edgellm::csv_field(join(v, ","));
   }
   static std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -606,7 +636,7 @@ int bench_main(int argc, char** argv) {
   edgellm::DType kv_type;
   if (!edgellm::dtype_from_name(o.kv_type, &kv_type) ||
       (kv_type != edgellm::DType::F32 && kv_type != edgellm::DType::F16 && kv_type != edgellm::DType::Q8_0))
-    edgellm::throw_error("--kv-type ", o.kv_type, ": expected f32, f16 or q8_0");
+    edgellm::throw_error("KV cache type ", o.kv_type, " (--kv-type, -ctk, -ctv): expected f32, f16 or q8_0");
   std::vector<Test> tests;
   auto add = [&](int p, int n) {  // a test at every depth before the next test
     if (p + n > 0)
@@ -621,6 +651,7 @@ int bench_main(int argc, char** argv) {
   if (o.verbose) describe(lm);
   Printer out(o, lm, cpu_model());
   out.header();
+  bool first_test = true;
   for (int n_threads : o.threads) {
     edgellm::ThreadPool pool(n_threads);
     double membw = 0;
@@ -634,6 +665,11 @@ int bench_main(int argc, char** argv) {
     }
     Runner runner(lm, o, kv_type, &pool);
     for (const Test& t : tests) {
+      if (o.delay_s > 0 && !first_test) {  // llama-bench's --delay: let the board cool down between tests
+        std::fprintf(stderr, "edgellm-bench: waiting %d s (--delay)\n", o.delay_s);
+        std::this_thread::sleep_for(std::chrono::seconds(o.delay_s));
+      }
+      first_test = false;
       std::fprintf(stderr, "edgellm-bench: %s, %d threads ...\n", t.name().c_str(), n_threads);
       out.row(run_test(runner, t, o, n_threads, membw, lm));
     }

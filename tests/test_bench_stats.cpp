@@ -54,6 +54,31 @@ TEST_CASE("bench_stats: comma lists of flag values") {
   CHECK(split_list("md", "-o") == std::vector<std::string>{"md"});
 }
 
+TEST_CASE("bench_stats: llama-bench ranges in flag values") {
+  CHECK(parse_int_list("1-4", "-t", 1, 1024) == std::vector<int>{1, 2, 3, 4});
+  CHECK(parse_int_list("0-64+32", "-d", 0, 1 << 20) == std::vector<int>{0, 32, 64});
+  CHECK(parse_int_list("0-70+32", "-d", 0, 1 << 20) == std::vector<int>{0, 32, 64});  // last not reached
+  CHECK(parse_int_list("128-512*2", "-p", 0, 1 << 20) == std::vector<int>{128, 256, 512});
+  CHECK(parse_int_list("128-600*2,8", "-p", 0, 1 << 20) == std::vector<int>{128, 256, 512, 8});
+  CHECK(parse_int_list("5-5", "-t", 1, 1024) == std::vector<int>{5});
+  CHECK_THROWS_AS(parse_int_list("4-1", "-t", 1, 1024), Error);        // backwards
+  CHECK_THROWS_AS(parse_int_list("1-4+0", "-t", 1, 1024), Error);      // no progress
+  CHECK_THROWS_AS(parse_int_list("0-8*2", "-p", 0, 1 << 20), Error);   // 0 * m never grows
+  CHECK_THROWS_AS(parse_int_list("1-8*1", "-p", 0, 1 << 20), Error);
+  CHECK_THROWS_AS(parse_int_list("1-", "-t", 1, 1024), Error);
+  CHECK_THROWS_AS(parse_int_list("-3", "-t", 1, 1024), Error);         // no negative values
+  CHECK_THROWS_AS(parse_int_list("1-4+", "-t", 1, 1024), Error);
+  CHECK_THROWS_AS(parse_int_list("1-4/2", "-t", 1, 1024), Error);
+  CHECK_THROWS_AS(parse_int_list("1-2000", "-t", 1, 1024), Error);     // 1025 is outside [1, 1024]
+  CHECK_THROWS_AS(parse_int_list("0-1000000", "-p", 0, 1 << 20), Error);  // too many values
+  try {
+    parse_int_list("4-1", "-t", 1, 1024);
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("-t") != std::string::npos);
+    CHECK(std::string(e.what()).find("4-1") != std::string::npos);
+  }
+}
+
 TEST_CASE("bench_stats: JSON and CSV escaping") {
   CHECK(json_quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\u000a\"");
   CHECK(json_quote("llama 1B Q4_0") == "\"llama 1B Q4_0\"");

@@ -3,7 +3,8 @@
 # (relative to SHARED) with -t 1 and -t 2 under EMULATOR; MEMBW=ON also checks that --membw gives
 # the decode row a roofline percentage. Then -d 0,8: a decode row per depth, the depth-0 one the
 # same as without -d (same tokens), the other from a cache already holding 8 tokens. Prints
-# "skipped: ..." when the model is missing.
+# "skipped: ..." when the model is missing. Last, llama-bench's list syntax (ranges, repeated flags),
+# -ctk / -ctv and -o jsonl.
 cmake_minimum_required(VERSION 3.19)
 if(NOT EXISTS "${SHARED}/${MODEL}")
   message("skipped: ${SHARED}/${MODEL} not found")
@@ -90,4 +91,37 @@ if(NOT d0_logits_hash STREQUAL hash_t1_1)
 endif()
 if(d1_logits_hash STREQUAL d0_logits_hash)
   message(FATAL_ERROR "-d 8: same logits hash as from an empty cache (${d0_logits_hash}): the depth was not used")
+endif()
+
+# llama-bench's list syntax and flags: a range (-t 1-2), a repeated flag adding values (-n 2 -n 4),
+# -ctk / -ctv, and -o jsonl (one object per line).
+execute_process(COMMAND ${EMULATOR} ${TOOL} -m "${SHARED}/${MODEL}" -p 0 -n 2 -n 4 -t 1-2 -r 1 -ctk q8_0 -ctv q8_0 -o jsonl
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "-o jsonl: exit status ${rc}\nstderr: ${err}")
+endif()
+string(STRIP "${out}" out)
+string(REPLACE "\n" ";" lines "${out}")
+list(LENGTH lines n_lines)
+if(NOT n_lines EQUAL 4)
+  message(FATAL_ERROR "-n 2 -n 4 -t 1-2 -o jsonl: expected 4 lines (tg2, tg4 at 1 and 2 threads), got ${n_lines}:\n${out}")
+endif()
+set(expect_threads 1 1 2 2)
+set(expect_gen 2 4 2 4)
+foreach(i 0 1 2 3)
+  list(GET lines ${i} line)
+  list(GET expect_threads ${i} et)
+  list(GET expect_gen ${i} eg)
+  string(JSON nt ERROR_VARIABLE jerr GET "${line}" n_threads)
+  string(JSON ng GET "${line}" n_gen)
+  string(JSON tk GET "${line}" type_k)
+  string(JSON tv GET "${line}" type_v)
+  if(jerr OR NOT nt EQUAL et OR NOT ng EQUAL eg OR NOT tk STREQUAL "q8_0" OR NOT tv STREQUAL "q8_0")
+    message(FATAL_ERROR "-o jsonl line ${i}: expected n_threads ${et}, n_gen ${eg}, q8_0 cache (${jerr}):\n${line}")
+  endif()
+endforeach()
+execute_process(COMMAND ${EMULATOR} ${TOOL} -m "${SHARED}/${MODEL}" -n 1 -ctk f16 -ctv q8_0
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "-ctk f16 / -ctv q8_0")
+  message(FATAL_ERROR "-ctk f16 -ctv q8_0: expected exit 1 naming both, got ${rc}:\n${err}")
 endif()

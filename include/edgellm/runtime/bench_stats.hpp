@@ -79,15 +79,39 @@ inline std::vector<std::string> split_list(const std::string& s, const std::stri
   }
 }
 
-// "1,2,4" -> {1, 2, 4}; every item an integer in [lo, hi].
+// "1,2,4" -> {1, 2, 4}; every value an integer in [lo, hi] (lo >= 0). An item may also be a range
+// in llama-bench's forms: "first-last" (step 1), "first-last+step", "first-last*mult" (first, then
+// each value times mult while <= last; first must be > 0), so "128-512*2" -> {128, 256, 512} and
+// "0-64+32" -> {0, 32, 64}. A list expands to at most kMaxListValues values.
+inline constexpr size_t kMaxListValues = 4096;
 inline std::vector<int> parse_int_list(const std::string& s, const std::string& flag, int lo, int hi) {
   std::vector<int> out;
-  for (const std::string& item : split_list(s, flag)) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (*end) throw_error("option ", flag, ": '", item, "' is not an integer");
+  // One non-negative integer of item at [b, e): digits only, no sign or blanks.
+  auto number = [&](const std::string& item, size_t b, size_t e) -> long long {
+    if (b >= e || e - b > 12 || item.find_first_not_of("0123456789", b) < e)
+      throw_error("option ", flag, ": '", item, "' is not an integer or a range first-last[+step|*mult]");
+    return std::stoll(item.substr(b, e - b));
+  };
+  auto push = [&](long long v) {
     if (v < lo || v > hi) throw_error("option ", flag, ": ", v, " is outside [", lo, ", ", hi, "]");
+    if (out.size() >= kMaxListValues) throw_error("option ", flag, ": '", s, "' gives more than ", kMaxListValues, " values");
     out.push_back(int(v));
+  };
+  for (const std::string& item : split_list(s, flag)) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      push(number(item, 0, item.size()));
+      continue;
+    }
+    const size_t op = item.find_first_of("+*", dash + 1);
+    const long long first = number(item, 0, dash), last = number(item, dash + 1, op == std::string::npos ? item.size() : op);
+    const char kind = op == std::string::npos ? '+' : item[op];
+    const long long by = op == std::string::npos ? 1 : number(item, op + 1, item.size());
+    if (first > last) throw_error("option ", flag, ": range '", item, "' runs backwards (", first, " > ", last, ")");
+    if (kind == '+' && by < 1) throw_error("option ", flag, ": range '", item, "' needs a step >= 1");
+    if (kind == '*' && (by < 2 || first < 1))
+      throw_error("option ", flag, ": range '", item, "' needs a multiplier >= 2 and a first value >= 1");
+    for (long long v = first; v <= last; v = kind == '+' ? v + by : v * by) push(v);
   }
   return out;
 }
