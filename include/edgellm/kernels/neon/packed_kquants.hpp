@@ -250,6 +250,38 @@ struct Q6K {
       isum[t] = vdupq_n_s32(0);
       offset_starts<kOffsetShift>(x[t], start[t]);
     }
+    // Scale of sub-block g as int32 x 4 rows.
+    auto scale_of = [&](auto G) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int g = G;
+      constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
+      constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
+      return high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
+    };
+    if constexpr (T == 1) {
+      // Decode: four sub-blocks per step, one sdot chain each from its offset term (as Q2K's
+      // decode_steps: no split chains to merge).
+      static_for<4>([&](auto S) EDGELLM_PKQ_LAMBDA_INLINE {
+        int8x16_t q[4][4], a[4];
+        int32x4_t d[4];
+        static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
+          constexpr int g = 4 * S + K;
+          const uint8_t* base = sb + kQs + g * kSubBytes;
+          const uint8x16_t v0 = vld1q_u8(base), v1 = vld1q_u8(base + kQuadBytes), v2 = vld1q_u8(base + 2 * kQuadBytes);
+          q[K][0] = s8(vandq_u8(v0, m6));
+          q[K][1] = s8(vandq_u8(v1, m6));
+          q[K][2] = s8(vandq_u8(v2, m6));
+          q[K][3] = s8(vsriq_n_u8(vsriq_n_u8(vshrq_n_u8(v2, 2), v1, 4), v0, 6));
+          a[K] = vld1q_s8(x[0]->q.qs + 16 * g);
+          d[K] = dup_lane<g % 4>(start[0][g / 4]);
+        });
+        const int8x16_t wa[8] = {q[0][0], q[0][1], q[0][2], q[0][3], q[1][0], q[1][1], q[1][2], q[1][3]};
+        const int8x16_t wb[8] = {q[2][0], q[2][1], q[2][2], q[2][3], q[3][0], q[3][1], q[3][2], q[3][3]};
+        sdot_4chains(d[0], d[1], d[2], d[3], wa, wb, a[0], a[1], a[2], a[3]);
+        static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
+          isum[0] = vmlaq_s32(isum[0], d[K], scale_of(std::integral_constant<int, 4 * S + K>{}));
+        });
+      });
+    } else {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
       int32x4_t dots[2][T];
@@ -271,13 +303,11 @@ struct Q6K {
         return h == 0 ? dup_lane<(2 * p) % 4>(start[t][p / 2]) : dup_lane<(2 * p + 1) % 4>(start[t][p / 2]);
       });
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
-        constexpr int g = 2 * p + H;
-        constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
-        constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
-        const int32x4_t sc = high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
+        const int32x4_t sc = scale_of(std::integral_constant<int, 2 * p + H>{});
         for (int t = 0; t < T; ++t) isum[t] = vmlaq_s32(isum[t], dots[H][t], sc);
       });
     });
+    }
     const float32x4_t d = load_d(sb);
     for (int t = 0; t < T; ++t) sum[t] = vfmaq_f32(sum[t], vmulq_n_f32(d, x[t]->q.d), vcvtq_f32_s32(isum[t]));
   }
@@ -292,6 +322,42 @@ struct Q2K {
   static constexpr int kQs = 20 * kRows;
   static constexpr int kSubBytes = 4 * kRows;
 
+  // Decode (one token): four sub-blocks per step, one sdot chain each (sdot_4chains: four chains of
+  // four, round-robin), so no chain is split in two and merged again: per sub-block one zeroing and
+  // no add, against two zeroings and an add when two sub-blocks make the four chains. llvm-mca
+  // (g++ 12, -mcpu=cortex-a55): 385 -> 355 cycles per super-block of 4 rows (g++ now spills ~16
+  // vectors per super-block; splitting the asm into two halves to shorten live ranges: 360).
+  static EDGELLM_NEON_INLINE void decode_steps(const uint8_t* sb, const PackedActQ8K* x, uint8x16_t m2, uint16x8_t m4,
+                                               int32x4_t& is_lo, int32x4_t& is_hi, int32x4_t& ms_lo,
+                                               int32x4_t& ms_hi, const int32x4_t (&bs)[2]) {
+    static_for<4>([&](auto S) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int p0 = 2 * S;  // pairs p0, p0 + 1: sub-blocks 4S .. 4S + 3
+      int8x16_t q[4][4], a[4];
+      for (int k = 0; k < 4; ++k) {
+        const uint8x16_t v = vld1q_u8(sb + kQs + (4 * S + k) * kSubBytes);
+        q[k][0] = s8(vandq_u8(v, m2));
+        q[k][1] = s8(vandq_u8(vshrq_n_u8(v, 2), m2));
+        q[k][2] = s8(vandq_u8(vshrq_n_u8(v, 4), m2));
+        q[k][3] = s8(vshrq_n_u8(v, 6));
+        a[k] = vld1q_s8(x->q.qs + 16 * (4 * S + k));
+      }
+      const int8x16_t wa[8] = {q[0][0], q[0][1], q[0][2], q[0][3], q[1][0], q[1][1], q[1][2], q[1][3]};
+      const int8x16_t wb[8] = {q[2][0], q[2][1], q[2][2], q[2][3], q[3][0], q[3][1], q[3][2], q[3][3]};
+      int32x4_t d0 = vdupq_n_s32(0), d1 = vdupq_n_s32(0), d2 = vdupq_n_s32(0), d3 = vdupq_n_s32(0);
+      sdot_4chains(d0, d1, d2, d3, wa, wb, a[0], a[1], a[2], a[3]);  // sub-blocks 4S .. 4S + 3
+      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int p = p0 + H;
+        const uint16x8_t sm = vmovl_u8(vld1_u8(sb + kScales + p * 2 * kRows));
+        const int16x8_t scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
+        const int16x8_t mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
+        mla_pair16(is_lo, is_hi, H == 0 ? d0 : d2, H == 0 ? d1 : d3, scales);
+        const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[p / 4]));  // (b_2p, b_2p+1) x 4
+        ms_lo = vmlal_s16(ms_lo, vget_low_s16(mins), vget_low_s16(b));
+        ms_hi = vmlal_high_s16(ms_hi, mins, b);
+      });
+    });
+  }
+
   template <int T>
   static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
     const uint8x16_t m2 = vdupq_n_u8(3);
@@ -302,6 +368,9 @@ struct Q2K {
       bs[t][0] = vreinterpretq_s32_s16(vld1q_s16(x[t]->q.bsums));  // lane p = bsums of sub-blocks 2p, 2p + 1
       bs[t][1] = vreinterpretq_s32_s16(vld1q_s16(x[t]->q.bsums + 8));
     }
+    if constexpr (T == 1) {
+      decode_steps(sb, x[0], m2, m4, is_lo[0], is_hi[0], ms_lo[0], ms_hi[0], bs[0]);
+    } else {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
       const uint8x8_t smb = vld1_u8(sb + kScales + p * 2 * kRows);
@@ -327,6 +396,7 @@ struct Q2K {
         ms_hi[t] = vmlal_high_s16(ms_hi[t], mins, b);
       }
     });
+    }
     const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
     for (int t = 0; t < T; ++t) {
       const float32x4_t fi = vcvtq_f32_s32(vpaddq_s32(is_lo[t], is_hi[t]));
@@ -373,6 +443,28 @@ struct Q3K {
       is_lo[t] = is_hi[t] = vdupq_n_s32(0);
       offset_starts<kOffsetShift>(x[t], start[t]);
     }
+    if constexpr (T == 1) {
+      // Decode: two pairs (four sub-blocks) per step, one sdot chain each from its offset term (as
+      // Q2K's decode_steps: no split chains to merge).
+      static_for<4>([&](auto S) EDGELLM_PKQ_LAMBDA_INLINE {
+        int8x16_t q[2][2][4], a[4];
+        int32x4_t d[4];
+        static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE { quads(sb + kPairs + (2 * S + H) * kPairBytes, q[H]); });
+        static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
+          constexpr int g = 4 * S + K;
+          a[K] = vld1q_s8(x[0]->q.qs + 16 * g);
+          d[K] = dup_lane<g % 4>(start[0][g / 4]);
+        });
+        const int8x16_t wa[8] = {q[0][0][0], q[0][0][1], q[0][0][2], q[0][0][3], q[0][1][0], q[0][1][1], q[0][1][2], q[0][1][3]};
+        const int8x16_t wb[8] = {q[1][0][0], q[1][0][1], q[1][0][2], q[1][0][3], q[1][1][0], q[1][1][1], q[1][1][2], q[1][1][3]};
+        sdot_4chains(d[0], d[1], d[2], d[3], wa, wb, a[0], a[1], a[2], a[3]);
+        static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+          constexpr int p = 2 * S + H;
+          const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
+          mla_pair16(is_lo[0], is_hi[0], d[2 * H], d[2 * H + 1], scales);
+        });
+      });
+    } else {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
       const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
@@ -387,6 +479,7 @@ struct Q3K {
       });
       for (int t = 0; t < T; ++t) mla_pair16(is_lo[t], is_hi[t], dots[0][t], dots[1][t], scales);
     });
+    }
     const float32x4_t d = load_d(sb);
     for (int t = 0; t < T; ++t)
       sum[t] = vfmaq_f32(sum[t], vmulq_n_f32(d, x[t]->q.d), vcvtq_f32_s32(vpaddq_s32(is_lo[t], is_hi[t])));
