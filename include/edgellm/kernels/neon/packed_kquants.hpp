@@ -231,6 +231,17 @@ struct Q6K {
   static constexpr int kQuadBytes = 4 * kRows;
   static constexpr int kOffsetShift = 5;      // stored quant = q6 + 32
 
+  // The 4 quad vectors of the sub-block at p: quads 0..2 are the low 6 bits of its vectors v0..v2;
+  // quad 3 the top bit pairs of v2, v1, v0 shifted into bits 4-5, 2-3, 0-1 (sri keeps the bits
+  // above the ones it inserts).
+  static EDGELLM_NEON_INLINE void sub_block_quads(const uint8_t* p, uint8x16_t m6, int8x16_t (&q)[4]) {
+    const uint8x16_t v0 = vld1q_u8(p), v1 = vld1q_u8(p + kQuadBytes), v2 = vld1q_u8(p + 2 * kQuadBytes);
+    q[0] = s8(vandq_u8(v0, m6));
+    q[1] = s8(vandq_u8(v1, m6));
+    q[2] = s8(vandq_u8(v2, m6));
+    q[3] = s8(vsriq_n_u8(vsriq_n_u8(vshrq_n_u8(v2, 2), v1, 4), v0, 6));
+  }
+
   template <int T>
   static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
     const uint8x16_t m6 = vdupq_n_u8(0x3F);
@@ -265,12 +276,7 @@ struct Q6K {
         int32x4_t d[4];
         static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
           constexpr int g = 4 * S + K;
-          const uint8_t* base = sb + kQs + g * kSubBytes;
-          const uint8x16_t v0 = vld1q_u8(base), v1 = vld1q_u8(base + kQuadBytes), v2 = vld1q_u8(base + 2 * kQuadBytes);
-          q[K][0] = s8(vandq_u8(v0, m6));
-          q[K][1] = s8(vandq_u8(v1, m6));
-          q[K][2] = s8(vandq_u8(v2, m6));
-          q[K][3] = s8(vsriq_n_u8(vsriq_n_u8(vshrq_n_u8(v2, 2), v1, 4), v0, 6));
+          sub_block_quads(sb + kQs + g * kSubBytes, m6, q[K]);
           a[K] = vld1q_s8(x[0]->q.qs + 16 * g);
           d[K] = dup_lane<g % 4>(start[0][g / 4]);
         });
@@ -288,14 +294,7 @@ struct Q6K {
       int8x16_t q[2][4], a[2][T];
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int g = 2 * p + H;
-        const uint8_t* base = sb + kQs + g * kSubBytes;
-        const uint8x16_t v0 = vld1q_u8(base), v1 = vld1q_u8(base + kQuadBytes), v2 = vld1q_u8(base + 2 * kQuadBytes);
-        // quads 0..2: the low 6 bits of v0..v2; quad 3: the top bit pairs of v2, v1, v0 shifted
-        // into bits 4-5, 2-3, 0-1 (sri keeps the bits above the ones it inserts)
-        q[H][0] = s8(vandq_u8(v0, m6));
-        q[H][1] = s8(vandq_u8(v1, m6));
-        q[H][2] = s8(vandq_u8(v2, m6));
-        q[H][3] = s8(vsriq_n_u8(vsriq_n_u8(vshrq_n_u8(v2, 2), v1, 4), v0, 6));
+        sub_block_quads(sb + kQs + g * kSubBytes, m6, q[H]);
         for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
       });
       // sub-block g starts at its offset term, lane g % 4 of start[t][g / 4]
@@ -322,6 +321,15 @@ struct Q2K {
   static constexpr int kQs = 20 * kRows;
   static constexpr int kSubBytes = 4 * kRows;
 
+  // The 4 quad vectors of the sub-block at p: bit pairs 0-1, 2-3, 4-5, 6-7 of its one vector.
+  static EDGELLM_NEON_INLINE void sub_block_quads(const uint8_t* p, uint8x16_t m2, int8x16_t (&q)[4]) {
+    const uint8x16_t v = vld1q_u8(p);
+    q[0] = s8(vandq_u8(v, m2));
+    q[1] = s8(vandq_u8(vshrq_n_u8(v, 2), m2));
+    q[2] = s8(vandq_u8(vshrq_n_u8(v, 4), m2));
+    q[3] = s8(vshrq_n_u8(v, 6));
+  }
+
   // Decode (one token): four sub-blocks per step, one sdot chain each (sdot_4chains: four chains of
   // four, round-robin), so no chain is split in two and merged again: per sub-block one zeroing and
   // no add, against two zeroings and an add when two sub-blocks make the four chains. llvm-mca
@@ -334,11 +342,7 @@ struct Q2K {
       constexpr int p0 = 2 * S;  // pairs p0, p0 + 1: sub-blocks 4S .. 4S + 3
       int8x16_t q[4][4], a[4];
       for (int k = 0; k < 4; ++k) {
-        const uint8x16_t v = vld1q_u8(sb + kQs + (4 * S + k) * kSubBytes);
-        q[k][0] = s8(vandq_u8(v, m2));
-        q[k][1] = s8(vandq_u8(vshrq_n_u8(v, 2), m2));
-        q[k][2] = s8(vandq_u8(vshrq_n_u8(v, 4), m2));
-        q[k][3] = s8(vshrq_n_u8(v, 6));
+        sub_block_quads(sb + kQs + (4 * S + k) * kSubBytes, m2, q[k]);
         a[k] = vld1q_s8(x->q.qs + 16 * (4 * S + k));
       }
       const int8x16_t wa[8] = {q[0][0], q[0][1], q[0][2], q[0][3], q[1][0], q[1][1], q[1][2], q[1][3]};
@@ -381,11 +385,7 @@ struct Q2K {
       int8x16_t q[2][4], a[2][T];
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int g = 2 * p + H;
-        const uint8x16_t v = vld1q_u8(sb + kQs + g * kSubBytes);
-        q[H][0] = s8(vandq_u8(v, m2));
-        q[H][1] = s8(vandq_u8(vshrq_n_u8(v, 2), m2));
-        q[H][2] = s8(vandq_u8(vshrq_n_u8(v, 4), m2));
-        q[H][3] = s8(vshrq_n_u8(v, 6));
+        sub_block_quads(sb + kQs + g * kSubBytes, m2, q[H]);
         for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
       });
       dot_pair16<T>(dots, q, a, [](int, int) { return vdupq_n_s32(0); });
