@@ -69,4 +69,15 @@ EDGELLM_MCA_PACKED_KQ(mca_packed_q3_K, Q3K)
 EDGELLM_MCA_PACKED_KQ(mca_packed_q4_K, Q45K<false>)
 EDGELLM_MCA_PACKED_KQ(mca_packed_q5_K, Q45K<true>)
 EDGELLM_MCA_PACKED_KQ(mca_packed_q6_K, Q6K)
+// Prefill: the 2-token tile (kToks), both tokens sharing each sub-block's unpacking.
+#define EDGELLM_MCA_PACKED2_KQ(name, K)                                                                \
+  extern "C" __attribute__((noinline)) void name(int64_t n, const void* g, const void* a, float* out) { \
+    edgellm::neon::pkq::gemm_tile_body<edgellm::neon::pkq::K, 2>(n / QK_K, static_cast<const uint8_t*>(g), \
+                                                                 a, 0, out, 4);                        \
+  }
+EDGELLM_MCA_PACKED2_KQ(mca_packed2_q2_K, Q2K)
+EDGELLM_MCA_PACKED2_KQ(mca_packed2_q3_K, Q3K)
+EDGELLM_MCA_PACKED2_KQ(mca_packed2_q4_K, Q45K<false>)
+EDGELLM_MCA_PACKED2_KQ(mca_packed2_q5_K, Q45K<true>)
+EDGELLM_MCA_PACKED2_KQ(mca_packed2_q6_K, Q6K)
 #endif

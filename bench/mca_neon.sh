@@ -103,6 +103,11 @@ mca_packed_q3_K 256 4 297
 mca_packed_q4_K 256 4 216
 mca_packed_q5_K 256 4 262
 mca_packed_q6_K 256 4 290
+mca_packed2_q2_K 512 4 234
+mca_packed2_q3_K 512 4 297
+mca_packed2_q4_K 512 4 216
+mca_packed2_q5_K 512 4 262
+mca_packed2_q6_K 512 4 290
 TABLE
 echo "(ratio = ours / llama.cpp's one-row dotprod kernel; target <= 0.80x; loops and llvm-mca reports in $out)"
 exit $status
