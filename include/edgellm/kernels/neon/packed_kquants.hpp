@@ -112,6 +112,57 @@ EDGELLM_NEON_INLINE void dot_pair16(int32x4_t (&dots)[2][T], const int8x16_t (&q
   }
 }
 
+// Four 16-weight sub-blocks of one token, one sdot chain each, round-robin: d[k] += quads q[k][0..3]
+// . lanes 0..3 of a[k]. The caller presets d (zero or the sub-block's offset term).
+EDGELLM_NEON_INLINE void dot4_sub16(int32x4_t (&d)[4], const int8x16_t (&q)[4][4], const int8x16_t (&a)[4]) {
+  const int8x16_t wa[8] = {q[0][0], q[0][1], q[0][2], q[0][3], q[1][0], q[1][1], q[1][2], q[1][3]};
+  const int8x16_t wb[8] = {q[2][0], q[2][1], q[2][2], q[2][3], q[3][0], q[3][1], q[3][2], q[3][3]};
+  sdot_4chains(d[0], d[1], d[2], d[3], wa, wb, a[0], a[1], a[2], a[3]);
+}
+
+// Prefill from unpacked super-blocks: a type with `Unpacked`, `unpack(sb, u)` and
+// `dot4(u, x[4], sum[4])` has each super-block unpacked once (quads as int8 vectors, scales ready)
+// per call, up to kUnpackTokens tokens, then dotted against 4 tokens at a time: each quad vector is
+// loaded once per 4 tokens and feeds four sdot chains (sdot_4tok), one per token. The 2-token tiles
+// instead unpack per pair of tokens. From kUnpackMinTokens tokens on.
+constexpr int kUnpackMinTokens = 4;
+constexpr int kUnpackTokens = 64;
+
+// A 16-weight-sub-block super-block (q3_K, q6_K) unpacked: quads, each sub-block's scale as int32 x
+// 4 rows, d.
+struct Unpacked16 {
+  int8x16_t q[16][4];
+  int32x4_t sc[16];
+  float32x4_t d;
+};
+
+// Four tokens against an Unpacked16 whose stored quants carry an offset of 2^kShift (q3_K 4, q6_K 32):
+// per sub-block the four token chains start at -2^kShift * bsum, take the four quads by lane, and
+// are added into isum times the sub-block's scale; sum[k] += d8 * d * isum, the decode path's order.
+template <int kShift>
+EDGELLM_NEON_INLINE void dot4_offset(const Unpacked16& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
+  int32x4_t isum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+  static_for<4>([&](auto Q) EDGELLM_PKQ_LAMBDA_INLINE {  // sub-blocks 4Q .. 4Q + 3
+    int32x4_t st[4];
+    for (int k = 0; k < 4; ++k) st[k] = vnegq_s32(vshll_n_s16(vld1_s16(x[k]->q.bsums + 4 * Q), kShift));
+    static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int g = 4 * Q + K;
+      int8x16_t y[4];
+      int32x4_t d[4];
+      for (int k = 0; k < 4; ++k) {
+        y[k] = vld1q_s8(x[k]->q.qs + 16 * g);
+        d[k] = dup_lane<K>(st[k]);
+      }
+      sdot_4tok<0>(d, u.q[g][0], y);
+      sdot_4tok<1>(d, u.q[g][1], y);
+      sdot_4tok<2>(d, u.q[g][2], y);
+      sdot_4tok<3>(d, u.q[g][3], y);
+      for (int k = 0; k < 4; ++k) isum[k] = vmlaq_s32(isum[k], d[k], u.sc[g]);
+    });
+  });
+  for (int k = 0; k < 4; ++k) sum[k] = vfmaq_f32(sum[k], vmulq_n_f32(u.d, x[k]->q.d), vcvtq_f32_s32(isum[k]));
+}
+
 // ---- Q4_K / Q5_K ----
 // Per sub-block of 32 weights: 4 quad vectors (low nibble = weights 4j..4j+3, high = 16 + 4j..),
 // 8 sdot into two chains (low / high half, against activation lanes j of two vectors), one mla with
@@ -242,32 +293,57 @@ struct Q6K {
     q[3] = s8(vsriq_n_u8(vsriq_n_u8(vshrq_n_u8(v2, 2), v1, 4), v0, 6));
   }
 
-  template <int T>
-  static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
-    const uint8x16_t m6 = vdupq_n_u8(0x3F);
-    // uzp1 / uzp2: even bytes = sub-blocks 0, 2, 4, 6 (then 8, ..), odd = 1, 3, 5, 7, as [sub-block][row].
+  // The 16 sub-blocks' int8 scales as int16, 2 sub-blocks x 4 rows per vector: uzp1 / uzp2 split the
+  // [sub-block][row] bytes into even (0, 2, 4, 6, then 8, ..) and odd sub-blocks.
+  static EDGELLM_NEON_INLINE void scales16(const uint8_t* sb, int16x8_t (&sc16)[8]) {
     const int8x16_t p01 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales));
     const int8x16_t p23 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 16));
     const int8x16_t p45 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 32));
     const int8x16_t p67 = vld1q_s8(reinterpret_cast<const int8_t*>(sb + kScales + 48));
     const int8x16_t e0 = vuzp1q_s8(p01, p23), o0 = vuzp2q_s8(p01, p23), e1 = vuzp1q_s8(p45, p67), o1 = vuzp2q_s8(p45, p67);
-    // int16 scales, 2 sub-blocks x 4 rows per vector (the sub-blocks in the comments)
-    const int16x8_t sc16[8] = {vmovl_s8(vget_low_s8(e0)), vmovl_high_s8(e0),   // 0,2 | 4,6
-                               vmovl_s8(vget_low_s8(o0)), vmovl_high_s8(o0),   // 1,3 | 5,7
-                               vmovl_s8(vget_low_s8(e1)), vmovl_high_s8(e1),   // 8,10 | 12,14
-                               vmovl_s8(vget_low_s8(o1)), vmovl_high_s8(o1)};  // 9,11 | 13,15
+    sc16[0] = vmovl_s8(vget_low_s8(e0));  // 0,2 | 4,6
+    sc16[1] = vmovl_high_s8(e0);
+    sc16[2] = vmovl_s8(vget_low_s8(o0));  // 1,3 | 5,7
+    sc16[3] = vmovl_high_s8(o0);
+    sc16[4] = vmovl_s8(vget_low_s8(e1));  // 8,10 | 12,14
+    sc16[5] = vmovl_high_s8(e1);
+    sc16[6] = vmovl_s8(vget_low_s8(o1));  // 9,11 | 13,15
+    sc16[7] = vmovl_high_s8(o1);
+  }
+  // Scale of sub-block g as int32 x 4 rows.
+  template <int g>
+  static EDGELLM_NEON_INLINE int32x4_t scale32(const int16x8_t (&sc16)[8]) {
+    constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
+    constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
+    return high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
+  }
+
+  using Unpacked = Unpacked16;
+  static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
+    const uint8x16_t m6 = vdupq_n_u8(0x3F);
+    int16x8_t sc16[8];
+    scales16(sb, sc16);
+    static_for<16>([&](auto G) EDGELLM_PKQ_LAMBDA_INLINE {
+      sub_block_quads(sb + kQs + G * kSubBytes, m6, u.q[G]);
+      u.sc[G] = scale32<G>(sc16);
+    });
+    u.d = load_d(sb);
+  }
+  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
+    dot4_offset<kOffsetShift>(u, x, sum);
+  }
+
+  template <int T>
+  static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
+    const uint8x16_t m6 = vdupq_n_u8(0x3F);
+    int16x8_t sc16[8];
+    scales16(sb, sc16);
     int32x4_t isum[T], start[T][4];
     for (int t = 0; t < T; ++t) {
       isum[t] = vdupq_n_s32(0);
       offset_starts<kOffsetShift>(x[t], start[t]);
     }
-    // Scale of sub-block g as int32 x 4 rows.
-    auto scale_of = [&](auto G) EDGELLM_PKQ_LAMBDA_INLINE {
-      constexpr int g = G;
-      constexpr int k16 = (g / 8) * 4 + (g % 2) * 2 + (g % 8) / 4;  // sc16 vector of sub-block g
-      constexpr bool high = ((g % 8) / 2) % 2 == 1;                 // its upper 4 lanes
-      return high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
-    };
+    auto scale_of = [&](auto G) EDGELLM_PKQ_LAMBDA_INLINE { return scale32<G>(sc16); };
     if constexpr (T == 1) {
       // Decode: four sub-blocks per step, one sdot chain each from its offset term (as Q2K's
       // decode_steps: no split chains to merge).
@@ -280,9 +356,7 @@ struct Q6K {
           a[K] = vld1q_s8(x[0]->q.qs + 16 * g);
           d[K] = dup_lane<g % 4>(start[0][g / 4]);
         });
-        const int8x16_t wa[8] = {q[0][0], q[0][1], q[0][2], q[0][3], q[1][0], q[1][1], q[1][2], q[1][3]};
-        const int8x16_t wb[8] = {q[2][0], q[2][1], q[2][2], q[2][3], q[3][0], q[3][1], q[3][2], q[3][3]};
-        sdot_4chains(d[0], d[1], d[2], d[3], wa, wb, a[0], a[1], a[2], a[3]);
+        dot4_sub16(d, q, a);
         static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
           isum[0] = vmlaq_s32(isum[0], d[K], scale_of(std::integral_constant<int, 4 * S + K>{}));
         });
@@ -345,20 +419,97 @@ struct Q2K {
         sub_block_quads(sb + kQs + (4 * S + k) * kSubBytes, m2, q[k]);
         a[k] = vld1q_s8(x->q.qs + 16 * (4 * S + k));
       }
-      const int8x16_t wa[8] = {q[0][0], q[0][1], q[0][2], q[0][3], q[1][0], q[1][1], q[1][2], q[1][3]};
-      const int8x16_t wb[8] = {q[2][0], q[2][1], q[2][2], q[2][3], q[3][0], q[3][1], q[3][2], q[3][3]};
-      int32x4_t d0 = vdupq_n_s32(0), d1 = vdupq_n_s32(0), d2 = vdupq_n_s32(0), d3 = vdupq_n_s32(0);
-      sdot_4chains(d0, d1, d2, d3, wa, wb, a[0], a[1], a[2], a[3]);  // sub-blocks 4S .. 4S + 3
+      int32x4_t d[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      dot4_sub16(d, q, a);  // sub-blocks 4S .. 4S + 3
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int p = p0 + H;
-        const uint16x8_t sm = vmovl_u8(vld1_u8(sb + kScales + p * 2 * kRows));
-        const int16x8_t scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
-        const int16x8_t mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
-        mla_pair16(is_lo, is_hi, H == 0 ? d0 : d2, H == 0 ? d1 : d3, scales);
-        const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[p / 4]));  // (b_2p, b_2p+1) x 4
-        ms_lo = vmlal_s16(ms_lo, vget_low_s16(mins), vget_low_s16(b));
-        ms_hi = vmlal_high_s16(ms_hi, mins, b);
+        int16x8_t scales, mins;
+        scales_mins(sb, p, m4, scales, mins);
+        scale_pair<p>(d[2 * H], d[2 * H + 1], scales, mins, bs, is_lo, is_hi, ms_lo, ms_hi);
       });
+    });
+  }
+
+  // Pair p's scales and mins (4-bit, u8 scale | min << 4) as int16, [row][2] per vector.
+  static EDGELLM_NEON_INLINE void scales_mins(const uint8_t* sb, int p, uint16x8_t m4, int16x8_t& scales, int16x8_t& mins) {
+    const uint16x8_t sm = vmovl_u8(vld1_u8(sb + kScales + p * 2 * kRows));
+    scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
+    mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
+  }
+  // Sub-block sums da, db of pair p times their scales into is_lo / is_hi; the pair's mins times the
+  // activation's bsums (lane p of bs, int16 pairs) into ms_lo / ms_hi.
+  template <int p>
+  static EDGELLM_NEON_INLINE void scale_pair(int32x4_t da, int32x4_t db, int16x8_t scales, int16x8_t mins,
+                                             const int32x4_t (&bs)[2], int32x4_t& is_lo, int32x4_t& is_hi,
+                                             int32x4_t& ms_lo, int32x4_t& ms_hi) {
+    mla_pair16(is_lo, is_hi, da, db, scales);
+    const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[p / 4]));  // (b_2p, b_2p+1) x 4
+    ms_lo = vmlal_s16(ms_lo, vget_low_s16(mins), vget_low_s16(b));
+    ms_hi = vmlal_high_s16(ms_hi, mins, b);
+  }
+  // sum += d8 * d * isum - d8 * dmin * msum, the per-row ref's order.
+  static EDGELLM_NEON_INLINE void finish(float32x4_t d, float32x4_t dmin, float d8, int32x4_t is_lo, int32x4_t is_hi,
+                                         int32x4_t ms_lo, int32x4_t ms_hi, float32x4_t& sum) {
+    const float32x4_t fi = vcvtq_f32_s32(vpaddq_s32(is_lo, is_hi));
+    const float32x4_t fm = vcvtq_f32_s32(vpaddq_s32(ms_lo, ms_hi));
+    sum = vaddq_f32(sum, vfmsq_f32(vmulq_f32(vmulq_n_f32(d, d8), fi), vmulq_n_f32(dmin, d8), fm));
+  }
+
+  // Prefill form: each quad times its sub-block's scale (q2 in 0..3, scale 0..15: at most 45, a
+  // valid int8), so a super-block's 16 sub-blocks go into one sdot chain per token with no scale step;
+  // the sums are the same integers (sum of s * q * y) as the decode path's.
+  struct Unpacked {
+    int8x16_t q[16][4];
+    int16x8_t mins[8];
+    float32x4_t d, dmin;
+  };
+  static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
+    const uint8x16_t m2 = vdupq_n_u8(3), m4b = vdupq_n_u8(0x0F);
+    const uint16x8_t m4 = vdupq_n_u16(0x0F);
+    // byte 2r + h of a pair's [row][2] scale bytes in all 4 bytes of lane r (sub-block 2p + h)
+    const uint8x16_t idx[2] = {vreinterpretq_u8_u32(uint32x4_t{0x00000000u, 0x02020202u, 0x04040404u, 0x06060606u}),
+                               vreinterpretq_u8_u32(uint32x4_t{0x01010101u, 0x03030303u, 0x05050505u, 0x07070707u})};
+    static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int p = P;
+      int16x8_t scales;
+      scales_mins(sb, p, m4, scales, u.mins[p]);
+      const uint8x8_t sm = vld1_u8(sb + kScales + p * 2 * kRows);
+      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int g = 2 * p + H;
+        const uint8x16_t sc = vandq_u8(vqtbl1q_u8(vcombine_u8(sm, sm), idx[H]), m4b);
+        int8x16_t q[4];
+        sub_block_quads(sb + kQs + g * kSubBytes, m2, q);
+        for (int j = 0; j < 4; ++j) u.q[g][j] = s8(vmulq_u8(vreinterpretq_u8_s8(q[j]), sc));
+      });
+    });
+    u.d = load_d(sb);
+    u.dmin = load_d(sb + 2 * kRows);
+  }
+  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
+    int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    static_for<16>([&](auto G) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int g = G;
+      int8x16_t y[4];
+      for (int k = 0; k < 4; ++k) y[k] = vld1q_s8(x[k]->q.qs + 16 * g);
+      sdot_4tok<0>(acc, u.q[g][0], y);
+      sdot_4tok<1>(acc, u.q[g][1], y);
+      sdot_4tok<2>(acc, u.q[g][2], y);
+      sdot_4tok<3>(acc, u.q[g][3], y);
+    });
+    static_for<4>([&](auto k) EDGELLM_PKQ_LAMBDA_INLINE {
+      int32x4_t ms_lo = vdupq_n_s32(0), ms_hi = ms_lo;
+      const int32x4_t bs[2] = {vreinterpretq_s32_s16(vld1q_s16(x[k]->q.bsums)),
+                               vreinterpretq_s32_s16(vld1q_s16(x[k]->q.bsums + 8))};
+      static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
+        constexpr int p = P;
+        const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[p / 4]));  // (b_2p, b_2p+1) x 4
+        ms_lo = vmlal_s16(ms_lo, vget_low_s16(u.mins[p]), vget_low_s16(b));
+        ms_hi = vmlal_high_s16(ms_hi, u.mins[p], b);
+      });
+      // sum += d8 * d * isum - d8 * dmin * msum (finish's order; isum already whole per row)
+      const float32x4_t fi = vcvtq_f32_s32(acc[k]), fm = vcvtq_f32_s32(vpaddq_s32(ms_lo, ms_hi));
+      const float d8 = x[k]->q.d;
+      sum[k] = vaddq_f32(sum[k], vfmsq_f32(vmulq_f32(vmulq_n_f32(u.d, d8), fi), vmulq_n_f32(u.dmin, d8), fm));
     });
   }
 
@@ -398,13 +549,7 @@ struct Q2K {
     });
     }
     const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
-    for (int t = 0; t < T; ++t) {
-      const float32x4_t fi = vcvtq_f32_s32(vpaddq_s32(is_lo[t], is_hi[t]));
-      const float32x4_t fm = vcvtq_f32_s32(vpaddq_s32(ms_lo[t], ms_hi[t]));
-      // d8 * d * isum - d8 * dmin * msum, the per-row ref's order
-      const float32x4_t v = vfmsq_f32(vmulq_f32(vmulq_n_f32(d, x[t]->q.d), fi), vmulq_n_f32(dmin, x[t]->q.d), fm);
-      sum[t] = vaddq_f32(sum[t], v);
-    }
+    for (int t = 0; t < T; ++t) finish(d, dmin, x[t]->q.d, is_lo[t], is_hi[t], ms_lo[t], ms_hi[t], sum[t]);
   }
 };
 
@@ -423,17 +568,33 @@ struct Q3K {
   // The eight quad vectors v0..v7 of a pair (quads 0..3 of sub-block 2p, then 2p + 1) from its
   // vectors a, b, c (layout in scalar/packed_kquants.hpp): six are an AND (and a shift), v6 / v7 put
   // their bit 2 from c under the two bits of a / b by a shift-insert.
-  static EDGELLM_NEON_INLINE void quads(const uint8_t* pair, int8x16_t (&q)[2][4]) {
+  static EDGELLM_NEON_INLINE void quads(const uint8_t* pair, int8x16_t (&q0)[4], int8x16_t (&q1)[4]) {
     const uint8x16_t m7 = vdupq_n_u8(7);
     const uint8x16_t a = vld1q_u8(pair), b = vld1q_u8(pair + kQuadBytes), c = vld1q_u8(pair + 2 * kQuadBytes);
-    q[0][0] = s8(vandq_u8(a, m7));
-    q[0][1] = s8(vandq_u8(vshrq_n_u8(a, 3), m7));
-    q[0][2] = s8(vandq_u8(b, m7));
-    q[0][3] = s8(vandq_u8(vshrq_n_u8(b, 3), m7));
-    q[1][0] = s8(vandq_u8(c, m7));
-    q[1][1] = s8(vandq_u8(vshrq_n_u8(c, 3), m7));
-    q[1][2] = s8(vsliq_n_u8(vshrq_n_u8(a, 6), vshrq_n_u8(c, 7), 2));               // c bit 7 -> bit 2
-    q[1][3] = s8(vsriq_n_u8(vshrq_n_u8(vshlq_n_u8(c, 1), 5), b, 6));              // c bit 6 -> bit 2
+    q0[0] = s8(vandq_u8(a, m7));
+    q0[1] = s8(vandq_u8(vshrq_n_u8(a, 3), m7));
+    q0[2] = s8(vandq_u8(b, m7));
+    q0[3] = s8(vandq_u8(vshrq_n_u8(b, 3), m7));
+    q1[0] = s8(vandq_u8(c, m7));
+    q1[1] = s8(vandq_u8(vshrq_n_u8(c, 3), m7));
+    q1[2] = s8(vsliq_n_u8(vshrq_n_u8(a, 6), vshrq_n_u8(c, 7), 2));               // c bit 7 -> bit 2
+    q1[3] = s8(vsriq_n_u8(vshrq_n_u8(vshlq_n_u8(c, 1), 5), b, 6));              // c bit 6 -> bit 2
+  }
+
+  using Unpacked = Unpacked16;
+  static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
+    static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int p = P;
+      quads(sb + kPairs + p * kPairBytes, u.q[2 * p], u.q[2 * p + 1]);
+      // [row][2] int8 scales of the pair: uzp1 / uzp2 give sub-block 2p's and 2p + 1's 4 rows
+      const int16x8_t s16 = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
+      u.sc[2 * p] = vmovl_s16(vget_low_s16(vuzp1q_s16(s16, s16)));
+      u.sc[2 * p + 1] = vmovl_s16(vget_low_s16(vuzp2q_s16(s16, s16)));
+    });
+    u.d = load_d(sb);
+  }
+  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
+    dot4_offset<kOffsetShift>(u, x, sum);
   }
 
   template <int T>
@@ -447,17 +608,17 @@ struct Q3K {
       // Decode: two pairs (four sub-blocks) per step, one sdot chain each from its offset term (as
       // Q2K's decode_steps: no split chains to merge).
       static_for<4>([&](auto S) EDGELLM_PKQ_LAMBDA_INLINE {
-        int8x16_t q[2][2][4], a[4];
+        int8x16_t q[4][4], a[4];
         int32x4_t d[4];
-        static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE { quads(sb + kPairs + (2 * S + H) * kPairBytes, q[H]); });
+        static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+          quads(sb + kPairs + (2 * S + H) * kPairBytes, q[2 * H], q[2 * H + 1]);
+        });
         static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
           constexpr int g = 4 * S + K;
           a[K] = vld1q_s8(x[0]->q.qs + 16 * g);
           d[K] = dup_lane<g % 4>(start[0][g / 4]);
         });
-        const int8x16_t wa[8] = {q[0][0][0], q[0][0][1], q[0][0][2], q[0][0][3], q[0][1][0], q[0][1][1], q[0][1][2], q[0][1][3]};
-        const int8x16_t wb[8] = {q[1][0][0], q[1][0][1], q[1][0][2], q[1][0][3], q[1][1][0], q[1][1][1], q[1][1][2], q[1][1][3]};
-        sdot_4chains(d[0], d[1], d[2], d[3], wa, wb, a[0], a[1], a[2], a[3]);
+        dot4_sub16(d, q, a);
         static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
           constexpr int p = 2 * S + H;
           const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
@@ -470,7 +631,7 @@ struct Q3K {
       const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
       int32x4_t dots[2][T];
       int8x16_t q[2][4], a[2][T];
-      quads(sb + kPairs + p * kPairBytes, q);
+      quads(sb + kPairs + p * kPairBytes, q[0], q[1]);
       for (int h = 0; h < 2; ++h)
         for (int t = 0; t < T; ++t) a[h][t] = vld1q_s8(x[t]->q.qs + 16 * (2 * p + h));
       // sub-block g = 2p + h starts at its offset term, lane g % 4 of start[t][g / 4]
@@ -521,13 +682,57 @@ EDGELLM_TARGET_DOTPROD inline void gemm_tail(int n, int64_t nsb, const uint8_t* 
   }
 }
 
-// PackedFormat::gemm: tiles of kToks tokens, then one tile of the 1 .. kToks-1 left (ntok == 1, the
-// decode GEMV, is that tail tile).
+template <class K, class = void>
+struct HasUnpacked : std::false_type {};
+template <class K>
+struct HasUnpacked<K, std::void_t<typename K::Unpacked>> : std::true_type {};
+
+// Tokens [0, ntok) x the 4 rows of one group, ntok >= 1: each super-block unpacked once per
+// kUnpackTokens tokens (K::unpack), then K::dot4 over tiles of 4 tokens (a last partial tile repeats
+// its last token; only real tokens are stored). The body is forced inline so that
+// bench/mca_neon.cpp can time it.
+template <class K>
+EDGELLM_NEON_INLINE void gemm_unpacked_body(int64_t nsb, const uint8_t* w, const void* act, int ntok, float* out,
+                                            size_t out_stride) {
+  typename K::Unpacked u;
+  float32x4_t acc[kUnpackTokens];
+  const auto* x0 = static_cast<const PackedActQ8K*>(act);
+  for (int t0 = 0; t0 < ntok; t0 += kUnpackTokens) {
+    const int nt = ntok - t0 < kUnpackTokens ? ntok - t0 : kUnpackTokens;
+    for (int t = 0; t < nt; ++t) acc[t] = vdupq_n_f32(0.0f);
+    const uint8_t* sb = w;
+    for (int64_t b = 0; b < nsb; ++b, sb += K::kBytes) {
+      K::unpack(sb, u);
+      for (int t = 0; t < nt; t += 4) {
+        const PackedActQ8K* x[4];
+        float32x4_t s4[4];
+        for (int k = 0; k < 4; ++k) {
+          const int tk = t + k < nt ? t + k : nt - 1;
+          x[k] = x0 + size_t(t0 + tk) * size_t(nsb) + size_t(b);
+          s4[k] = acc[tk];
+        }
+        K::dot4(u, x, s4);
+        for (int k = 0; k < 4 && t + k < nt; ++k) acc[t + k] = s4[k];
+      }
+    }
+    for (int t = 0; t < nt; ++t) vst1q_f32(out + size_t(t0 + t) * out_stride, acc[t]);
+  }
+}
+
+// PackedFormat::gemm: from kUnpackMinTokens tokens the unpacked path where the type has one; else
+// tiles of kToks tokens, then one tile of the 1 .. kToks-1 left (ntok == 1, the decode GEMV, is that
+// tail tile).
 template <class K>
 EDGELLM_TARGET_DOTPROD void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
                                  size_t out_stride) {
   const int64_t nsb = n_in / QK_K;
   const auto* w = static_cast<const uint8_t*>(group);
+  if constexpr (HasUnpacked<K>::value) {
+    if (ntok >= kUnpackMinTokens) {
+      gemm_unpacked_body<K>(nsb, w, act, ntok, out, out_stride);
+      return;
+    }
+  }
   int t0 = 0;
   for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
   gemm_tail<K, kToks - 1>(ntok - t0, nsb, w, act, t0, out, out_stride);

@@ -144,6 +144,24 @@ EDGELLM_NEON_INLINE void sdot_4chains2(int32x4_t& c0, int32x4_t& c1, int32x4_t& 
 #endif
 }
 
+// c[k] += w . lane L of y[k] for k = 0..3: one weight vector (a quad of 4 rows) against four tokens,
+// four independent chains (prefill register tiles of 4 tokens).
+template <int L>
+EDGELLM_NEON_INLINE void sdot_4tok(int32x4_t (&c)[4], int8x16_t w, const int8x16_t (&y)[4]) {
+#if defined(__clang__)  // as in sdot_4chains
+  for (int k = 0; k < 4; ++k) c[k] = sdot_lane_s32<L>(c[k], w, y[k]);
+#else
+  static_assert(L >= 0 && L < 4, "sdot lane is 0..3");
+  __asm__(
+      "sdot %0.4s, %4.16b, %5.4b[%c9]\n\t"
+      "sdot %1.4s, %4.16b, %6.4b[%c9]\n\t"
+      "sdot %2.4s, %4.16b, %7.4b[%c9]\n\t"
+      "sdot %3.4s, %4.16b, %8.4b[%c9]"
+      : "+w"(c[0]), "+w"(c[1]), "+w"(c[2]), "+w"(c[3])
+      : "w"(w), "w"(y[0]), "w"(y[1]), "w"(y[2]), "w"(y[3]), "i"(L));
+#endif
+}
+
 // The two dot policies the kernel bodies are instantiated with. Both add the 16 products of
 // a and b into the 4 lanes of acc; only the sum over all 4 lanes is defined to be equal (the
 // kernels never rely on which lane got which product).
