@@ -103,4 +103,6 @@ EDGELLM_MCA_PACKED2_KQ(mca_packed2_q6_K, Q6K)
 EDGELLM_MCA_UNPACKED_KQ(mca_unpacked_q2_K, mca_unpack_q2_K, Q2K)
 EDGELLM_MCA_UNPACKED_KQ(mca_unpacked_q3_K, mca_unpack_q3_K, Q3K)
 EDGELLM_MCA_UNPACKED_KQ(mca_unpacked_q6_K, mca_unpack_q6_K, Q6K)
+EDGELLM_MCA_UNPACKED_KQ(mca_unpacked_q4_K, mca_unpack_q4_K, Q45K<false>)
+EDGELLM_MCA_UNPACKED_KQ(mca_unpacked_q5_K, mca_unpack_q5_K, Q45K<true>)
 #endif

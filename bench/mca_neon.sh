@@ -111,9 +111,13 @@ mca_packed2_q6_K 512 4 290
 mca_unpacked_q2_K 1024 4 234
 mca_unpacked_q3_K 1024 4 297
 mca_unpacked_q6_K 1024 4 290
+mca_unpacked_q4_K 1024 4 216
+mca_unpacked_q5_K 1024 4 262
 mca_unpack_q2_K 256 4 0
 mca_unpack_q3_K 256 4 0
 mca_unpack_q6_K 256 4 0
+mca_unpack_q4_K 256 4 0
+mca_unpack_q5_K 256 4 0
 TABLE
 echo "(ratio = ours / llama.cpp's one-row dotprod kernel; target <= 0.80x; loops and llvm-mca reports in $out)"
 exit $status

@@ -182,6 +182,105 @@ struct Q45K {
   template <int T>
   static constexpr int kU = T >= 2 ? 1 : 2;
 
+  // Quad j of a sub-block from its quad vector v (and, Q5_K, its fifth-bit vector hb): l = weights
+  // 4j.., h = 16 + 4j.. of the sub-block, as bytes in [0, 16) (Q5_K [0, 32)).
+  template <int j>
+  static EDGELLM_NEON_INLINE void quad_pair(uint8x16_t v, uint8x16_t hb, uint8x16_t m4, uint8x16_t m5, uint8x16_t bit4,
+                                            uint8x16_t& l, uint8x16_t& h) {
+    if constexpr (kHigh) {
+      // bit 0 of xj = fifth bit of the low quad j, bit 4 = of the high quad j
+      const uint8x16_t xj = shift_bytes<-j>(hb);
+      h = vsriq_n_u8(vandq_u8(xj, bit4), v, 4);  // v >> 4 | (xj & 0x10)
+      l = vandq_u8(vsliq_n_u8(v, xj, 4), m5);    // (v & 15) | xj << 4, bits 5.. cleared
+    } else {
+      (void)hb, (void)m5, (void)bit4;
+      l = vandq_u8(v, m4);
+      h = vshrq_n_u8(v, 4);
+    }
+  }
+
+  // The 8 sub-blocks' mins as int16, 4 rows x 2 sub-blocks per vector: m[0] = sub-blocks 0, 2,
+  // m[1] = 1, 3, m[2] = 4, 6, m[3] = 5, 7 (uzp1 / uzp2 split [pair][row][2]; not vld2q: g++ 12 sends
+  // its register pair through the stack).
+  static EDGELLM_NEON_INLINE void mins16(const uint8_t* sb, int16x8_t (&m)[4]) {
+    const uint8x16_t mn0 = vld1q_u8(sb + kMins), mn1 = vld1q_u8(sb + kMins + 16);
+    const uint8x16_t even = vuzp1q_u8(mn0, mn1), odd = vuzp2q_u8(mn0, mn1);
+    m[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(even)));
+    m[1] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(odd)));
+    m[2] = vreinterpretq_s16_u16(vmovl_high_u8(even));
+    m[3] = vreinterpretq_s16_u16(vmovl_high_u8(odd));
+  }
+  // sum += d8 * (d * isum - dmin * msum), msum = the mins against the activation's sums per 32 (b).
+  static EDGELLM_NEON_INLINE void finish(float32x4_t d, float32x4_t dmin, const int16x8_t (&m)[4], int16x8_t b,
+                                         float d8, int32x4_t isum, float32x4_t& sum) {
+    int32x4_t ms = vmull_laneq_s16(vget_low_s16(m[0]), b, 0);
+    ms = vmlal_laneq_s16(ms, vget_low_s16(m[1]), b, 1);
+    ms = vmlal_high_laneq_s16(ms, m[0], b, 2);
+    ms = vmlal_high_laneq_s16(ms, m[1], b, 3);
+    ms = vmlal_laneq_s16(ms, vget_low_s16(m[2]), b, 4);
+    ms = vmlal_laneq_s16(ms, vget_low_s16(m[3]), b, 5);
+    ms = vmlal_high_laneq_s16(ms, m[2], b, 6);
+    ms = vmlal_high_laneq_s16(ms, m[3], b, 7);
+    // the per-row ref's order (the two terms often nearly cancel)
+    const float32x4_t v = vfmsq_f32(vmulq_f32(d, vcvtq_f32_s32(isum)), dmin, vcvtq_f32_s32(ms));
+    sum = vfmaq_n_f32(sum, v, d8);
+  }
+
+  // Prefill form (see Unpacked16): quads w[s][j] (low) / w[s][4 + j] (high) of each sub-block s,
+  // the scales as int32, the mins, d and dmin.
+  struct Unpacked {
+    int8x16_t q[8][8];
+    int32x4_t sc[8];
+    int16x8_t mins[4];
+    float32x4_t d, dmin;
+  };
+  static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m5 = vdupq_n_u8(0x1F), bit4 = vdupq_n_u8(0x10);
+    static_for<8>([&](auto S) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int sub = S;
+      const uint8_t* p = sb + kQs + sub * kSubBytes;
+      const uint8x16_t hb = kHigh ? vld1q_u8(p + 4 * kQuadBytes) : vdupq_n_u8(0);
+      static_for<4>([&](auto J) EDGELLM_PKQ_LAMBDA_INLINE {
+        uint8x16_t l, h;
+        quad_pair<J>(vld1q_u8(p + J * kQuadBytes), hb, m4, m5, bit4, l, h);
+        u.q[sub][J] = s8(l);
+        u.q[sub][4 + J] = s8(h);
+      });
+      u.sc[sub] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(sb + kScales + sub * kRows)))));
+    });
+    mins16(sb, u.mins);
+    u.d = load_d(sb);
+    u.dmin = load_d(sb + 2 * kRows);
+  }
+  // Four tokens: per sub-block one sdot chain per token over its 8 quads (low halves against
+  // activation bytes 32s.., high against 32s + 16..), times the sub-block's scale into isum; the
+  // decode path's integer sums (lo + hi per sub-block) and float order.
+  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
+    int32x4_t isum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    static_for<8>([&](auto S) EDGELLM_PKQ_LAMBDA_INLINE {
+      constexpr int sub = S;
+      int8x16_t y0[4], y1[4];
+      int32x4_t d[4];
+      for (int k = 0; k < 4; ++k) {
+        y0[k] = vld1q_s8(x[k]->q.qs + 32 * sub);
+        y1[k] = vld1q_s8(x[k]->q.qs + 32 * sub + 16);
+        d[k] = vdupq_n_s32(0);
+      }
+      sdot_4tok<0>(d, u.q[sub][0], y0);
+      sdot_4tok<1>(d, u.q[sub][1], y0);
+      sdot_4tok<2>(d, u.q[sub][2], y0);
+      sdot_4tok<3>(d, u.q[sub][3], y0);
+      sdot_4tok<0>(d, u.q[sub][4], y1);
+      sdot_4tok<1>(d, u.q[sub][5], y1);
+      sdot_4tok<2>(d, u.q[sub][6], y1);
+      sdot_4tok<3>(d, u.q[sub][7], y1);
+      for (int k = 0; k < 4; ++k) isum[k] = vmlaq_s32(isum[k], d[k], u.sc[sub]);
+    });
+    static_for<4>([&](auto k) EDGELLM_PKQ_LAMBDA_INLINE {
+      finish(u.d, u.dmin, u.mins, vld1q_s16(x[k]->bsums32), x[k]->q.d, isum[k], sum[k]);
+    });
+  }
+
   template <int T>
   static EDGELLM_NEON_INLINE void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], float32x4_t (&sum)[T]) {
     constexpr int U = kU<T>;
@@ -210,19 +309,8 @@ struct Q45K {
       static_for<4>([&](auto J) EDGELLM_PKQ_LAMBDA_INLINE {
         constexpr int j = J;
         uint8x16_t l[U], h[U];
-        for (int u = 0; u < U; ++u) {
-          const uint8x16_t v = vld1q_u8(sb + kQs + (S0 * U + u) * kSubBytes + j * kQuadBytes);
-          if constexpr (kHigh) {
-            // bit 0 of xj = fifth bit of the low quad j, bit 4 = of the high quad j
-            const uint8x16_t xj = shift_bytes<-j>(hb[u]);
-            h[u] = vsriq_n_u8(vandq_u8(xj, bit4), v, 4);  // v >> 4 | (xj & 0x10)
-            l[u] = vandq_u8(vsliq_n_u8(v, xj, 4), m5);    // (v & 15) | xj << 4, bits 5.. cleared
-          } else {
-            (void)m5, (void)bit4;
-            l[u] = vandq_u8(v, m4);
-            h[u] = vshrq_n_u8(v, 4);
-          }
-        }
+        for (int u = 0; u < U; ++u)
+          quad_pair<j>(vld1q_u8(sb + kQs + (S0 * U + u) * kSubBytes + j * kQuadBytes), hb[u], m4, m5, bit4, l[u], h[u]);
         for (int u = 0; u < U; ++u) {
           w[u][j] = s8(l[u]);
           w[u][4 + j] = s8(h[u]);
@@ -246,27 +334,10 @@ struct Q45K {
     // Mins against the sums per 32: uzp1 / uzp2 split [pair][row][2] into sub-blocks 0, 2, 4, 6 and
     // 1, 3, 5, 7 ([sub-block][row] bytes), so each min vector takes its bsum by element. (Not vld2q:
     // g++ 12 sends its register pair through the stack.)
-    const uint8x16_t mn0 = vld1q_u8(sb + kMins), mn1 = vld1q_u8(sb + kMins + 16);
-    const uint8x16_t even = vuzp1q_u8(mn0, mn1), odd = vuzp2q_u8(mn0, mn1);
-    const int16x8_t m02 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(even)));
-    const int16x8_t m46 = vreinterpretq_s16_u16(vmovl_high_u8(even));
-    const int16x8_t m13 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(odd)));
-    const int16x8_t m57 = vreinterpretq_s16_u16(vmovl_high_u8(odd));
+    int16x8_t m[4];
+    mins16(sb, m);
     const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
-    for (int t = 0; t < T; ++t) {
-      const int16x8_t b = vld1q_s16(x[t]->bsums32);
-      int32x4_t ms = vmull_laneq_s16(vget_low_s16(m02), b, 0);
-      ms = vmlal_laneq_s16(ms, vget_low_s16(m13), b, 1);
-      ms = vmlal_high_laneq_s16(ms, m02, b, 2);
-      ms = vmlal_high_laneq_s16(ms, m13, b, 3);
-      ms = vmlal_laneq_s16(ms, vget_low_s16(m46), b, 4);
-      ms = vmlal_laneq_s16(ms, vget_low_s16(m57), b, 5);
-      ms = vmlal_high_laneq_s16(ms, m46, b, 6);
-      ms = vmlal_high_laneq_s16(ms, m57, b, 7);
-      // d8 * (d * isum - dmin * msum), the per-row ref's order (the two terms often nearly cancel)
-      const float32x4_t v = vfmsq_f32(vmulq_f32(d, vcvtq_f32_s32(isum[t][0])), dmin, vcvtq_f32_s32(ms));
-      sum[t] = vfmaq_n_f32(sum[t], v, x[t]->q.d);
-    }
+    for (int t = 0; t < T; ++t) finish(d, dmin, m, vld1q_s16(x[t]->bsums32), x[t]->q.d, isum[t][0], sum[t]);
   }
 };
 
