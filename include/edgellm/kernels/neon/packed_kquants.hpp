@@ -507,13 +507,17 @@ struct Q2K {
     scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
     mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
   }
-  // Sub-block sums da, db of pair p times their scales into is_lo / is_hi; the pair's mins times the
-  // activation's bsums (lane p of bs, int16 pairs) into ms_lo / ms_hi.
+  // Sub-block sums da, db of pair p times their scales into is_lo / is_hi, and the pair's mins (min_pair).
   template <int p>
   static EDGELLM_NEON_INLINE void scale_pair(int32x4_t da, int32x4_t db, int16x8_t scales, int16x8_t mins,
                                              const int32x4_t (&bs)[2], int32x4_t& is_lo, int32x4_t& is_hi,
                                              int32x4_t& ms_lo, int32x4_t& ms_hi) {
     mla_pair16(is_lo, is_hi, da, db, scales);
+    min_pair<p>(mins, bs, ms_lo, ms_hi);
+  }
+  // Pair p's mins times the activation's bsums (lane p of bs, int16 pairs) into ms_lo / ms_hi.
+  template <int p>
+  static EDGELLM_NEON_INLINE void min_pair(int16x8_t mins, const int32x4_t (&bs)[2], int32x4_t& ms_lo, int32x4_t& ms_hi) {
     const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[p / 4]));  // (b_2p, b_2p+1) x 4
     ms_lo = vmlal_s16(ms_lo, vget_low_s16(mins), vget_low_s16(b));
     ms_hi = vmlal_high_s16(ms_hi, mins, b);
@@ -571,12 +575,7 @@ struct Q2K {
       int32x4_t ms_lo = vdupq_n_s32(0), ms_hi = ms_lo;
       const int32x4_t bs[2] = {vreinterpretq_s32_s16(vld1q_s16(x[k]->q.bsums)),
                                vreinterpretq_s32_s16(vld1q_s16(x[k]->q.bsums + 8))};
-      static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
-        constexpr int p = P;
-        const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[p / 4]));  // (b_2p, b_2p+1) x 4
-        ms_lo = vmlal_s16(ms_lo, vget_low_s16(u.mins[p]), vget_low_s16(b));
-        ms_hi = vmlal_high_s16(ms_hi, u.mins[p], b);
-      });
+      static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE { min_pair<P>(u.mins[P], bs, ms_lo, ms_hi); });
       // sum += d8 * d * isum - d8 * dmin * msum (finish's order; isum already whole per row)
       const float32x4_t fi = vcvtq_f32_s32(acc[k]), fm = vcvtq_f32_s32(vpaddq_s32(ms_lo, ms_hi));
       const float d8 = x[k]->q.d;
@@ -599,10 +598,8 @@ struct Q2K {
     } else {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
-      const uint8x8_t smb = vld1_u8(sb + kScales + p * 2 * kRows);
-      const uint16x8_t sm = vmovl_u8(smb);
-      const int16x8_t scales = vreinterpretq_s16_u16(vandq_u16(sm, m4));
-      const int16x8_t mins = vreinterpretq_s16_u16(vshrq_n_u16(sm, 4));
+      int16x8_t scales, mins;
+      scales_mins(sb, p, m4, scales, mins);
       int32x4_t dots[2][T];
       int8x16_t q[2][4], a[2][T];
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
@@ -611,12 +608,8 @@ struct Q2K {
         for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
       });
       dot_pair16<T>(dots, q, a, [](int, int) { return vdupq_n_s32(0); });
-      for (int t = 0; t < T; ++t) {
-        mla_pair16(is_lo[t], is_hi[t], dots[0][t], dots[1][t], scales);
-        const int16x8_t b = vreinterpretq_s16_s32(dup_lane<p % 4>(bs[t][p / 4]));  // (b_2p, b_2p+1) x 4
-        ms_lo[t] = vmlal_s16(ms_lo[t], vget_low_s16(mins), vget_low_s16(b));
-        ms_hi[t] = vmlal_high_s16(ms_hi[t], mins, b);
-      }
+      for (int t = 0; t < T; ++t)
+        scale_pair<p>(dots[0][t], dots[1][t], scales, mins, bs[t], is_lo[t], is_hi[t], ms_lo[t], ms_hi[t]);
     });
     }
     const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
