@@ -331,9 +331,7 @@ struct Q45K {
     });
     for (int t = 0; t < T; ++t)
       for (int u = 1; u < U; ++u) isum[t][0] = vaddq_s32(isum[t][0], isum[t][u]);
-    // Mins against the sums per 32: uzp1 / uzp2 split [pair][row][2] into sub-blocks 0, 2, 4, 6 and
-    // 1, 3, 5, 7 ([sub-block][row] bytes), so each min vector takes its bsum by element. (Not vld2q:
-    // g++ 12 sends its register pair through the stack.)
+    // Mins against the sums per 32, each min vector taking its bsum by element (mins16, finish).
     int16x8_t m[4];
     mins16(sb, m);
     const float32x4_t d = load_d(sb), dmin = load_d(sb + 2 * kRows);
