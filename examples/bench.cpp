@@ -55,7 +55,8 @@ constexpr const char* kUsage =
     "                          sequential read patterns); decode rows report their % of it\n"
     "  --no-warmup             skip the warm-up run\n"
     "  --no-repack             keep every matrix as stored (no load-time interleaving; -v lists them)\n"
-    "  -o, --output md|csv|json|jsonl  (default md; jsonl: one JSON object per line as each test ends)\n"
+    "  -o, --output md|csv|json|jsonl|sql  (default md; jsonl: one JSON object per line as each test\n"
+    "                          ends; sql: CREATE TABLE test + an INSERT per test, for sqlite3)\n"
     "  -v, --verbose           kernel variants and tensor types on stderr\n";
 
 struct Options {
@@ -116,8 +117,8 @@ Options parse(int argc, char** argv, bool* help) {
   if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
   if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
   if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
-  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
-    edgellm::throw_error("-o ", o.output, ": expected md, csv, json or jsonl");
+  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl" && o.output != "sql")
+    edgellm::throw_error("-o ", o.output, ": expected md, csv, json, jsonl or sql");
   // One cache type holds K and V (the paged cache stores both alike): -ctk / -ctv must agree.
   if (!ctk.empty() && !ctv.empty() && ctk != ctv)
     edgellm::throw_error("-ctk ", ctk, " / -ctv ", ctv, ": K and V share one cache type here; give the same one");
@@ -472,6 +473,11 @@ class Printer {
       std::printf("%s\n", join(fields(), ",").c_str());
     } else if (o_.output == "json") {
       std::printf("[");
+    } else if (o_.output == "sql") {  // llama-bench's: one table `test`, a row per test
+      const std::vector<std::string> k = fields();
+      std::string cols;
+      for (size_t i = 0; i < k.size(); ++i) cols += std::string(i ? ", " : "") + k[i] + " " + sql_type(k[i]);
+      std::printf("CREATE TABLE IF NOT EXISTS test (\n  %s\n);\n", cols.c_str());
     }
     std::fflush(stdout);
   }
@@ -497,7 +503,7 @@ class Printer {
       const std::vector<std::string> v = {
           q(lm_.filename), q(model_type(lm_)), std::to_string(lm_.size_bytes), std::to_string(lm_.n_params),
           q(cpu_), q("CPU"), std::to_string(o_.n_batch), std::to_string(o_.n_batch), std::to_string(r.n_threads),
-          q(o_.kv_type), q(o_.kv_type), "true", std::to_string(r.test.n_prompt), std::to_string(r.test.n_gen),
+          q(o_.kv_type), q(o_.kv_type), o_.output == "sql" ? "1" : "true", std::to_string(r.test.n_prompt), std::to_string(r.test.n_gen),
           std::to_string(r.test.n_depth),
           fmt("%.0f", r.avg_ns), fmt("%.0f", r.stddev_ns), fmt("%.6f", r.avg_ts), fmt("%.6f", r.stddev_ts),
           list(samples_ns), list(samples_ts), fmt("%.3f", r.cpu_ts), fmt("%.3f", r.gbps), fmt("%.2f", r.roofline), fmt("%.4f", p50),
@@ -506,6 +512,8 @@ class Printer {
           q(edgellm::isa_name(lm_.model->kernel_table().isa))};
       if (o_.output == "csv") {
         std::printf("%s\n", join(v, ",").c_str());
+      } else if (o_.output == "sql") {
+        std::printf("INSERT INTO test (%s) VALUES (%s);\n", join(fields(), ", ").c_str(), join(v, ", ").c_str());
       } else if (o_.output == "jsonl") {  // one object per line, printed as each test ends
         const std::vector<std::string> k = fields();
         std::string line = "{";
@@ -535,12 +543,33 @@ class Printer {
             "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "cpu_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
             "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels"};
   }
-  // A string value: JSON-quoted, or a CSV field.
+  // The SQL column type of a field (-o sql).
+  static const char* sql_type(const std::string& k) {
+    static const char* const kText[] = {"model_filename", "model_type", "cpu_info", "backends", "type_k", "type_v",
+                                        "samples_ns", "samples_ts", "logits_hash", "kernels"};
+    static const char* const kReal[] = {"avg_ts", "stddev_ts", "cpu_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms"};
+    for (const char* t : kText)
+      if (k == t) return "TEXT";
+    for (const char* t : kReal)
+      if (k == t) return "REAL";
+    return "INTEGER";
+  }
+  // A string value: JSON-quoted, an SQL literal, or a CSV field.
   bool json() const { return o_.output == "json" || o_.output == "jsonl"; }
-  std::string q(const std::string& s) const { return json() ? edgellm::json_quote(s) : edgellm::csv_field(s); }
-  // An array value: [a, b] in JSON, "a,b" in CSV (llama-bench's form).
+  std::string q(const std::string& s) const {
+    if (json()) return edgellm::json_quote(s);
+    if (o_.output == "sql") return sql_quote(s);
+    return edgellm::csv_field(s);
+  }
+  static std::string sql_quote(const std::string& s) {
+    std::string o = "'";
+    for (char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
+    return o + "'";
+  }
+  // An array value: [a, b] in JSON, "a,b" in CSV and 'a,b' in SQL (llama-bench's form).
   std::string list(const std::vector<std::string>& v) const {
     if (json()) return "[" + join(v, ", ") + "]";
+    if (o_.output == "sql") return sql_quote(join(v, ","));
     return edgellm::csv_field(join(v, ","));
   }
   static std::string join(const std::vector<std::string>& v, const char* sep) {

@@ -4,7 +4,7 @@
 # the decode row a roofline percentage. Then -d 0,8: a decode row per depth, the depth-0 one the
 # same as without -d (same tokens), the other from a cache already holding 8 tokens. Prints
 # "skipped: ..." when the model is missing. Last, llama-bench's list syntax (ranges, repeated flags),
-# -ctk / -ctv and -o jsonl.
+# -ctk / -ctv, -o jsonl and -o sql (loaded by sqlite3 when installed).
 cmake_minimum_required(VERSION 3.19)
 if(NOT EXISTS "${SHARED}/${MODEL}")
   message("skipped: ${SHARED}/${MODEL} not found")
@@ -124,4 +124,23 @@ execute_process(COMMAND ${EMULATOR} ${TOOL} -m "${SHARED}/${MODEL}" -n 1 -ctk f1
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 1 OR NOT err MATCHES "-ctk f16 / -ctv q8_0")
   message(FATAL_ERROR "-ctk f16 -ctv q8_0: expected exit 1 naming both, got ${rc}:\n${err}")
+endif()
+
+# -o sql (llama-bench's): CREATE TABLE test, then one INSERT per test; loaded by sqlite3 when present.
+execute_process(COMMAND ${EMULATOR} ${TOOL} -m "${SHARED}/${MODEL}" -p 8 -n 4 -r 1 -t 1 -o sql
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REGEX MATCHALL "INSERT INTO test \\(" inserts "${out}")
+list(LENGTH inserts n_inserts)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^CREATE TABLE IF NOT EXISTS test \\(" OR NOT n_inserts EQUAL 2)
+  message(FATAL_ERROR "-o sql: expected CREATE TABLE test and 2 INSERTs (exit ${rc}):\n${out}\n${err}")
+endif()
+find_program(SQLITE3 sqlite3)
+if(SQLITE3)
+  file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/bench_sql_check.sql" "${out}SELECT n_prompt, n_gen, avg_ts > 0 FROM test ORDER BY rowid;\n")
+  execute_process(COMMAND ${SQLITE3} ":memory:" INPUT_FILE "${CMAKE_CURRENT_BINARY_DIR}/bench_sql_check.sql"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE rows ERROR_VARIABLE err)
+  string(STRIP "${rows}" rows)
+  if(NOT rc EQUAL 0 OR NOT rows STREQUAL "8|0|1\n0|4|1")
+    message(FATAL_ERROR "-o sql: sqlite3 read (exit ${rc}) '${rows}', expected '8|0|1' then '0|4|1'\n${err}")
+  endif()
 endif()
