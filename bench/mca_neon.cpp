@@ -80,18 +80,19 @@ EDGELLM_MCA_PACKED2_KQ(mca_packed2_q3_K, Q3K)
 EDGELLM_MCA_PACKED2_KQ(mca_packed2_q4_K, Q45K<false>)
 EDGELLM_MCA_PACKED2_KQ(mca_packed2_q5_K, Q45K<true>)
 EDGELLM_MCA_PACKED2_KQ(mca_packed2_q6_K, Q6K)
-// Prefill from an unpacked super-block (kUnpackMinTokens tokens and more): the loop of 4-token tiles
-// against one unpacked super-block (dot4, 4 tokens per iteration), and the unpacking (a super-block
-// per iteration, shared by up to kUnpackTokens tokens).
+// Prefill from unpacked super-blocks (kUnpackMinTokens tokens and more): the loop of a 4-token tile
+// over the unpacked super-blocks (dot4, one super-block x 4 tokens per iteration), and the
+// unpacking (a super-block per iteration, once per call, shared by all its tokens).
 #define EDGELLM_MCA_UNPACKED_KQ(name, unpack_name, K)                                                  \
   extern "C" __attribute__((noinline)) void name(int64_t n, const void* u, const void* a, float* out) { \
     using KK = edgellm::neon::pkq::K;                                                                  \
-    const auto& uu = *static_cast<const KK::Unpacked*>(u);                                             \
+    const auto* uu = static_cast<const KK::Unpacked*>(u);                                              \
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}; \
     const auto* x = static_cast<const edgellm::PackedActQ8K*>(a);                                      \
-    for (int64_t t = 0; t + 4 <= n; t += 4) {                                                          \
-      const edgellm::PackedActQ8K* xx[4] = {x + t, x + t + 1, x + t + 2, x + t + 3};                    \
-      KK::dot4(uu, xx, acc);                                                                           \
+    const edgellm::PackedActQ8K* xx[4] = {x, x + n, x + 2 * n, x + 3 * n};                              \
+    for (int64_t b = 0; b < n; ++b) {                                                                  \
+      KK::dot4(uu[b], xx, acc);                                                                        \
+      for (int k = 0; k < 4; ++k) ++xx[k];                                                             \
     }                                                                                                  \
     for (int k = 0; k < 4; ++k) vst1q_f32(out + 4 * k, acc[k]);                                        \
   }                                                                                                    \

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/neon/quantize.hpp"
@@ -121,12 +122,11 @@ EDGELLM_NEON_INLINE void dot4_sub16(int32x4_t (&d)[4], const int8x16_t (&q)[4][4
 }
 
 // Prefill from unpacked super-blocks: a type with `Unpacked`, `unpack(sb, u)` and
-// `dot4(u, x[4], sum[4])` has each super-block unpacked once (quads as int8 vectors, scales ready)
-// per call, up to kUnpackTokens tokens, then dotted against 4 tokens at a time: each quad vector is
-// loaded once per 4 tokens and feeds four sdot chains (sdot_4tok), one per token. The 2-token tiles
-// instead unpack per pair of tokens. From kUnpackMinTokens tokens on.
+// `dot4(u, x[4], sum[4])` has each super-block unpacked once per call (quads as int8 vectors,
+// scales ready), then dotted against 4 tokens at a time: each quad vector is loaded once per 4
+// tokens and feeds four sdot chains (sdot_4tok), one per token. The 2-token tiles instead unpack
+// per pair of tokens. From kUnpackMinTokens tokens on.
 constexpr int kUnpackMinTokens = 4;
-constexpr int kUnpackTokens = 64;
 
 // A 16-weight-sub-block super-block (q3_K, q6_K) unpacked: quads, each sub-block's scale as int32 x
 // 4 rows, d.
@@ -749,36 +749,39 @@ struct HasUnpacked : std::false_type {};
 template <class K>
 struct HasUnpacked<K, std::void_t<typename K::Unpacked>> : std::true_type {};
 
-// Tokens [0, ntok) x the 4 rows of one group, ntok >= 1: each super-block unpacked once per
-// kUnpackTokens tokens (K::unpack), then K::dot4 over tiles of 4 tokens (a last partial tile repeats
-// its last token; only real tokens are stored). The body is forced inline so that
-// bench/mca_neon.cpp can time it.
+// Tokens [0, ntok) x the 4 rows of one group, ntok >= 1. The group's super-blocks go in chunks of
+// kUnpackChunk: a chunk is unpacked once (K::unpack, ~1.2 KB per super-block: the chunk stays in
+// L1), then every tile of 4 tokens walks the chunk in order (K::dot4), so each token's activation
+// is read as one sequential run per chunk (a walk over all tokens per super-block would stride by a
+// whole activation row). Per-token sums carry over between chunks in super-block order: the same
+// float order as decode. A last partial tile repeats its last token; only real tokens are stored.
+constexpr int64_t kUnpackChunk = 8;
 template <class K>
 EDGELLM_NEON_INLINE void gemm_unpacked_body(int64_t nsb, const uint8_t* w, const void* act, int ntok, float* out,
                                             size_t out_stride) {
-  typename K::Unpacked u;
-  float32x4_t acc[kUnpackTokens];
+  thread_local std::vector<typename K::Unpacked> buf(kUnpackChunk);
+  thread_local std::vector<float32x4_t> acc;
+  acc.assign(size_t(ntok), vdupq_n_f32(0.0f));
   const auto* x0 = static_cast<const PackedActQ8K*>(act);
-  for (int t0 = 0; t0 < ntok; t0 += kUnpackTokens) {
-    const int nt = ntok - t0 < kUnpackTokens ? ntok - t0 : kUnpackTokens;
-    for (int t = 0; t < nt; ++t) acc[t] = vdupq_n_f32(0.0f);
-    const uint8_t* sb = w;
-    for (int64_t b = 0; b < nsb; ++b, sb += K::kBytes) {
-      K::unpack(sb, u);
-      for (int t = 0; t < nt; t += 4) {
-        const PackedActQ8K* x[4];
-        float32x4_t s4[4];
-        for (int k = 0; k < 4; ++k) {
-          const int tk = t + k < nt ? t + k : nt - 1;
-          x[k] = x0 + size_t(t0 + tk) * size_t(nsb) + size_t(b);
-          s4[k] = acc[tk];
-        }
-        K::dot4(u, x, s4);
-        for (int k = 0; k < 4 && t + k < nt; ++k) acc[t + k] = s4[k];
+  for (int64_t b0 = 0; b0 < nsb; b0 += kUnpackChunk) {
+    const int64_t nb = nsb - b0 < kUnpackChunk ? nsb - b0 : kUnpackChunk;
+    for (int64_t i = 0; i < nb; ++i) K::unpack(w + size_t(b0 + i) * K::kBytes, buf[size_t(i)]);
+    for (int t = 0; t < ntok; t += 4) {
+      const PackedActQ8K* x[4];
+      float32x4_t sum[4];
+      for (int k = 0; k < 4; ++k) {
+        const int tk = t + k < ntok ? t + k : ntok - 1;
+        x[k] = x0 + size_t(tk) * size_t(nsb) + size_t(b0);
+        sum[k] = acc[size_t(tk)];
       }
+      for (int64_t i = 0; i < nb; ++i) {
+        K::dot4(buf[size_t(i)], x, sum);
+        for (int k = 0; k < 4; ++k) ++x[k];
+      }
+      for (int k = 0; k < 4 && t + k < ntok; ++k) acc[size_t(t + k)] = sum[k];
     }
-    for (int t = 0; t < nt; ++t) vst1q_f32(out + size_t(t0 + t) * out_stride, acc[t]);
   }
+  for (int t = 0; t < ntok; ++t) vst1q_f32(out + size_t(t) * out_stride, acc[size_t(t)]);
 }
 
 // PackedFormat::gemm: from kUnpackMinTokens tokens the unpacked path where the type has one; else
