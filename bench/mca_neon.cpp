@@ -59,27 +59,23 @@ EDGELLM_MCA_KQUANT(q6_K, KQ6)
 // loop is one super-block of 256 weights x 4 rows (the sub-block loops are fully unrolled).
 #include "edgellm/kernels/neon/packed_kquants.hpp"
 #if EDGELLM_HAS_NEON
-#define EDGELLM_MCA_PACKED_KQ(name, K)                                                                 \
+// T = 1: decode; T = 2: the 2-token prefill tile (kToks, both tokens sharing each sub-block's
+// unpacking; what 2-3 tokens use).
+#define EDGELLM_MCA_PACKED_KQ(name, K, T)                                                              \
   extern "C" __attribute__((noinline)) void name(int64_t n, const void* g, const void* a, float* out) { \
-    edgellm::neon::pkq::gemm_tile_body<edgellm::neon::pkq::K, 1>(n / QK_K, static_cast<const uint8_t*>(g), \
+    edgellm::neon::pkq::gemm_tile_body<edgellm::neon::pkq::K, T>(n / QK_K, static_cast<const uint8_t*>(g), \
                                                                  a, 0, out, 4);                        \
   }
-EDGELLM_MCA_PACKED_KQ(mca_packed_q2_K, Q2K)
-EDGELLM_MCA_PACKED_KQ(mca_packed_q3_K, Q3K)
-EDGELLM_MCA_PACKED_KQ(mca_packed_q4_K, Q45K<false>)
-EDGELLM_MCA_PACKED_KQ(mca_packed_q5_K, Q45K<true>)
-EDGELLM_MCA_PACKED_KQ(mca_packed_q6_K, Q6K)
-// Prefill: the 2-token tile (kToks), both tokens sharing each sub-block's unpacking.
-#define EDGELLM_MCA_PACKED2_KQ(name, K)                                                                \
-  extern "C" __attribute__((noinline)) void name(int64_t n, const void* g, const void* a, float* out) { \
-    edgellm::neon::pkq::gemm_tile_body<edgellm::neon::pkq::K, 2>(n / QK_K, static_cast<const uint8_t*>(g), \
-                                                                 a, 0, out, 4);                        \
-  }
-EDGELLM_MCA_PACKED2_KQ(mca_packed2_q2_K, Q2K)
-EDGELLM_MCA_PACKED2_KQ(mca_packed2_q3_K, Q3K)
-EDGELLM_MCA_PACKED2_KQ(mca_packed2_q4_K, Q45K<false>)
-EDGELLM_MCA_PACKED2_KQ(mca_packed2_q5_K, Q45K<true>)
-EDGELLM_MCA_PACKED2_KQ(mca_packed2_q6_K, Q6K)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q2_K, Q2K, 1)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q3_K, Q3K, 1)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q4_K, Q45K<false>, 1)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q5_K, Q45K<true>, 1)
+EDGELLM_MCA_PACKED_KQ(mca_packed_q6_K, Q6K, 1)
+EDGELLM_MCA_PACKED_KQ(mca_packed2_q2_K, Q2K, 2)
+EDGELLM_MCA_PACKED_KQ(mca_packed2_q3_K, Q3K, 2)
+EDGELLM_MCA_PACKED_KQ(mca_packed2_q4_K, Q45K<false>, 2)
+EDGELLM_MCA_PACKED_KQ(mca_packed2_q5_K, Q45K<true>, 2)
+EDGELLM_MCA_PACKED_KQ(mca_packed2_q6_K, Q6K, 2)
 // Prefill from unpacked super-blocks (kUnpackMinTokens tokens and more): the loop of a 4-token tile
 // over the unpacked super-blocks (dot4, one super-block x 4 tokens per iteration), and the
 // unpacking (a super-block per iteration, once per call, shared by all its tokens).

@@ -273,8 +273,9 @@ uint64_t read_lines(const uint64_t* p, size_t n) {
 // (plain) one sequential stream, (prefetched) the same with software prefetch 4 KiB ahead into L1
 // and 16 KiB ahead into L2, as the packed GEMV kernels do, and (2 streams) the two halves of its
 // part interleaved, prefetched likewise, and (line loads) one stream read a whole cache line per
-// load (read_lines). On the dev VM the four read 25.2 / 25.4 / 26.1 / ~28.5 GB/s. The buffer is anonymous memory with huge pages where the kernel offers them (as the
-// repacked weights are), so TLB misses do not understate what DRAM delivers.
+// load (read_lines). On the dev VM the four read 25.2 / 25.4 / 26.1 / ~28.5 GB/s. The buffer is
+// anonymous memory with huge pages where the kernel offers them (as the repacked weights are), so
+// TLB misses do not understate what DRAM delivers.
 struct MembwResult {
   double best = 0;
   double pattern[4] = {0, 0, 0, 0};  // plain, prefetched, 2 streams, line loads

@@ -121,8 +121,17 @@ EDGELLM_NEON_INLINE void dot4_sub16(int32x4_t (&d)[4], const int8x16_t (&q)[4][4
   sdot_4chains(d[0], d[1], d[2], d[3], wa, wb, a[0], a[1], a[2], a[3]);
 }
 
-// Prefill from unpacked super-blocks: a type with `Unpacked`, `unpack(sb, u)` and
-// `dot4(u, x[4], sum[4])` has each super-block unpacked once per call (quads as int8 vectors,
+// c[k] += quads q[0..3] . lanes 0..3 of y[k] for the four tokens k: one 16-weight unit of 4 rows
+// against 4 tokens, one sdot chain per token.
+EDGELLM_NEON_INLINE void dot_quads_4tok(int32x4_t (&c)[4], const int8x16_t (&q)[4], const int8x16_t (&y)[4]) {
+  sdot_4tok<0>(c, q[0], y);
+  sdot_4tok<1>(c, q[1], y);
+  sdot_4tok<2>(c, q[2], y);
+  sdot_4tok<3>(c, q[3], y);
+}
+
+// Prefill from unpacked super-blocks: every type here has `Unpacked`, `unpack(sb, u)` and
+// `dot4(u, x[4], sum[4])`; each super-block is unpacked once per call (quads as int8 vectors,
 // scales ready), then dotted against 4 tokens at a time: each quad vector is loaded once per 4
 // tokens and feeds four sdot chains (sdot_4tok), one per token. The 2-token tiles instead unpack
 // per pair of tokens. From kUnpackMinTokens tokens on.
@@ -153,10 +162,7 @@ EDGELLM_NEON_INLINE void dot4_offset(const Unpacked16& u, const PackedActQ8K* co
         y[k] = vld1q_s8(x[k]->q.qs + 16 * g);
         d[k] = dup_lane<K>(st[k]);
       }
-      sdot_4tok<0>(d, u.q[g][0], y);
-      sdot_4tok<1>(d, u.q[g][1], y);
-      sdot_4tok<2>(d, u.q[g][2], y);
-      sdot_4tok<3>(d, u.q[g][3], y);
+      dot_quads_4tok(d, u.q[g], y);
       for (int k = 0; k < 4; ++k) isum[k] = vmlaq_s32(isum[k], d[k], u.sc[g]);
     });
   });
@@ -226,10 +232,10 @@ struct Q45K {
     sum = vfmaq_n_f32(sum, v, d8);
   }
 
-  // Prefill form (see Unpacked16): quads w[s][j] (low) / w[s][4 + j] (high) of each sub-block s,
-  // the scales as int32, the mins, d and dmin.
+  // Prefill form (see Unpacked16): quads q[s][0][j] (low nibbles) / q[s][1][j] (high) of each
+  // sub-block s, the scales as int32, the mins, d and dmin.
   struct Unpacked {
-    int8x16_t q[8][8];
+    int8x16_t q[8][2][4];
     int32x4_t sc[8];
     int16x8_t mins[4];
     float32x4_t d, dmin;
@@ -243,8 +249,8 @@ struct Q45K {
       static_for<4>([&](auto J) EDGELLM_PKQ_LAMBDA_INLINE {
         uint8x16_t l, h;
         quad_pair<J>(vld1q_u8(p + J * kQuadBytes), hb, m4, m5, bit4, l, h);
-        u.q[sub][J] = s8(l);
-        u.q[sub][4 + J] = s8(h);
+        u.q[sub][0][J] = s8(l);
+        u.q[sub][1][J] = s8(h);
       });
       u.sc[sub] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(sb + kScales + sub * kRows)))));
     });
@@ -266,14 +272,8 @@ struct Q45K {
         y1[k] = vld1q_s8(x[k]->q.qs + 32 * sub + 16);
         d[k] = vdupq_n_s32(0);
       }
-      sdot_4tok<0>(d, u.q[sub][0], y0);
-      sdot_4tok<1>(d, u.q[sub][1], y0);
-      sdot_4tok<2>(d, u.q[sub][2], y0);
-      sdot_4tok<3>(d, u.q[sub][3], y0);
-      sdot_4tok<0>(d, u.q[sub][4], y1);
-      sdot_4tok<1>(d, u.q[sub][5], y1);
-      sdot_4tok<2>(d, u.q[sub][6], y1);
-      sdot_4tok<3>(d, u.q[sub][7], y1);
+      dot_quads_4tok(d, u.q[sub][0], y0);
+      dot_quads_4tok(d, u.q[sub][1], y1);
       for (int k = 0; k < 4; ++k) isum[k] = vmlaq_s32(isum[k], d[k], u.sc[sub]);
     });
     static_for<4>([&](auto k) EDGELLM_PKQ_LAMBDA_INLINE {
@@ -520,12 +520,18 @@ struct Q2K {
     ms_lo = vmlal_s16(ms_lo, vget_low_s16(mins), vget_low_s16(b));
     ms_hi = vmlal_high_s16(ms_hi, mins, b);
   }
-  // sum += d8 * d * isum - d8 * dmin * msum, the per-row ref's order.
+  // sum += d8 * d * fi - d8 * dmin * fm (fi, fm: the rows' integer sums as floats), the per-row
+  // ref's order.
+  static EDGELLM_NEON_INLINE void finish(float32x4_t d, float32x4_t dmin, float d8, float32x4_t fi, float32x4_t fm,
+                                         float32x4_t& sum) {
+    sum = vaddq_f32(sum, vfmsq_f32(vmulq_f32(vmulq_n_f32(d, d8), fi), vmulq_n_f32(dmin, d8), fm));
+  }
+  // The same from the pair accumulators (rows 0, 1 in lo, rows 2, 3 in hi: vpaddq gives each row).
   static EDGELLM_NEON_INLINE void finish(float32x4_t d, float32x4_t dmin, float d8, int32x4_t is_lo, int32x4_t is_hi,
                                          int32x4_t ms_lo, int32x4_t ms_hi, float32x4_t& sum) {
     const float32x4_t fi = vcvtq_f32_s32(vpaddq_s32(is_lo, is_hi));
     const float32x4_t fm = vcvtq_f32_s32(vpaddq_s32(ms_lo, ms_hi));
-    sum = vaddq_f32(sum, vfmsq_f32(vmulq_f32(vmulq_n_f32(d, d8), fi), vmulq_n_f32(dmin, d8), fm));
+    finish(d, dmin, d8, fi, fm, sum);
   }
 
   // Prefill form: each quad times its sub-block's scale (q2 in 0..3, scale 0..15: at most 45, a
@@ -564,20 +570,14 @@ struct Q2K {
       constexpr int g = G;
       int8x16_t y[4];
       for (int k = 0; k < 4; ++k) y[k] = vld1q_s8(x[k]->q.qs + 16 * g);
-      sdot_4tok<0>(acc, u.q[g][0], y);
-      sdot_4tok<1>(acc, u.q[g][1], y);
-      sdot_4tok<2>(acc, u.q[g][2], y);
-      sdot_4tok<3>(acc, u.q[g][3], y);
+      dot_quads_4tok(acc, u.q[g], y);
     });
     static_for<4>([&](auto k) EDGELLM_PKQ_LAMBDA_INLINE {
       int32x4_t ms_lo = vdupq_n_s32(0), ms_hi = ms_lo;
       const int32x4_t bs[2] = {vreinterpretq_s32_s16(vld1q_s16(x[k]->q.bsums)),
                                vreinterpretq_s32_s16(vld1q_s16(x[k]->q.bsums + 8))};
       static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE { min_pair<P>(u.mins[P], bs, ms_lo, ms_hi); });
-      // sum += d8 * d * isum - d8 * dmin * msum (finish's order; isum already whole per row)
-      const float32x4_t fi = vcvtq_f32_s32(acc[k]), fm = vcvtq_f32_s32(vpaddq_s32(ms_lo, ms_hi));
-      const float d8 = x[k]->q.d;
-      sum[k] = vaddq_f32(sum[k], vfmsq_f32(vmulq_f32(vmulq_n_f32(u.d, d8), fi), vmulq_n_f32(u.dmin, d8), fm));
+      finish(u.d, u.dmin, x[k]->q.d, vcvtq_f32_s32(acc[k]), vcvtq_f32_s32(vpaddq_s32(ms_lo, ms_hi)), sum[k]);
     });
   }
 
@@ -643,13 +643,18 @@ struct Q3K {
     q1[3] = s8(vsriq_n_u8(vshrq_n_u8(vshlq_n_u8(c, 1), 5), b, 6));              // c bit 6 -> bit 2
   }
 
+  // Pair p's signed scales as int16, [row][2] (sub-blocks 2p, 2p + 1 of each row).
+  static EDGELLM_NEON_INLINE int16x8_t pair_scales(const uint8_t* sb, int p) {
+    return vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
+  }
+
   using Unpacked = Unpacked16;
   static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
       quads(sb + kPairs + p * kPairBytes, u.q[2 * p], u.q[2 * p + 1]);
-      // [row][2] int8 scales of the pair: uzp1 / uzp2 give sub-block 2p's and 2p + 1's 4 rows
-      const int16x8_t s16 = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
+      // uzp1 / uzp2 give sub-block 2p's and 2p + 1's 4 rows
+      const int16x8_t s16 = pair_scales(sb, p);
       u.sc[2 * p] = vmovl_s16(vget_low_s16(vuzp1q_s16(s16, s16)));
       u.sc[2 * p + 1] = vmovl_s16(vget_low_s16(vuzp2q_s16(s16, s16)));
     });
@@ -683,14 +688,13 @@ struct Q3K {
         dot4_sub16(d, q, a);
         static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
           constexpr int p = 2 * S + H;
-          const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
-          mla_pair16(is_lo[0], is_hi[0], d[2 * H], d[2 * H + 1], scales);
+          mla_pair16(is_lo[0], is_hi[0], d[2 * H], d[2 * H + 1], pair_scales(sb, p));
         });
       });
     } else {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
-      const int16x8_t scales = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
+      const int16x8_t scales = pair_scales(sb, p);
       int32x4_t dots[2][T];
       int8x16_t q[2][4], a[2][T];
       quads(sb + kPairs + p * kPairBytes, q[0], q[1]);
@@ -744,11 +748,6 @@ EDGELLM_TARGET_DOTPROD inline void gemm_tail(int n, int64_t nsb, const uint8_t* 
   }
 }
 
-template <class K, class = void>
-struct HasUnpacked : std::false_type {};
-template <class K>
-struct HasUnpacked<K, std::void_t<typename K::Unpacked>> : std::true_type {};
-
 // Tokens [0, ntok) x the 4 rows of one group, ntok >= 1. The group's super-blocks go in chunks of
 // kUnpackChunk: a chunk is unpacked once (K::unpack, ~1.2 KB per super-block: the chunk stays in
 // L1), then every tile of 4 tokens walks the chunk in order (K::dot4), so each token's activation
@@ -784,19 +783,16 @@ EDGELLM_NEON_INLINE void gemm_unpacked_body(int64_t nsb, const uint8_t* w, const
   for (int t = 0; t < ntok; ++t) vst1q_f32(out + size_t(t) * out_stride, acc[size_t(t)]);
 }
 
-// PackedFormat::gemm: from kUnpackMinTokens tokens the unpacked path where the type has one; else
-// tiles of kToks tokens, then one tile of the 1 .. kToks-1 left (ntok == 1, the decode GEMV, is that
-// tail tile).
+// PackedFormat::gemm: from kUnpackMinTokens tokens the unpacked path; fewer go in tiles of kToks
+// tokens, then one tile of the 1 .. kToks-1 left (ntok == 1, the decode GEMV, is that tail tile).
 template <class K>
 EDGELLM_TARGET_DOTPROD void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
                                  size_t out_stride) {
   const int64_t nsb = n_in / QK_K;
   const auto* w = static_cast<const uint8_t*>(group);
-  if constexpr (HasUnpacked<K>::value) {
-    if (ntok >= kUnpackMinTokens) {
-      gemm_unpacked_body<K>(nsb, w, act, ntok, out, out_stride);
-      return;
-    }
+  if (ntok >= kUnpackMinTokens) {
+    gemm_unpacked_body<K>(nsb, w, act, ntok, out, out_stride);
+    return;
   }
   int t0 = 0;
   for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
