@@ -204,7 +204,7 @@ struct Q3K {
   // a / b and one of c by a bit-select and an AND. Shifts by vpmultishiftqb (port 5), junk bits
   // masked off; with GFNI every field is one vgf2p8affineqb.
   static void quads(const uint8_t* pair, __m512i (&q)[2][4]) {
-    const __m512i m7 = mask8(7), m3 = mask8(3);
+    const __m512i m7 = mask8(7);
     const __m512i a = load(pair), b = load(pair + 4 * kRows), c = load(pair + 8 * kRows);
     q[0][0] = _mm512_and_si512(a, m7);
     q[0][1] = byte_field<3, 7>(a);
@@ -213,10 +213,10 @@ struct Q3K {
     q[1][0] = _mm512_and_si512(c, m7);
     q[1][1] = byte_field<3, 7>(c);
 #if defined(__GFNI__)  // two fields and an OR (q3_Kx16 decode fed from L2: 2.29 -> 2.10 ns per cache line)
-    (void)m3;
     q[1][2] = _mm512_or_si512(byte_field<6, 3>(a), byte_field<5, 4>(c));
     q[1][3] = _mm512_or_si512(byte_field<6, 3>(b), byte_field<4, 4>(c));
 #else
+    const __m512i m3 = mask8(3);
     q[1][2] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(a), shift_bits_p5<-5>(c)), m7);
     q[1][3] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(b), shift_bits_p5<-4>(c)), m7);
 #endif
