@@ -26,6 +26,7 @@ struct Options {
   std::string model;
   long n_tokens = 100000;
   int n_ctx = 256;
+  double mem_budget_mib = 0;  // 0: detected
   int n_keep = 4;
   int n_window = 128;
   int chunk = 1000;
@@ -56,8 +57,9 @@ Options parse(int argc, char** argv) {
     else if (a == "--chunk") o.chunk = static_cast<int>(num(1));
     else if (a == "-t") o.threads = static_cast<int>(num(1));
     else if (a == "--max-growth-mb") o.max_growth_mb = std::atof(next());
+    else if (a == "--mem-budget") o.mem_budget_mib = static_cast<double>(num(1));
     else throw_error("unknown option '", a, "' (usage: bench_soak -m MODEL [-n N] [-c CTX] [--keep K] [--window W] ",
-                     "[--chunk C] [-t T] [--max-growth-mb MB])");
+                     "[--chunk C] [-t T] [--max-growth-mb MB] [--mem-budget MIB])");
   }
   if (o.model.empty()) throw_error("missing -m MODEL (e.g. ../shared/data/models/stories260K.gguf)");
   return o;
@@ -66,7 +68,11 @@ Options parse(int argc, char** argv) {
 double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 int run(const Options& o) {
-  auto model = LlamaModel::load(o.model);
+  LoadOptions lo;
+  lo.mem_budget = static_cast<uint64_t>(o.mem_budget_mib * 1024 * 1024);
+  lo.plan.n_ctx = o.n_ctx;
+  lo.plan.n_threads = o.threads;
+  auto model = LlamaModel::load(o.model, lo);
   auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
   SessionParams sp;
   sp.n_ctx = o.n_ctx;

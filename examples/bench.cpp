@@ -55,6 +55,10 @@ constexpr const char* kUsage =
     "                          sequential read patterns); decode rows report their % of it\n"
     "  --no-warmup             skip the warm-up run\n"
     "  --no-repack             keep every matrix as stored (no load-time interleaving; -v lists them)\n"
+    "  --mem-budget MIB        memory the model may use (weights + KV of the longest test + scratch); a larger\n"
+    "                          model streams what does not fit from storage on every token, and the rows gain\n"
+    "                          s/tok, storage MiB read per token and the limit max(compute, streamed / read rate)\n"
+    "                          (default: what the process may use; a model that fits loads as without a budget)\n"
     "  -o, --output md|csv|json|jsonl|sql  (default md; jsonl: one JSON object per line as each test\n"
     "                          ends; sql: CREATE TABLE test + an INSERT per test, for sqlite3)\n"
     "  -v, --verbose           kernel variants and tensor types on stderr\n";
@@ -66,6 +70,7 @@ struct Options {
   std::vector<std::pair<int, int>> pg;
   int reps = 5, n_batch = 512, delay_s = 0;
   bool membw = false, warmup = true, verbose = false, plan = false, repack = true;
+  uint64_t mem_budget = 0;  // --mem-budget (0: detected; models that fit load as without one)
 };
 
 Options parse(int argc, char** argv, bool* help) {
@@ -108,6 +113,7 @@ Options parse(int argc, char** argv, bool* help) {
     else if (f == "--plan") o.plan = true;
     else if (f == "--no-warmup") o.warmup = false;
     else if (f == "--no-repack") o.repack = false;
+    else if (f == "--mem-budget") o.mem_budget = tool::mem_budget_bytes(args, f);
     else if (f == "-o" || f == "--output") o.output = args.value(f);
     else if (f == "-v" || f == "--verbose") o.verbose = true;
     else tool::unknown(f);
@@ -178,7 +184,20 @@ LoadedModel load(const Options& o) {
     }
   }
   try {
-    lm.model = edgellm::LlamaModel::load(path, edgellm::kernels(), o.repack);
+    edgellm::LoadOptions lo;
+    lo.repack = o.repack;
+    lo.mem_budget = o.mem_budget;
+    // KV for the longest test, as run_once allocates it; one pass of n_batch tokens.
+    int n_ctx = 1;
+    for (int d : o.n_depth)
+      for (int p : o.n_prompt)
+        for (int g : o.n_gen) n_ctx = std::max(n_ctx, d + p + g);
+    for (const auto& pg : o.pg) n_ctx = std::max(n_ctx, pg.first + pg.second + *std::max_element(o.n_depth.begin(), o.n_depth.end()));
+    lo.plan.n_ctx = n_ctx;
+    lo.plan.n_batch = o.n_batch;
+    lo.plan.n_threads = *std::max_element(o.threads.begin(), o.threads.end());
+    edgellm::dtype_from_name(o.kv_type, &lo.plan.kv_type);
+    lm.model = edgellm::LlamaModel::load(path, lo);
   } catch (...) {
     if (temporary) std::remove(path.c_str());
     throw;
@@ -346,6 +365,10 @@ struct Result {
   std::vector<double> token_ms;    // generation: every token of every repetition
   uint64_t peak_rss = 0, rss_file = 0, rss_anon = 0;
   uint32_t hash = 0;
+  // Storage: bytes read per token (/proc/self/io read_bytes over the timed part), and with a
+  // streamed model its bytes per token, the compute time (wall less waiting for the stream) and
+  // the physical limit max(compute, streamed bytes / the stream's read rate), seconds per token.
+  double read_per_tok = 0, stream_per_tok = 0, compute_s_tok = 0, limit_s_tok = 0;
   double avg_ts = 0, stddev_ts = 0, avg_ns = 0, stddev_ns = 0, gbps = 0, roofline = 0;
   double cpu_ts = 0;  // tokens per main-thread CPU-second (see cpu_seconds)
 };
@@ -422,6 +445,9 @@ Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, 
     else w.n_gen = 0;
     runner.run_once(w, nullptr);
   }
+  const edgellm::WeightStream* st = lm.model->weight_stream();
+  const edgellm::StreamStats st0 = st ? st->stats() : edgellm::StreamStats{};
+  const uint64_t io0 = edgellm::process_read_bytes();
   for (int rep = 0; rep < o.reps; ++rep) {
     const RunTime rt = runner.run_once(t, &r.token_ms);
     r.samples_ns.push_back(rt.wall * 1e9);
@@ -434,6 +460,15 @@ Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, 
   r.hash = runner.last_hash();
   std::vector<double> ts;
   const double n_tok = double(t.n_prompt + t.n_gen);
+  const double all_tok = n_tok * o.reps, wall = edgellm::stats_mean(r.samples_ns) * 1e-9 * o.reps;
+  r.read_per_tok = double(edgellm::process_read_bytes() - io0) / all_tok;
+  if (st) {
+    const edgellm::StreamStats st1 = st->stats();
+    r.stream_per_tok = double(st1.bytes_read - st0.bytes_read) / all_tok;
+    r.compute_s_tok = std::max(0.0, wall - (st1.wait_s - st0.wait_s)) / all_tok;
+    const double rate = st1.read_s > st0.read_s ? double(st1.bytes_read - st0.bytes_read) / (st1.read_s - st0.read_s) : 0;
+    r.limit_s_tok = std::max(r.compute_s_tok, rate > 0 ? r.stream_per_tok / rate : 0.0);
+  }
   for (double ns : r.samples_ns) ts.push_back(n_tok * 1e9 / ns);
   r.avg_ts = edgellm::stats_mean(ts);
   r.stddev_ts = edgellm::stats_stddev(ts);
@@ -467,9 +502,12 @@ class Printer {
 
   void header() {
     if (o_.output == "md") {
+      const bool st = lm_.model->weight_stream() != nullptr;
       std::printf("| model | size | params | backend | threads | test | t/s | t/s (main CPU) | GB/s | roofline "
-                  "| ms/tok p50/p90/p99 | peak RSS (file/anon) | logits |\n");
-      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+                  "| ms/tok p50/p90/p99 | peak RSS (file/anon) | logits |%s\n",
+                  st ? " s/tok | read MiB/tok | limit s/tok |" : "");
+      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |%s\n",
+                  st ? " ---: | ---: | ---: |" : "");
     } else if (o_.output == "csv") {
       std::printf("%s\n", join(fields(), ",").c_str());
     } else if (o_.output == "json") {
@@ -488,13 +526,13 @@ class Printer {
     const double p50 = edgellm::stats_percentile(r.token_ms, 50), p90 = edgellm::stats_percentile(r.token_ms, 90),
                  p99 = edgellm::stats_percentile(r.token_ms, 99);
     if (o_.output == "md") {
-      std::printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %.2f | %s | %s | %s | %s (%s / %s) | %s |\n",
+      std::printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %.2f | %s | %s | %s | %s (%s / %s) | %s |%s\n",
                   model_type(lm_).c_str(), mib(lm_.size_bytes).c_str(), params_str(lm_.n_params).c_str(), r.n_threads,
                   r.test.name().c_str(), r.avg_ts, r.stddev_ts, r.cpu_ts, gen_only ? fmt("%.1f", r.gbps).c_str() : "-",
                   gen_only && r.roofline > 0 ? fmt("%.0f %%", r.roofline).c_str() : "-",
                   r.token_ms.empty() ? "-" : (fmt("%.2f", p50) + " / " + fmt("%.2f", p90) + " / " + fmt("%.2f", p99)).c_str(),
                   mib(r.peak_rss).c_str(), mib(r.rss_file).c_str(), mib(r.rss_anon).c_str(),
-                  edgellm::format_hash(r.hash).c_str());
+                  edgellm::format_hash(r.hash).c_str(), stream_cells(r).c_str());
     } else {
       std::vector<std::string> samples_ns, samples_ts;
       for (double ns : r.samples_ns) {
@@ -510,7 +548,8 @@ class Printer {
           list(samples_ns), list(samples_ts), fmt("%.3f", r.cpu_ts), fmt("%.3f", r.gbps), fmt("%.2f", r.roofline), fmt("%.4f", p50),
           fmt("%.4f", p90), fmt("%.4f", p99), std::to_string(r.peak_rss), std::to_string(r.rss_file),
           std::to_string(r.rss_anon), q(edgellm::format_hash(r.hash)),
-          q(edgellm::isa_name(lm_.model->kernel_table().isa))};
+          q(edgellm::isa_name(lm_.model->kernel_table().isa)), fmt("%.0f", r.read_per_tok), fmt("%.0f", r.stream_per_tok),
+          fmt("%.6f", r.compute_s_tok), fmt("%.6f", r.limit_s_tok)};
       if (o_.output == "csv") {
         std::printf("%s\n", join(v, ",").c_str());
       } else if (o_.output == "sql") {
@@ -542,13 +581,21 @@ class Printer {
     return {"model_filename", "model_type", "model_size", "model_n_params", "cpu_info", "backends", "n_batch",
             "n_ubatch", "n_threads", "type_k", "type_v", "use_mmap", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
             "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "cpu_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
-            "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels"};
+            "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels", "read_bytes_per_token",
+            "stream_bytes_per_token", "compute_s_per_token", "limit_s_per_token"};
+  }
+  // The streamed model's cells of a markdown row: s/token, storage MiB read per token, physical limit.
+  std::string stream_cells(const Result& r) const {
+    if (!lm_.model->weight_stream()) return "";
+    const double s_tok = r.avg_ts > 0 ? 1.0 / r.avg_ts : 0;
+    return fmt(" %.3f |", s_tok) + fmt(" %.1f |", r.read_per_tok / (1024.0 * 1024.0)) + fmt(" %.3f |", r.limit_s_tok);
   }
   // The SQL column type of a field (-o sql).
   static const char* sql_type(const std::string& k) {
     static const char* const kText[] = {"model_filename", "model_type", "cpu_info", "backends", "type_k", "type_v",
                                         "samples_ns", "samples_ts", "logits_hash", "kernels"};
-    static const char* const kReal[] = {"avg_ts", "stddev_ts", "cpu_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms"};
+    static const char* const kReal[] = {"avg_ts",  "stddev_ts", "cpu_ts",  "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
+                                        "compute_s_per_token", "limit_s_per_token"};
     for (const char* t : kText)
       if (k == t) return "TEXT";
     for (const char* t : kReal)
@@ -613,6 +660,7 @@ void describe(const LoadedModel& lm) {
   std::fprintf(stderr, "tensor types:");
   for (const auto& [n, c] : counts) std::fprintf(stderr, " %s x%d", n.c_str(), c);
   std::fprintf(stderr, "\n%s", lm.model->weights().describe_repack().c_str());
+  std::fprintf(stderr, "%s", lm.model->weights().describe_residency().c_str());
 #if EDGELLM_HAS_GEMM_U8
   std::fprintf(stderr, "prefill of matrices not repacked: u8 VNNI GEMM (%d-byte steps, %dx%d register tile) for legacy and K-quant matrices with "
                        "rows of a multiple of 128; each 16-row tile is unpacked on the fly, per call\n",

@@ -44,6 +44,10 @@ const char* kUsage =
     "  --no-repack            keep every weight matrix as stored in the file (default: matrices of\n"
     "                         types with an interleaved form, e.g. q4_0 / q8_0 on x86, are repacked\n"
     "                         at load; -v lists them)\n"
+    "  --mem-budget MIB       memory the model may use (weights, KV at -c, scratch); a model larger than\n"
+    "                         that keeps what fits resident and streams the rest from storage on every\n"
+    "                         token (default: what this process may use: MemAvailable or the cgroup\n"
+    "                         limit, less a margin; a model that fits loads as without a budget)\n"
     "  -v, --verbose          print kernels, repacked matrices and memory plan\n"
     "  --version              print the version\n";
 
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
     std::string model_path, prompt, chat_template, system_prompt;
     bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
     int n_parallel = 1;
+    uint64_t mem_budget = 0;
     edgellm::GenerateParams gp;
     edgellm::SessionParams sp;
     sp.n_ctx = 0;
@@ -119,6 +124,7 @@ int main(int argc, char** argv) {
       else if (f == "--timings") timings = true;
       else if (f == "-v" || f == "--verbose") verbose = true;
       else if (f == "--no-repack") repack = false;
+      else if (f == "--mem-budget") mem_budget = tool::mem_budget_bytes(args, f);
       else tool::unknown(f);
     }
     if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
@@ -129,16 +135,19 @@ int main(int argc, char** argv) {
     if (n_parallel < 1) edgellm::throw_error("--parallel must be >= 1, got ", n_parallel);
     if (n_parallel > 1 && chat) edgellm::throw_error("--parallel is not available with --chat");
 
+    edgellm::LoadOptions load;
+    load.repack = repack;
+    load.mem_budget = mem_budget;
+    load.plan = edgellm::memory_plan_params(sp, n_parallel);
     std::shared_ptr<const edgellm::LlamaModel> model;
     if (model_path.empty()) {
       std::fprintf(stderr, "edgellm-cli: no -m given: running a synthetic random-weight model (preset 'tiny', "
                            "q8_0), so the output is noise. Try -m ../shared/data/models/stories260K.gguf\n");
       const auto bytes = edgellm::build_synthetic_gguf(edgellm::synthetic_preset("tiny"), edgellm::DType::Q8_0);
-      model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"),
-                                                          edgellm::kernels(), repack);
+      model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"), load);
       if (!have_prompt && !chat) { prompt = "Hello"; have_prompt = true; }
     } else {
-      model = edgellm::LlamaModel::load(model_path, edgellm::kernels(), repack);
+      model = edgellm::LlamaModel::load(model_path, load);
     }
     const auto& cfg = model->config();
     auto tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
@@ -153,6 +162,7 @@ int main(int argc, char** argv) {
                    cfg.n_head_kv, cfg.n_ff, cfg.n_vocab, cfg.n_ctx_train);
       std::fprintf(stderr, "%s", edgellm::describe_kernels(kt).c_str());
       std::fprintf(stderr, "%s", model->weights().describe_repack().c_str());
+      std::fprintf(stderr, "%s", model->weights().describe_residency().c_str());
       const edgellm::PagedKvCache probe(model->kv_params(sp.n_ctx, sp.kv_block_size, sp.kv_max_bytes, sp.kv_type, sp.kv_recent_f32));
       const double kv_tok = static_cast<double>(probe.bytes_per_token());
       std::fprintf(stderr, "memory plan: weights %s (%s); KV %s %s per token (%d layers x 2 x %d), blocks of %d tokens = %s, "
@@ -168,7 +178,7 @@ int main(int argc, char** argv) {
     // Model + KV at the chosen context against this machine's RAM: shown with -v, and as a warning
     // naming the numbers whenever it does not fit.
     const auto plan = edgellm::plan_memory(cfg, model->file().file_size(), edgellm::memory_plan_params(sp, n_parallel));
-    if (verbose || !plan.fits) std::fputs(edgellm::format_memory_plan(plan).c_str(), stderr);
+    if (verbose || (!plan.fits && !model->residency().streaming)) std::fputs(edgellm::format_memory_plan(plan).c_str(), stderr);
 
     edgellm::Session session(model, tok, sp);
     auto emit = [](const std::string& s) {

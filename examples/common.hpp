@@ -1,6 +1,7 @@
 // Shared by the tools in examples/: argument parsing and the tool contract (result on stdout,
 // logs on stderr, exit 0 on success, exit 1 with one "error: ..." line otherwise).
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -59,6 +60,14 @@ class Args {
   size_t i_ = 0;
   std::vector<std::string> positional_;
 };
+
+// --mem-budget MIB: a positive number of MiB, as bytes.
+inline uint64_t mem_budget_bytes(Args& args, const std::string& flag) {
+  const double mib = args.number(flag);
+  if (!(mib >= 1 && mib <= 1024.0 * 1024 * 1024))
+    edgellm::throw_error("option ", flag, ": expected MiB in [1, 2^30], got ", mib);
+  return static_cast<uint64_t>(mib * 1024 * 1024);
+}
 
 [[noreturn]] inline void unknown(const std::string& flag) { edgellm::throw_error("unknown option ", flag, " (see --help)"); }
 

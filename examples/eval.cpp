@@ -24,7 +24,8 @@ using namespace edgellm;
 const char* kUsage =
     "usage: edgellm-eval -m MODEL.gguf -f TASK.jsonl [--task mc|gen] [--limit N] [-t THREADS] [-c CTX]\n"
     "                    [--max-tokens N[,N...]] [--deadline-ms MS[,MS...]] [--budget-hint]\n"
-    "                    [--template TEXT] [--stop TEXT]... [--csv FILE] [-v]\n"
+    "                    [--template TEXT] [--stop TEXT]... [--csv FILE] [--mem-budget MIB] [-v]\n"
+    "  --mem-budget MIB: memory the model may use; what does not fit streams from storage\n"
     "  multiple choice (lines with \"choices\"/\"endings\"/\"sol1\"): acc and acc_norm by log-likelihood\n"
     "  generation (lines with \"question\" and \"answer\"): greedy, answer from \\boxed{}, ####, or the\n"
     "    last number; one CSV row per budget (max-tokens x deadline-ms); --budget-hint adds\n"
@@ -39,6 +40,7 @@ struct Options {
   std::vector<double> deadlines;
   std::vector<std::string> stops;
   bool hint = false, verbose = false, stop_given = false;
+  uint64_t mem_budget = 0;
 };
 
 std::string read_file(const std::string& path) {
@@ -184,6 +186,7 @@ int main(int argc, char** argv) {
       else if (f == "--stop") { o.stops.push_back(args.value(f)); o.stop_given = true; }
       else if (f == "--csv") o.csv = args.value(f);
       else if (f == "-v" || f == "--verbose") o.verbose = true;
+      else if (f == "--mem-budget") o.mem_budget = tool::mem_budget_bytes(args, f);
       else tool::unknown(f);
     }
     if (!args.positional().empty()) throw_error("unexpected argument '", args.positional()[0], "'\n", kUsage);
@@ -206,7 +209,12 @@ int main(int argc, char** argv) {
       csv.reset(std::fopen(o.csv.c_str(), "w"));
       if (!csv) throw_error("file ", o.csv, ": cannot create");
     }
-    std::shared_ptr<const LlamaModel> model = LlamaModel::load(o.model);
+    LoadOptions lo;
+    lo.mem_budget = o.mem_budget;
+    lo.plan.n_ctx = o.n_ctx;  // 0: default_context(), as run_gen's session
+    lo.plan.n_threads = o.threads;
+    std::shared_ptr<const LlamaModel> model = LlamaModel::load(o.model, lo);
+    if (o.verbose) std::fprintf(stderr, "%s", model->weights().describe_residency().c_str());
     auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
     std::fprintf(stderr, "eval: %s, %zu items, task %s\n", o.task_file.c_str(), lines.size(), task.c_str());
     const int rc = task == "mc" ? run_mc(o, lines, *model, *tok, csv.get()) : run_gen(o, lines, model, tok, csv.get());

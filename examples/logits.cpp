@@ -15,6 +15,8 @@ namespace {
 
 const char* kUsage =
     "usage: edgellm-logits -m MODEL.gguf -p TEXT [-n N] [--top K] [--kv-type f32|f16|q8_0] [-t THREADS]\n"
+    "                      [--mem-budget MIB] [-v]\n"
+    "  --mem-budget MIB: memory the model may use; what does not fit streams from storage (same logits)\n"
     "  prints prompt tokens, logits rows, greedy tokens and greedy text (hex) as one JSON object\n";
 
 void print_row(std::string& out, const float* row, int n_vocab, int top) {
@@ -64,7 +66,8 @@ int main(int argc, char** argv) {
     tool::Args args(argc, argv);
     std::string model_path, prompt, kv_type = "f32";
     int n = 16, top = 0, threads = 0;
-    bool have_prompt = false;
+    bool have_prompt = false, verbose = false;
+    uint64_t mem_budget = 0;
     for (std::string f; args.next(f);) {
       if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
       else if (f == "-m" || f == "--model") model_path = args.value(f);
@@ -73,6 +76,8 @@ int main(int argc, char** argv) {
       else if (f == "--top") top = static_cast<int>(args.integer(f));
       else if (f == "-t" || f == "--threads") threads = static_cast<int>(args.integer(f));
       else if (f == "--kv-type") kv_type = args.value(f);
+      else if (f == "--mem-budget") mem_budget = tool::mem_budget_bytes(args, f);
+      else if (f == "-v" || f == "--verbose") verbose = true;
       else tool::unknown(f);
     }
     if (model_path.empty()) edgellm::throw_error("-m MODEL is required\n", kUsage);
@@ -83,12 +88,25 @@ int main(int argc, char** argv) {
         (kv_dtype != edgellm::DType::F32 && kv_dtype != edgellm::DType::F16 && kv_dtype != edgellm::DType::Q8_0))
       edgellm::throw_error("--kv-type ", kv_type, ": expected f32, f16 or q8_0");
 
-    auto model = edgellm::LlamaModel::load(model_path);
-    const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
-    const auto& cfg = model->config();
-    const std::vector<int32_t> ptoks = tok.encode(prompt, tok.add_bos(), /*parse_special=*/true);
+    // The prompt's tokens first (the vocabulary alone), so the budget can plan KV for exactly them.
+    std::vector<int32_t> ptoks;
+    {
+      const edgellm::GgufFile vf = edgellm::GgufFile::open(model_path);
+      const edgellm::Tokenizer vt(edgellm::Vocab::from_gguf(vf));
+      ptoks = vt.encode(prompt, vt.add_bos(), /*parse_special=*/true);
+    }
     if (ptoks.empty()) edgellm::throw_error("the prompt gives no tokens");
     const int n_ctx = static_cast<int>(ptoks.size()) + n;
+    edgellm::LoadOptions lo;
+    lo.mem_budget = mem_budget;
+    lo.plan.n_ctx = n_ctx;
+    lo.plan.n_batch = n_ctx;
+    lo.plan.n_threads = threads;
+    lo.plan.kv_type = kv_dtype;
+    auto model = edgellm::LlamaModel::load(model_path, lo);
+    if (verbose) std::fprintf(stderr, "%s%s", model->weights().describe_repack().c_str(), model->weights().describe_residency().c_str());
+    const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
+    const auto& cfg = model->config();
     edgellm::ThreadPool pool(threads > 0 ? threads : edgellm::default_thread_count());
     edgellm::PagedKvCache kv(model->kv_params(n_ctx, 16, 0, kv_dtype));
     const int seq = kv.create_sequence();

@@ -21,7 +21,8 @@ using namespace edgellm;
 
 const char* kUsage =
     "usage: edgellm-perplexity -m MODEL.gguf -f TEXT.txt [-c CTX=512] [--chunks N] [-t THREADS]\n"
-    "                          [--kl-divergence-base FILE [--kl-divergence]]\n"
+    "                          [--kl-divergence-base FILE [--kl-divergence]] [--mem-budget MIB]\n"
+    "  --mem-budget MIB         memory the model may use; what does not fit streams from storage\n"
     "  --kl-divergence-base F   alone: save the model's log-probs of the scored positions to F\n"
     "  --kl-divergence          compare the model against F (tokens come from F; -f not needed)\n";
 
@@ -37,6 +38,7 @@ struct Options {
   std::string model, text, kl_base;
   int n_ctx = 512, chunks = -1, threads = 0;
   bool kl_compare = false;
+  uint64_t mem_budget = 0;
 };
 
 int run_perplexity(const Options& o, const LlamaModel& model, const Tokenizer& tok, ThreadPool& pool) {
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
       else if (f == "-t" || f == "--threads") o.threads = static_cast<int>(args.integer(f));
       else if (f == "--kl-divergence-base") o.kl_base = args.value(f);
       else if (f == "--kl-divergence") o.kl_compare = true;
+      else if (f == "--mem-budget") o.mem_budget = tool::mem_budget_bytes(args, f);
       else tool::unknown(f);
     }
     if (!args.positional().empty()) throw_error("unexpected argument '", args.positional()[0], "'\n", kUsage);
@@ -150,7 +153,12 @@ int main(int argc, char** argv) {
     if (o.n_ctx < 4) throw_error("-c must be >= 4, got ", o.n_ctx);
     if (o.threads < 0) throw_error("-t must be >= 1, got ", o.threads);
 
-    auto model = LlamaModel::load(o.model);
+    LoadOptions lo;
+    lo.mem_budget = o.mem_budget;
+    lo.plan.n_ctx = o.n_ctx;
+    lo.plan.n_batch = o.n_ctx;
+    lo.plan.n_threads = o.threads;
+    auto model = LlamaModel::load(o.model, lo);
     ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
     if (o.kl_compare) return run_kl(o, *model, pool);
     const Tokenizer tok(Vocab::from_gguf(model->file()));

@@ -67,6 +67,8 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   size_t file_size() const { return file_.size(); }
   bool mapped() const { return file_.mapped(); }
+  // First byte of the file in memory (tensor data pointers minus this = their file offsets).
+  const uint8_t* base() const { return file_.data(); }
 
   // ---- metadata ----
   const std::vector<GgufKV>& metadata() const { return kv_; }

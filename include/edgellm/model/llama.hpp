@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ class LlamaContext {
   std::vector<float> out_in_;  // [n_outputs, n_embd] final-normed rows that need logits
   std::vector<std::vector<float>> scores_;  // per thread: attention scratch (queries, scores, K/V block, output)
   std::vector<float> logits_;  // [n_outputs, n_vocab]
+  std::vector<float> out_tmp_; // [n_outputs, rows] one row chunk of a streamed output matrix
   int n_outputs_ = 0;
   int n_vocab_ = 0;
 };
@@ -88,11 +90,28 @@ class LlamaModel {
                                                 bool repack = true) {
     return std::make_shared<const LlamaModel>(GgufFile::open(path), kt, repack);
   }
+  // With a memory budget (LoadOptions): a model larger than the budget keeps what fits resident
+  // and streams the rest from storage on every forward pass (model/weight_stream.hpp); forward
+  // passes of such a model are serialized. Throws Error naming the minimum budget below it.
+  static std::shared_ptr<const LlamaModel> load(const std::string& path, const LoadOptions& opt,
+                                                const KernelTable& kt = kernels()) {
+    return std::make_shared<const LlamaModel>(GgufFile::open(path), opt, kt);
+  }
   LlamaModel(GgufFile file, const KernelTable& kt = kernels(), bool repack = true)
       : file_(std::move(file)),
         kt_(&kt),
         cfg_(LlamaConfig::from_gguf(file_)),
         w_(LlamaWeights::from_gguf(file_, cfg_, kt, repack)) {}
+  LlamaModel(GgufFile file, const LoadOptions& opt, const KernelTable& kt = kernels())
+      : file_(std::move(file)), kt_(&kt), cfg_(LlamaConfig::from_gguf(file_)), w_(LlamaWeights::from_gguf(file_, cfg_, kt, opt)) {
+    w_.start_stream(file_, kt, cfg_, opt);  // the stream's units point at w_'s matrices: not movable from here on
+  }
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  // Memory plan of the load (streaming or not) and the stream's counters (null when all resident).
+  const ResidencyPlan& residency() const { return w_.residency; }
+  const WeightStream* weight_stream() const { return w_.stream.get(); }
 
   const LlamaConfig& config() const { return cfg_; }
   const GgufFile& file() const { return file_; }
@@ -137,6 +156,8 @@ class LlamaModel {
     for (int i = 0; i < n; ++i)
       EDGELLM_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.n_vocab, "forward: token id ", b.tokens[i],
                     " at batch index ", i, " is outside the vocabulary of ", cfg_.n_vocab);
+    std::unique_lock<std::mutex> pass;
+    if (w_.stream) pass = std::unique_lock<std::mutex>(w_.stream->pass_mutex());
     reserve_kv(kv, b);
     try {
       run(ctx, kv, b);
@@ -205,6 +226,36 @@ class LlamaModel {
     }
   }
 
+  // The streamed matrices of unit `key` (model/weight_stream.hpp), or an empty lease that hands
+  // back every matrix as loaded when the unit is resident.
+  WeightStream::Lease lease(int key) const {
+    WeightStream* st = w_.stream.get();
+    return st && st->has(key) ? st->acquire(key) : WeightStream::Lease();
+  }
+
+  // Logits of the n_out rows of `in` through the output matrix, unit by unit when it is streamed
+  // in row chunks (each chunk's rows computed exactly as unchunked).
+  void output_logits(LlamaContext& ctx, const float* in, int n_out, float* logits) const {
+    if (!w_.stream || w_.residency.resident_matrix.back()) {
+      mm(ctx, w_.output, in, n_out, logits);
+      return;
+    }
+    const int64_t nv = cfg_.n_vocab;
+    for (int ch = 0; w_.stream->has(output_unit(cfg_.n_layer, ch)); ++ch) {
+      const WeightStream::Lease ls = w_.stream->acquire(output_unit(cfg_.n_layer, ch));
+      const MatmulWeight& v = ls.piece(0);
+      const int64_t r0 = ls.unit()->pieces[0].row0;
+      if (n_out == 1) {
+        mm(ctx, v, in, 1, logits + r0);
+        continue;
+      }
+      ctx.out_tmp_.resize(size_t(n_out) * size_t(v.n_out));
+      mm(ctx, v, in, n_out, ctx.out_tmp_.data());
+      for (int t = 0; t < n_out; ++t)
+        std::copy_n(ctx.out_tmp_.data() + size_t(t) * size_t(v.n_out), v.n_out, logits + size_t(t) * size_t(nv) + size_t(r0));
+    }
+  }
+
   void run(LlamaContext& ctx, PagedKvCache& kv, const Batch& b) const {
     const LlamaConfig& c = cfg_;
     const FloatKernels& f = kt_->f;
@@ -236,8 +287,11 @@ class LlamaModel {
       // 2. attention RMSNorm
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.attn_norm.data(), c.n_embd, c.rms_eps);
       // 3. Q, K, V projections
-      const MatmulTask qkv[] = {{&L.wq, ctx.q_.data()}, {&L.wk, ctx.k_.data()}, {&L.wv, ctx.v_.data()}};
-      matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for Q, K, V
+      {
+        const WeightStream::Lease w = lease(layer_unit(l, 0));
+        const MatmulTask qkv[] = {{&w(L.wq), ctx.q_.data()}, {&w(L.wk), ctx.k_.data()}, {&w(L.wv), ctx.v_.data()}};
+        matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for Q, K, V
+      }
       // 4. RoPE on Q and K; K and V appended to each token's sequence
       for (int i = 0; i < n; ++i) {
         const float* cs = ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot;
@@ -249,14 +303,17 @@ class LlamaModel {
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
       attention(ctx, kv, b, tiles, l, att);
       // 6. output projection and residual
-      mm(ctx, L.wo, att, n, ctx.tmp_.data());
+      mm(ctx, lease(layer_unit(l, 1))(L.wo), att, n, ctx.tmp_.data());
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
       // 7. FFN: RMSNorm, SwiGLU, down projection, residual
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.ffn_norm.data(), c.n_embd, c.rms_eps);
-      const MatmulTask gate_up[] = {{&L.w_gate, ctx.gate_.data()}, {&L.w_up, ctx.up_.data()}};
-      matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for both
+      {
+        const WeightStream::Lease w = lease(layer_unit(l, 2));
+        const MatmulTask gate_up[] = {{&w(L.w_gate), ctx.gate_.data()}, {&w(L.w_up), ctx.up_.data()}};
+        matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for both
+      }
       f.silu_mul(ctx.gate_.data(), ctx.up_.data(), static_cast<int>(N * FF));
-      mm(ctx, L.w_down, ctx.gate_.data(), n, ctx.tmp_.data());
+      mm(ctx, lease(layer_unit(l, 3))(L.w_down), ctx.gate_.data(), n, ctx.tmp_.data());
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
     }
 
@@ -269,7 +326,7 @@ class LlamaModel {
     ctx.n_vocab_ = c.n_vocab;
     ctx.n_outputs_ = n_out;
     ctx.logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
-    if (n_out > 0) mm(ctx, w_.output, ctx.out_in_.data(), n_out, ctx.logits_.data());
+    if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data());
   }
 
   // A run of consecutive batch tokens of one sequence at consecutive positions, for one KV head:

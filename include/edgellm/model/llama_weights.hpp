@@ -6,11 +6,16 @@
 // are released, so resident memory does not double.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "edgellm/core/memory.hpp"
 #include "edgellm/core/error.hpp"
@@ -19,10 +24,65 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/weight_stream.hpp"
 #include "edgellm/quant/ref.hpp"
+#include "edgellm/runtime/memory_limit.hpp"
+#include "edgellm/runtime/memory_plan.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
+
+// How a model is loaded. With the default options a model that fits in memory loads as it always
+// did (matrices read in place from the mapping, or repacked); one that does not fit keeps as many
+// matrix bytes resident as mem_budget leaves after KV and scratch, and streams the rest from
+// storage on every forward pass (model/weight_stream.hpp).
+struct LoadOptions {
+  // Repack the matrices whose type the kernel table can interleave (kernels/api.hpp PackedFormat).
+  bool repack = true;
+  // Bytes the model may use: resident weights + KV at plan.n_ctx + scratch + the stream's ring.
+  // 0: what this process may really use (runtime/memory_limit.hpp: the smaller of MemAvailable
+  // and the cgroup limit, less a margin).
+  uint64_t mem_budget = 0;
+  // The run the budget must hold (KV type and context, batch, threads, sequences); n_ctx 0 means
+  // default_context() of the model.
+  MemoryPlanParams plan = MemoryPlanParams{0};
+  int stream_slots = kStreamSlots;
+};
+
+// The context tools use when -c is 0: the training context, at most 4096.
+inline int default_context(const LlamaConfig& c) { return std::max(1, std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096)); }
+
+// Which matrices stay resident under a budget and what is streamed (plan_residency).
+struct ResidencyPlan {
+  bool streaming = false;        // false: every matrix resident (mapped or repacked), as without a budget
+  uint64_t budget = 0;           // bytes planned against
+  bool budget_detected = false;  // budget came from detect_memory_limit()
+  uint64_t kv = 0, scratch = 0;  // reserved for KV at n_ctx and the pass's buffers
+  uint64_t weights = 0;          // every matrix in its resident form (repacked size where packed)
+  uint64_t resident = 0;         // matrix bytes held in memory (anonymous, pinned when allowed)
+  uint64_t streamed = 0;         // bytes read from storage per forward pass
+  uint64_t ring = 0;             // the stream's slots
+  uint64_t staging = 0;          // its read buffer (of read_chunk bytes per read, plus alignment)
+  size_t read_chunk = 0;
+  uint64_t minimum = 0;          // smallest budget that runs: kv + scratch + ring + staging
+  int n_slots = 0;
+  size_t slot_bytes = 0;
+  int64_t output_chunk_rows = 0;           // rows per unit of a streamed output matrix
+  std::vector<char> resident_matrix;       // per LlamaWeights::matrices() entry
+  int n_ctx = 0;
+  // Seconds per token of storage reads alone at `read_bps` bytes/s.
+  double read_s_per_token(double read_bps) const { return read_bps > 0 ? double(streamed) / read_bps : 0; }
+};
+
+// Units of forward(): per layer, the matrices of one matmul call; then row chunks of the output.
+inline constexpr int kUnitsPerLayer = 4;  // 0: Q/K/V, 1: attention output, 2: gate/up, 3: down
+inline int layer_unit(int layer, int group) { return layer * kUnitsPerLayer + group; }
+inline int output_unit(int n_layer, int chunk) { return n_layer * kUnitsPerLayer + chunk; }
+// Group of matrix i (LlamaWeights::matrices() order: q k v o gate up down per layer, then output).
+inline int matrix_group(size_t i) {
+  static constexpr int kGroup[7] = {0, 0, 0, 1, 2, 2, 3};
+  return kGroup[i % 7];
+}
 
 struct LlamaLayerWeights {
   std::vector<float> attn_norm;  // [n_embd]
@@ -42,11 +102,34 @@ struct LlamaWeights {
   MatmulWeight output;             // [n_embd -> n_vocab]; token_embd when embeddings are tied
   std::vector<float> rope_freqs;   // [n_rot / 2] frequency divisors (Llama 3.1+), empty if absent
   std::vector<LlamaLayerWeights> layers;
-  AnonymousMemory packed_memory;        // the repacked matrices (empty when none were)
+  AnonymousMemory packed_memory;        // the repacked matrices (empty when none were); with a stream,
+                                        // every resident matrix
   std::vector<std::string> repacked;    // "<tensor> (<format>)" for each, in load order
+  ResidencyPlan residency;              // what the budget kept resident and what streams
+  bool resident_pinned = false;         // packed_memory is mlock'ed (streaming only)
+  std::unique_ptr<WeightStream> stream; // the streamed matrices' I/O thread (null: all resident)
 
   static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, bool repack = true) {
+    LoadOptions o;
+    o.repack = repack;
+    o.mem_budget = UINT64_MAX;  // no budget: everything resident
+    return from_gguf(f, c, kt, o);
+  }
+
+  static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
     LlamaWeights w;
+    // With a budget the model may stream: until the plan says so, no read-around on faults in the
+    // tensor data (the norm vectors read below sit between the matrices; with the storage's
+    // read-ahead each would pull megabytes of matrix pages into the page cache).
+    const bool budgeted = opt.mem_budget != UINT64_MAX && f.mapped() && f.file_size() > f.data_offset();
+    auto advise_data = [&](int advice) {
+      if (!budgeted) return;
+      const uintptr_t page = system_page_size();
+      const uintptr_t b = reinterpret_cast<uintptr_t>(f.base() + f.data_offset()) & ~(page - 1);
+      const uintptr_t e = reinterpret_cast<uintptr_t>(f.base() + f.file_size());
+      ::madvise(reinterpret_cast<void*>(b), e - b, advice);  // advice only: a refusal changes nothing
+    };
+    advise_data(MADV_RANDOM);
     const GgufTensorInfo& emb = expect(f, "token_embd.weight", c.n_embd, c.n_vocab);
     EDGELLM_CHECK(can_dequantize(emb.type), "file ", f.path(), ": tensor 'token_embd.weight' has type ",
                   dtype_name(emb.type), ", which cannot be dequantized");
@@ -69,8 +152,261 @@ struct LlamaWeights {
       L.w_up = matmul_weight(f, kt, p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.w_down = matmul_weight(f, kt, p + "ffn_down.weight", c.n_ff, c.n_embd);
     }
-    if (repack) w.repack_matrices(f, kt, c.tied_embeddings);
+    w.tied_ = c.tied_embeddings;
+    w.residency = w.plan_residency(c, kt, opt);
+    if (!w.residency.streaming) {
+      advise_data(MADV_NORMAL);
+      if (opt.repack) w.repack_matrices(f, kt, c.tied_embeddings);
+    } else {
+      w.load_resident(f, kt, c.tied_embeddings, opt.repack);
+    }
     return w;
+  }
+
+  // The resident form of matrix m: its interleaved form when repack is on and the table has one.
+  static const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack) {
+    if (!repack) return nullptr;
+    const PackedFormat& pf = kt.packed_of(m.type);
+    return pf.rows > 0 && pf.pack && pf.gemm && m.n_in % 32 == 0 ? &pf : nullptr;
+  }
+
+  // Keeps resident as many matrix bytes as the budget leaves after KV, scratch and the stream's
+  // ring: the output matrix first when it fits (a pass without logits then reads nothing for
+  // it), then the others largest first. Every matrix is read once per pass, so each resident byte
+  // saves one byte of reads per token whichever matrix holds it. Throws Error naming the minimum
+  // budget when even the ring does not fit.
+  ResidencyPlan plan_residency(const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
+    ResidencyPlan p;
+    MemoryPlanParams mp = opt.plan;
+    if (mp.n_ctx <= 0) mp.n_ctx = default_context(c);
+    p.n_ctx = mp.n_ctx;
+    p.kv = kv_bytes_at_ctx(c, mp);
+    p.scratch = scratch_bytes(c, mp);
+    auto list = matrices(c.tied_embeddings);
+    const size_t n = list.size();
+    std::vector<uint64_t> res(n);
+    for (size_t i = 0; i < n; ++i) {
+      const MatmulWeight& m = *list[i].second;
+      res[i] = resident_form_bytes(m, resident_format(kt, m, opt.repack), m.n_out);
+      p.weights += res[i];
+    }
+    p.resident_matrix.assign(n, 1);
+    p.resident = p.weights;
+    if (opt.mem_budget == UINT64_MAX) return p;  // no budget
+    p.budget = opt.mem_budget;
+    if (p.budget == 0) {
+      const MemoryLimit lim = detect_memory_limit();
+      if (lim.budget == 0) return p;  // nothing known: as without a budget
+      p.budget = lim.budget;
+      p.budget_detected = true;
+    }
+    if (p.kv + p.scratch + p.weights <= p.budget) return p;
+
+    // Streaming. The slot holds the largest unit: a layer's matmul group, or output rows chunked to that.
+    p.streaming = true;
+    p.n_slots = std::max(2, opt.stream_slots);
+    const size_t out = n - 1;
+    const MatmulWeight& ow = *list[out].second;
+    const PackedFormat* opf = resident_format(kt, ow, opt.repack);
+    auto group_bytes = [&](bool streamed_only) {
+      uint64_t best = 0;
+      for (size_t i = 0; i < out;) {
+        uint64_t g = 0;
+        const int grp = matrix_group(i);
+        size_t j = i;
+        for (; j < out && j / 7 == i / 7 && matrix_group(j) == grp; ++j)
+          if (!streamed_only || !p.resident_matrix[j]) g += res[j];
+        best = std::max(best, g);
+        i = j;
+      }
+      return best;
+    };
+    auto chunk_rows_for = [&](uint64_t slot) {
+      const uint64_t per = std::max<uint64_t>(1, resident_form_bytes(ow, opf, kStreamRowAlign));
+      return std::max<int64_t>(kStreamRowAlign, int64_t(slot / per) * kStreamRowAlign);
+    };
+    auto slot_for = [&](bool streamed_only) {
+      uint64_t slot = group_bytes(streamed_only);
+      if (!streamed_only || !p.resident_matrix[out])
+        slot = std::max<uint64_t>(slot, resident_form_bytes(ow, opf, std::min<int64_t>(ow.n_out, kStreamRowAlign)));
+      return slot;
+    };
+    // Reads of up to kStreamReadBytes, or of the largest matrix when smaller (at least one packed group of rows).
+    size_t chunk = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const MatmulWeight& m = *list[i].second;
+      const PackedFormat* pf = resident_format(kt, m, opt.repack);
+      chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(pf ? pf->rows : 1) * m.row_bytes});
+    }
+    p.read_chunk = chunk;
+    p.staging = WeightReader::staging_for(chunk);
+    uint64_t slot = slot_for(false);
+    p.minimum = p.kv + p.scratch + p.staging + uint64_t(p.n_slots) * slot;
+    if (p.budget < p.minimum)
+      throw_error("memory budget ", format_bytes(p.budget), " is below the minimum of ", format_bytes(p.minimum),
+                  " for this model at -c ", p.n_ctx, ": KV ", format_bytes(p.kv), " + scratch ", format_bytes(p.scratch),
+                  " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffer ", format_bytes(p.staging),
+                  "; give a larger budget, a smaller -c or --kv-type q8_0");
+    std::fill(p.resident_matrix.begin(), p.resident_matrix.end(), 0);
+    std::vector<size_t> order(out);
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return res[a] > res[b]; });
+    order.insert(order.begin(), out);
+    uint64_t left = p.budget - p.minimum;
+    auto fill = [&] {
+      for (size_t i : order)
+        if (!p.resident_matrix[i] && res[i] <= left) {
+          p.resident_matrix[i] = 1;
+          left -= res[i];
+        }
+    };
+    fill();
+    // The ring shrinks to the largest streamed unit; what that frees goes to more resident matrices
+    // (which only makes the streamed units smaller still).
+    const uint64_t slot1 = slot_for(true);
+    if (slot1 < slot) {
+      left += uint64_t(p.n_slots) * (slot - slot1);
+      slot = slot1;
+      fill();
+    }
+    p.slot_bytes = size_t(slot);
+    p.ring = uint64_t(p.n_slots) * slot;
+    p.output_chunk_rows = p.resident_matrix[out] ? 0 : std::min<int64_t>(ow.n_out, chunk_rows_for(slot));
+    p.resident = p.streamed = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (p.resident_matrix[i]) p.resident += res[i];
+      else p.streamed += uint64_t(list[i].second->n_out) * list[i].second->row_bytes;
+    }
+    if (std::all_of(p.resident_matrix.begin(), p.resident_matrix.end(), [](char r) { return r != 0; })) {
+      p.streaming = false;  // the ring's reservation was not needed after all
+      p.ring = p.staging = 0;
+    }
+    return p;
+  }
+
+  // Streaming mode, at load: the resident matrices are read (O_DIRECT where possible, so the page
+  // cache does not hold a second copy) into one anonymous block, repacked where a form exists,
+  // and mlock'ed when the process may (else they are still anonymous memory, which only swap can
+  // evict). The streamed ones keep their file view until start_stream().
+  void load_resident(const GgufFile& f, const KernelTable& kt, bool tied_embeddings, bool repack) {
+    auto list = matrices(tied_embeddings);
+    std::vector<size_t> offset(list.size(), SIZE_MAX);
+    size_t total = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!residency.resident_matrix[i]) continue;
+      const MatmulWeight& m = *list[i].second;
+      offset[i] = total;
+      total += resident_form_bytes(m, resident_format(kt, m, repack), m.n_out);
+    }
+    if (total) packed_memory = AnonymousMemory(total);
+    resident_pinned = total && ::mlock(packed_memory.data(), packed_memory.size()) == 0;
+    WeightReader rd(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < list.size(); ++i) {
+      MatmulWeight& m = *list[i].second;
+      if (list[i].first == "token_embd.weight" && f.mapped()) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
+      if (offset[i] == SIZE_MAX) continue;
+      StreamPiece piece;
+      piece.w = &m;
+      piece.pf = resident_format(kt, m, repack);
+      piece.row0 = 0;
+      piece.row1 = m.n_out;
+      piece.file_off = uint64_t(static_cast<const uint8_t*>(m.data) - f.base());
+      uint8_t* dst = packed_memory.data() + offset[i];
+      load_piece(rd, piece, dst);
+      if (piece.pf) {
+        m.packed = dst;
+        m.pf = piece.pf;
+        repacked.push_back(list[i].first + " (" + piece.pf->name + ")");
+      } else {
+        m.data = dst;
+      }
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!rd.from_memory() && rd.bytes_read() >= (uint64_t(16) << 20) && dt > 0) load_read_bps = double(rd.bytes_read()) / dt;
+  }
+
+  // For -v: the residency plan in one or two lines.
+  std::string describe_residency() const {
+    const ResidencyPlan& p = residency;
+    std::string s;
+    if (!p.streaming) {
+      if (p.budget)
+        s = "memory budget " + format_bytes(p.budget) + (p.budget_detected ? " (detected)" : "") + ": the whole model fits (" +
+            format_bytes(p.weights) + " weights + KV " + format_bytes(p.kv) + " at -c " + std::to_string(p.n_ctx) +
+            " + scratch " + format_bytes(p.scratch) + "), nothing streamed\n";
+      return s;
+    }
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "memory budget %s%s: weights %s resident (%s), %s streamed per pass from storage in %zu units; "
+                  "KV %s at -c %d, scratch %s, ring %d x %s; minimum budget %s\n",
+                  format_bytes(p.budget).c_str(), p.budget_detected ? " (detected)" : "", format_bytes(p.resident).c_str(),
+                  resident_pinned ? "pinned" : "anonymous, not pinned", format_bytes(p.streamed).c_str(),
+                  stream ? stream->units().size() : size_t(0), format_bytes(p.kv).c_str(), p.n_ctx, format_bytes(p.scratch).c_str(),
+                  p.n_slots, format_bytes(p.slot_bytes).c_str(), format_bytes(p.minimum).c_str());
+    s = line;
+    if (load_read_bps > 0) {
+      std::snprintf(line, sizeof line, "stream: reads measured at load %.0f MB/s%s -> at least %.2f s per token for the streamed part\n",
+                    load_read_bps / 1e6, stream && stream->stats().direct_io ? " (O_DIRECT)" : "",
+                    p.read_s_per_token(load_read_bps));
+      s += line;
+    }
+    return s;
+  }
+  // The form a streamed matrix takes in the ring (null: the file's layout).
+  const PackedFormat* stream_format(const MatmulWeight& m) const {
+    for (const StreamUnit& u : stream->units())
+      for (const StreamPiece& pc : u.pieces)
+        if (pc.w == &m) return pc.pf;
+    return nullptr;
+  }
+  bool tied_ = false;        // output is token_embd
+  double load_read_bps = 0;  // storage read rate seen while loading the resident matrices (0: not measured)
+
+  // Streaming mode: builds the units of the streamed matrices and starts the I/O thread. Call once
+  // the weights are at their final address (the units point at these MatmulWeights).
+  void start_stream(const GgufFile& f, const KernelTable& kt, const LlamaConfig& c, const LoadOptions& opt) {
+    if (!residency.streaming) return;
+    auto list = matrices(c.tied_embeddings);
+    std::vector<StreamUnit> units;
+    auto piece_of = [&](size_t i, int64_t r0, int64_t r1) {
+      StreamPiece pc;
+      pc.w = list[i].second;
+      pc.pf = resident_format(kt, *pc.w, opt.repack);
+      pc.row0 = r0;
+      pc.row1 = r1;
+      pc.file_off = uint64_t(static_cast<const uint8_t*>(pc.w->data) - f.base()) + uint64_t(r0) * pc.w->row_bytes;
+      pc.dst_bytes = resident_form_bytes(*pc.w, pc.pf, r1 - r0);
+      return pc;
+    };
+    auto add = [&](StreamUnit& u, StreamPiece pc) {
+      pc.dst_off = u.bytes;
+      u.bytes += pc.dst_bytes;
+      u.file_bytes += pc.file_bytes();
+      u.pieces.push_back(pc);
+    };
+    const size_t out = list.size() - 1;
+    for (size_t i = 0; i < out;) {
+      StreamUnit u;
+      u.key = layer_unit(int(i / 7), matrix_group(i));
+      const size_t layer = i / 7;
+      const int grp = matrix_group(i);
+      for (; i < out && i / 7 == layer && matrix_group(i) == grp; ++i)
+        if (!residency.resident_matrix[i]) add(u, piece_of(i, 0, list[i].second->n_out));
+      if (!u.pieces.empty()) units.push_back(std::move(u));
+    }
+    if (!residency.resident_matrix[out]) {
+      const int64_t rows = list[out].second->n_out, step = residency.output_chunk_rows;
+      for (int64_t r = 0, ch = 0; r < rows; r += step, ++ch) {
+        StreamUnit u;
+        u.key = output_unit(c.n_layer, int(ch));
+        add(u, piece_of(out, r, std::min(rows, r + step)));
+        units.push_back(std::move(u));
+      }
+    }
+    stream = std::make_unique<WeightStream>(WeightReader(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk), std::move(units),
+                                            residency.n_slots);
   }
 
   // Every matrix with its tensor name, in file-load order.
@@ -111,9 +447,17 @@ struct LlamaWeights {
         s += (s.empty() ? "" : ", ") + g.first + (g.second > 1 ? " x" + std::to_string(g.second) : "");
       return s;
     };
-    std::vector<std::string> kept;
-    for (const auto& m : const_cast<LlamaWeights*>(this)->matrices(output.data == token_embd.data()))
-      if (!m.second->packed) kept.push_back(m.first + " (" + dtype_name(m.second->type) + ")");
+    std::vector<std::string> kept, streamed;
+    const auto list = const_cast<LlamaWeights*>(this)->matrices(output.data == token_embd.data() || tied_);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const MatmulWeight& m = *list[i].second;
+      if (residency.streaming && !residency.resident_matrix[i]) {
+        const PackedFormat* pf = stream ? stream_format(m) : nullptr;
+        streamed.push_back(list[i].first + " (" + (pf ? std::string(pf->name) + ", repacked as read" : dtype_name(m.type)) + ")");
+      } else if (!m.packed) {
+        kept.push_back(list[i].first + " (" + dtype_name(m.type) + ")");
+      }
+    }
     char head[96];
     std::snprintf(head, sizeof head, "repacked %zu matrices (%.1f MiB anonymous, their file pages released)",
                   repacked.size(), double(repacked_bytes()) / (1024.0 * 1024.0));
@@ -121,6 +465,7 @@ struct LlamaWeights {
                                        "--no-repack)\n"
                                      : std::string(head) + ": " + fold(repacked) + "\n";
     if (!kept.empty()) s += "read from the file as stored: " + fold(kept) + "\n";
+    if (!streamed.empty()) s += "streamed from storage on every pass: " + fold(streamed) + "\n";
     return s;
   }
 

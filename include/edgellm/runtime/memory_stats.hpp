@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -65,6 +67,19 @@ inline MemoryStats memory_stats() {
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
   std::fclose(f);
   return parse_proc_status(text);
+}
+
+// Bytes this process caused to be read from storage (read_bytes of /proc/self/io; 0 where the
+// kernel does not account I/O). Reads served from the page cache are not counted.
+inline uint64_t process_read_bytes() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (!f) return 0;
+  char line[128];
+  uint64_t v = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "read_bytes:", 11) == 0) v = std::strtoull(line + 11, nullptr, 10);
+  std::fclose(f);
+  return v;
 }
 
 inline uint64_t current_rss_bytes() { return memory_stats().rss_bytes; }
