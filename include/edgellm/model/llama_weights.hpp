@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "edgellm/core/memory.hpp"
 #include "edgellm/core/error.hpp"
@@ -156,6 +158,9 @@ struct LlamaWeights {
     w.residency = w.plan_residency(c, kt, opt);
     if (!w.residency.streaming) {
       advise_data(MADV_NORMAL);
+      // The embedding table is read one row per token: no read-around (with a storage read-ahead
+      // of megabytes, every new token's row would otherwise pull megabytes into the page cache).
+      if (f.mapped()) advise_random_access(w.token_embd.data(), emb.nbytes);
       if (opt.repack) w.repack_matrices(f, kt, c.tied_embeddings);
     } else {
       w.load_resident(f, kt, c.tied_embeddings, opt.repack);
@@ -221,14 +226,16 @@ struct LlamaWeights {
       }
       return best;
     };
+    // Chunks start on whole groups of the output's form and of kStreamRowAlign rows.
+    const int64_t align = opf ? std::lcm<int64_t>(kStreamRowAlign, opf->rows) : kStreamRowAlign;
     auto chunk_rows_for = [&](uint64_t slot) {
-      const uint64_t per = std::max<uint64_t>(1, resident_form_bytes(ow, opf, kStreamRowAlign));
-      return std::max<int64_t>(kStreamRowAlign, int64_t(slot / per) * kStreamRowAlign);
+      const uint64_t per = std::max<uint64_t>(1, resident_form_bytes(ow, opf, align));
+      return std::max<int64_t>(align, int64_t(slot / per) * align);
     };
     auto slot_for = [&](bool streamed_only) {
       uint64_t slot = group_bytes(streamed_only);
       if (!streamed_only || !p.resident_matrix[out])
-        slot = std::max<uint64_t>(slot, resident_form_bytes(ow, opf, std::min<int64_t>(ow.n_out, kStreamRowAlign)));
+        slot = std::max<uint64_t>(slot, resident_form_bytes(ow, opf, std::min<int64_t>(ow.n_out, align)));
       return slot;
     };
     // Reads of up to kStreamReadBytes, or of the largest matrix when smaller (at least one packed group of rows).
@@ -498,6 +505,13 @@ struct LlamaWeights {
     // Every core packs (plain C++ at ~0.6 GB/s per x86 core: an 8B model's repack would otherwise
     // be tens of seconds of one A55); a matrix's groups are split across the threads.
     ThreadPool pool(default_thread_count());
+    struct Fd {
+      int fd = -1;
+      ~Fd() {
+        if (fd >= 0) ::close(fd);
+      }
+    } cache;
+    if (f.mapped()) cache.fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);  // for POSIX_FADV_DONTNEED only
     for (size_t i = 0; i < list.size(); ++i) {
       if (offset[i] == SIZE_MAX) continue;
       MatmulWeight& m = *list[i].second;
@@ -518,6 +532,11 @@ struct LlamaWeights {
       repacked.push_back(list[i].first + " (" + pf.name + ")");
       if (!f.mapped()) continue;
       release_mapped_pages(m.data, size_t(m.n_out) * m.row_bytes);
+      // ... and the page cache behind them, which a memory cgroup counts too until reclaim.
+      if (cache.fd >= 0) {
+        const uint64_t off = uint64_t(static_cast<const uint8_t*>(m.data) - f.base());
+        ::posix_fadvise(cache.fd, off_t(off), off_t(size_t(m.n_out) * m.row_bytes), POSIX_FADV_DONTNEED);
+      }
       if (list[i].first == "token_embd.weight") advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
     }
   }

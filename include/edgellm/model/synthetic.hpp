@@ -29,6 +29,7 @@ struct SyntheticSpec {
 inline std::vector<SyntheticSpec> synthetic_presets() {
   return {
       {"tiny", 512, 128, 2, 4, 2, 384, 2048, 10000.f, false},
+      {"llama-160m", 32000, 768, 12, 12, 12, 3072, 2048, 10000.f, false},  // JackFram/llama-160m's shape
       {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.f, false},
       {"llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, true},
       {"llama-2-7b", 32000, 4096, 32, 32, 32, 11008, 4096, 10000.f, false},
