@@ -1,6 +1,8 @@
 // Prints DEPLOY.md's "what fits" tables: weight bytes of known LLaMA shapes at common mixes (the
 // per-tensor rules of edgellm-quantize) and the largest context that fits a 2 GB and a 4 GB board
 // by the plan edgellm-cli -v prints (runtime/memory_plan.hpp). No model files needed.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -86,6 +88,40 @@ int main() {
                   edgellm::format_bytes(edgellm::scratch_bytes(c, q)).c_str(), fit(ram2, edgellm::DType::F16).c_str(),
                   fit(ram2, edgellm::DType::Q8_0).c_str(), fit(ram4, edgellm::DType::F16).c_str(),
                   fit(ram4, edgellm::DType::Q8_0).c_str());
+    }
+  }
+
+  // When it does not fit: the weights streamed from storage per token (edgellm --mem-budget),
+  // at the budgets of the board study (1400 MiB for the app on a 2 GB DAYU200) and of a 4 GB board
+  // (3000 MiB), -c 2048 with a KV F16 cache, at the DAYU200's eMMC rate.
+  const double emmc = 165e6;
+  const uint64_t budgets[2] = {uint64_t(1400) << 20, uint64_t(3000) << 20};
+  std::printf("\nWhen the model does not fit: memory budget 1400 MiB (2 GB board) / 3000 MiB (4 GB board), -c 2048, "
+              "KV F16, -b 512; streamed = bytes read from storage per token; s/token = streamed / 165 MB/s (eMMC), "
+              "the storage limit (compute adds where it is slower); llama.cpp re-reads the whole file per token "
+              "(last column).\n\n");
+  std::printf("| model | quant | matrices GiB | 1400 MiB: streamed / token | 1400 MiB: s/token | 3000 MiB: streamed / token | "
+              "3000 MiB: s/token | whole file / 165 MB/s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const auto& s : shapes) {
+    const auto c = config_of(s);
+    for (const char* m : mixes) {
+      edgellm::MemoryPlanParams q = p;
+      q.n_ctx = std::min(2048, s.n_ctx_train);
+      q.kv_type = edgellm::DType::F16;
+      const uint64_t w = edgellm::llama_weight_bytes(c, edgellm::quant_mix(m));
+      std::string cells;
+      bool any = false;
+      for (uint64_t b : budgets) {
+        const auto pr = edgellm::project_stream(c, edgellm::quant_mix(m), q, b);
+        any |= pr.streamed > 0;
+        char cell[96];
+        if (pr.streamed == 0) std::snprintf(cell, sizeof cell, " fits | — |");
+        else std::snprintf(cell, sizeof cell, " %s | %.1f |", edgellm::format_bytes(pr.streamed).c_str(), double(pr.streamed) / emmc);
+        cells += cell;
+      }
+      if (!any) continue;
+      const uint64_t mats = edgellm::project_stream(c, edgellm::quant_mix(m), q, UINT64_MAX).matrices;
+      std::printf("| %s | %s | %s |%s %.1f |\n", s.name, m, gib(mats).c_str(), cells.c_str(), double(w) / emmc);
     }
   }
   return 0;

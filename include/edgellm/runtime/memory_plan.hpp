@@ -253,4 +253,66 @@ inline uint64_t llama_weight_bytes(const LlamaConfig& c, const QuantMix& mix) {
   return mix_tensor_bytes(llama_tensor_list(c), c, mix);
 }
 
+// A model larger than a memory budget, without a file (DEPLOY.md): the bytes streamed from storage
+// per token when `budget` holds KV at p.n_ctx, scratch, the stream's ring (3 x the largest
+// per-layer matmul group: Q/K/V, attention output, gate/up, down) and 4 MiB of read buffer, and the
+// rest of the budget holds matrices (file sizes; the token embedding table stays mapped). Repacked
+// forms, a few percent larger for some K-quants, are not counted. 0 when everything fits.
+struct StreamProjection {
+  uint64_t matrices = 0;  // every matrix (not token_embd)
+  uint64_t resident = 0;
+  uint64_t streamed = 0;  // per token
+  uint64_t minimum = 0;   // smallest budget that runs
+};
+inline StreamProjection project_stream(const LlamaConfig& c, const QuantMix& mix, const MemoryPlanParams& p,
+                                       uint64_t budget) {
+  const std::vector<GgufTensorInfo> ts = llama_tensor_list(c);
+  MixModelInfo info;
+  info.arch = c.arch;
+  info.n_layer = c.n_layer;
+  info.n_head = c.n_head;
+  info.n_head_kv = c.n_head_kv;
+  info.has_output = !c.tied_embeddings;
+  std::vector<MixTensor> mt;
+  std::vector<DType> cur;
+  for (const auto& t : ts) {
+    mt.push_back(MixTensor{t.name, int(t.n_dims), t.ne[0]});
+    cur.push_back(t.type);
+  }
+  const std::vector<DType> types = plan_quant_mix(mix, info, mt, cur, false);
+  StreamProjection r;
+  uint64_t largest_group = 0;
+  std::vector<std::pair<std::string, uint64_t>> group;  // "blk.N.<group>" -> bytes
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].n_dims != 2 || ts[i].name == "token_embd.weight") continue;
+    const uint64_t b = uint64_t(dtype_row_bytes(types[i], ts[i].ne[0])) * uint64_t(ts[i].ne[1]);
+    r.matrices += b;
+    const std::string& n = ts[i].name;
+    std::string key = n;
+    if (n.find("attn_q.") != std::string::npos || n.find("attn_k.") != std::string::npos ||
+        n.find("attn_v.") != std::string::npos)
+      key = n.substr(0, n.find("attn_")) + "qkv";
+    else if (n.find("ffn_gate.") != std::string::npos || n.find("ffn_up.") != std::string::npos)
+      key = n.substr(0, n.find("ffn_")) + "gate_up";
+    bool found = false;
+    for (auto& g : group)
+      if (g.first == key) {
+        g.second += b;
+        found = true;
+      }
+    if (!found) group.emplace_back(key, b);
+  }
+  for (const auto& g : group)
+    if (g.first != "output.weight") largest_group = std::max(largest_group, g.second);
+  r.minimum = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + 3 * largest_group + (uint64_t(4) << 20);
+  const uint64_t all = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + r.matrices;
+  if (budget >= all) {
+    r.resident = r.matrices;
+    return r;
+  }
+  r.resident = budget > r.minimum ? std::min(r.matrices, budget - r.minimum) : 0;
+  r.streamed = r.matrices - r.resident;
+  return r;
+}
+
 }  // namespace edgellm
