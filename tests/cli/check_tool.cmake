@@ -1,5 +1,6 @@
 # Runs TOOL with ARGS ("|"-separated; @SHARED@ = the shared data folder) under EMULATOR and checks
-# exit code, stdout (exact text decoded from a reference JSON's greedy_text_hex, or a substring) and
+# exit code, stdout (exact text decoded from a reference JSON's greedy_text_hex, or a substring), a
+# substring of stderr (EXPECT_ERROR_CONTAINS), and
 # that failures print exactly one "error: " line on stderr. Prints "skipped: ..." when NEEDS is missing.
 cmake_minimum_required(VERSION 3.19)
 if(DEFINED NEEDS AND NOT EXISTS "${SHARED}/${NEEDS}")
@@ -28,6 +29,12 @@ if(DEFINED EXPECT_CONTAINS)
   string(FIND "${out}" "${EXPECT_CONTAINS}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "stdout does not contain '${EXPECT_CONTAINS}':\n${out}")
+  endif()
+endif()
+if(DEFINED EXPECT_ERROR_CONTAINS)
+  string(FIND "${err}" "${EXPECT_ERROR_CONTAINS}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "stderr does not contain '${EXPECT_ERROR_CONTAINS}':\n${err}")
   endif()
 endif()
 if(DEFINED EXPECT_HEX_FROM)

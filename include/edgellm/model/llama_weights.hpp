@@ -253,7 +253,7 @@ struct LlamaWeights {
       throw_error("memory budget ", format_bytes(p.budget), " is below the minimum of ", format_bytes(p.minimum),
                   " for this model at -c ", p.n_ctx, ": KV ", format_bytes(p.kv), " + scratch ", format_bytes(p.scratch),
                   " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffer ", format_bytes(p.staging),
-                  "; give a larger budget, a smaller -c or --kv-type q8_0");
+                  " (give a larger budget, a smaller -c or --kv-type q8_0)");
     std::fill(p.resident_matrix.begin(), p.resident_matrix.end(), 0);
     std::vector<size_t> order(out);
     std::iota(order.begin(), order.end(), size_t(0));

@@ -13,8 +13,7 @@
 // Q2_K, 84 * Rows (1344 = +0%):
 //   u16 d[Rows], dmin[Rows]; u8 sm[8][Rows][2]: the scale bytes (scale | min << 4) of 2p, 2p + 1;
 //   u8 qs[16][Rows][4]: byte = sum over k of quad k << 2k.
-// Q3_K, 114 * Rows rounded up to 64 (1856 = +5.5%, 3.6% without the padding that keeps loads in
-// one cache line):
+// Q3_K, 114 * Rows, rounded up to 64 for 16 rows (1856 = +5.5%; 4 rows: 456 = +3.6%, no padding):
 //   u16 d[Rows]; i8 sc[8][Rows][2]: the 6-bit scales - 32 of 2p, 2p + 1;
 //   per pair p, with v0..v7 = quads 0..3 of sub-block 2p, then of 2p + 1 (3 bits each):
 //     u8 a[Rows][4] = v0 | v1 << 3 | (v6 & 3) << 6,  u8 b[Rows][4] = v2 | v3 << 3 | (v7 & 3) << 6,
@@ -26,7 +25,7 @@
 //   u8 qs[8][4][Rows][4]: qs[s][j][r][b] = q(32s + 4j + b) | q(32s + 16 + 4j + b) << 4.
 // Q5_K, 180 * Rows (2880 = +2.3%): as Q4_K, each sub-block's 4 quad vectors followed by
 //   u8 qh[Rows][4]: bit j = bit 4 of q(32s + 4j + b), bit 4 + j = bit 4 of q(32s + 16 + 4j + b).
-// Q6_K, 210 * Rows rounded up to 64 (3392 = +0.95%):
+// Q6_K, 210 * Rows, rounded up to 64 for 16 rows (3392 = +0.95%; 4 rows: 840 = +0%, no padding):
 //   u16 d[Rows]; i8 sc[8][Rows][2]: scales of 2p, 2p + 1;
 //   per sub-block g: u8 v[3][Rows][4]: v[j] = quad j (all 6 bits) | bits 2j, 2j + 1 of quad 3 << 6.
 //   Quads 0..2 are one AND (0x3F) each; quad 3 gathers the three top-bit pairs (x86: three byte
@@ -80,13 +79,18 @@ inline void prepare_act_q8_K_packed_ref(const float* x, int64_t n_in, void* dst)
 
 namespace packed_k {
 
-// Packed super-block sizes for R rows (see the layouts above).
+// Packed super-block sizes for R rows (see the layouts above). Groups of 16 rows or more (x86,
+// 64-byte vector loads) pad q3_K / q6_K super-blocks to whole cache lines so no load splits two;
+// narrower groups (NEON x4: 16-byte loads, one in four at most crossing a line) are not padded,
+// which keeps q6_K at the file's 210 bytes per row and q3_K at 114 (the padding made them 224
+// and 128: +6.7 % and +16 % of what a board must hold and read per token).
 constexpr size_t round_up64(size_t n) { return (n + 63) / 64 * 64; }
+constexpr size_t pad_for_rows(size_t n, int rows) { return rows >= 16 ? round_up64(n) : n; }
 constexpr size_t q2_K_bytes(int rows) { return size_t(84) * size_t(rows); }
-constexpr size_t q3_K_bytes(int rows) { return round_up64(size_t(114) * size_t(rows)); }
+constexpr size_t q3_K_bytes(int rows) { return pad_for_rows(size_t(114) * size_t(rows), rows); }
 constexpr size_t q4_K_bytes(int rows) { return size_t(148) * size_t(rows); }
 constexpr size_t q5_K_bytes(int rows) { return size_t(180) * size_t(rows); }
-constexpr size_t q6_K_bytes(int rows) { return round_up64(size_t(210) * size_t(rows)); }
+constexpr size_t q6_K_bytes(int rows) { return pad_for_rows(size_t(210) * size_t(rows), rows); }
 
 // The 256 unsigned quants of one block, as the packed layouts store them (q3_K + 4, q6_K + 32).
 // Decoded a block at a time (not per index) so that packing at load stays fast.
