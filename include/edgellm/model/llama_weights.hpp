@@ -64,7 +64,7 @@ struct ResidencyPlan {
   uint64_t resident = 0;         // matrix bytes held in memory (anonymous, pinned when allowed)
   uint64_t streamed = 0;         // bytes read from storage per forward pass
   uint64_t ring = 0;             // the stream's slots
-  uint64_t staging = 0;          // its read buffer (of read_chunk bytes per read, plus alignment)
+  uint64_t staging = 0;          // its read buffers (kStreamReadBuffers of read_chunk bytes, plus alignment)
   size_t read_chunk = 0;
   uint64_t minimum = 0;          // smallest budget that runs: kv + scratch + ring + staging
   int n_slots = 0;
@@ -246,13 +246,13 @@ struct LlamaWeights {
       chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(pf ? pf->rows : 1) * m.row_bytes});
     }
     p.read_chunk = chunk;
-    p.staging = WeightReader::staging_for(chunk);
+    p.staging = uint64_t(kStreamReadBuffers) * WeightReader::staging_for(chunk);
     uint64_t slot = slot_for(false);
     p.minimum = p.kv + p.scratch + p.staging + uint64_t(p.n_slots) * slot;
     if (p.budget < p.minimum)
       throw_error("memory budget ", format_bytes(p.budget), " is below the minimum of ", format_bytes(p.minimum),
                   " for this model at -c ", p.n_ctx, ": KV ", format_bytes(p.kv), " + scratch ", format_bytes(p.scratch),
-                  " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffer ", format_bytes(p.staging),
+                  " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffers ", format_bytes(p.staging),
                   " (give a larger budget, a smaller -c or --kv-type q8_0)");
     std::fill(p.resident_matrix.begin(), p.resident_matrix.end(), 0);
     std::vector<size_t> order(out);

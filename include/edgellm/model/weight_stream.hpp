@@ -53,7 +53,6 @@ class WeightReader {
   WeightReader(std::string path, const uint8_t* mem_base, size_t chunk = kStreamReadBytes)
       : path_(std::move(path)), mem_(mem_base), chunk_(chunk) {
     if (mem_) return;
-    staging_ = AnonymousMemory(staging_for(chunk_));
 #ifdef O_DIRECT
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     direct_ = fd_ >= 0;
@@ -85,6 +84,13 @@ class WeightReader {
 
   // Bytes [off, off + n) of the file, n <= chunk(); valid until the next call.
   const uint8_t* read(uint64_t off, size_t n) {
+    if (!mem_ && staging_.size() == 0) staging_ = AnonymousMemory(staging_for(chunk_));  // on first use
+    return read_into(off, n, staging_.data());
+  }
+
+  // The same into buf (staging_for(chunk()) bytes, 4096-aligned); returns where the bytes start in
+  // it (or in the in-memory file).
+  const uint8_t* read_into(uint64_t off, size_t n, uint8_t* buf) {
     EDGELLM_CHECK(n <= chunk_, "WeightReader: read of ", n, " bytes exceeds the ", chunk_, "-byte read buffer");
     bytes_read_ += n;
     if (mem_) return mem_ + off;
@@ -92,7 +98,7 @@ class WeightReader {
     const size_t skip = size_t(off - a0), len = (skip + n + kAlign - 1) / kAlign * kAlign;
     size_t got = 0;
     while (got < skip + n) {
-      const ssize_t r = ::pread(fd_, staging_.data() + got, len - got, off_t(a0 + got));
+      const ssize_t r = ::pread(fd_, buf + got, len - got, off_t(a0 + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && errno == EINVAL && direct_) {  // O_DIRECT refused for this range or file system
         reopen_buffered();
@@ -106,12 +112,11 @@ class WeightReader {
 #ifdef POSIX_FADV_DONTNEED
     if (!direct_) ::posix_fadvise(fd_, off_t(a0), off_t(got), POSIX_FADV_DONTNEED);
 #endif
-    return staging_.data() + skip;
+    return buf + skip;
   }
   bool direct() const { return direct_; }
   bool from_memory() const { return mem_ != nullptr; }
   uint64_t bytes_read() const { return bytes_read_; }
-  size_t staging_bytes() const { return staging_.size(); }
   size_t chunk() const { return chunk_; }
 
  private:
@@ -167,27 +172,52 @@ inline size_t resident_form_bytes(const MatmulWeight& w, const PackedFormat* pf,
   return (raw + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
 }
 
-// Reads a piece through the reader into dst (its dst_bytes), repacking on the way when pf is set.
-inline void load_piece(WeightReader& rd, const StreamPiece& p, uint8_t* dst) {
+// One read of a piece: rows [r, r + n) of piece `piece` of a unit, at file offset off.
+struct ReadOp {
+  size_t piece = 0;
+  int64_t r = 0, n = 0;
+  uint64_t off = 0;
+  size_t bytes = 0;
+};
+
+// A piece's reads of at most `chunk` bytes, whole packed groups each.
+inline std::vector<ReadOp> piece_reads(const StreamPiece& p, size_t piece, size_t chunk) {
   const size_t rb = p.w->row_bytes;
-  const size_t chunk = rd.chunk();
   const int64_t step_rows = p.pf ? std::max<int64_t>(1, int64_t(chunk / (size_t(p.pf->rows) * rb))) * p.pf->rows
                                  : std::max<int64_t>(1, int64_t(chunk / rb));
   EDGELLM_CHECK(size_t(p.pf ? p.pf->rows : 1) * rb <= chunk, "stream: a row group of ", p.pf ? p.pf->rows : 1,
                 " rows of ", rb, " bytes exceeds the ", chunk, "-byte read buffer");
+  std::vector<ReadOp> ops;
   for (int64_t r = p.row0; r < p.row1; r += step_rows) {
-    const int64_t n = std::min(step_rows, p.row1 - r);
-    const uint8_t* src = rd.read(p.file_off + uint64_t(r - p.row0) * rb, size_t(n) * rb);
-    if (!p.pf) {
-      std::memcpy(dst + size_t(r - p.row0) * rb, src, size_t(n) * rb);
-      continue;
-    }
-    const size_t gb = p.pf->group_bytes(p.w->n_in);
-    for (int64_t g = 0; g < n; g += p.pf->rows) {
-      const int count = int(std::min<int64_t>(p.pf->rows, n - g));
-      p.pf->pack(src + size_t(g) * rb, rb, count, p.w->n_in, dst + size_t((r - p.row0 + g) / p.pf->rows) * gb);
-    }
+    ReadOp op;
+    op.piece = piece;
+    op.r = r;
+    op.n = std::min(step_rows, p.row1 - r);
+    op.off = p.file_off + uint64_t(r - p.row0) * rb;
+    op.bytes = size_t(op.n) * rb;
+    ops.push_back(op);
   }
+  return ops;
+}
+
+// Puts one read's rows (src: the file's bytes) into the piece's memory at dst: copied, or repacked.
+inline void place_rows(const StreamPiece& p, const ReadOp& op, const uint8_t* src, uint8_t* dst) {
+  const size_t rb = p.w->row_bytes;
+  if (!p.pf) {
+    std::memcpy(dst + size_t(op.r - p.row0) * rb, src, op.bytes);
+    return;
+  }
+  const size_t gb = p.pf->group_bytes(p.w->n_in);
+  for (int64_t g = 0; g < op.n; g += p.pf->rows) {
+    const int count = int(std::min<int64_t>(p.pf->rows, op.n - g));
+    p.pf->pack(src + size_t(g) * rb, rb, count, p.w->n_in, dst + size_t((op.r - p.row0 + g) / p.pf->rows) * gb);
+  }
+}
+
+// Reads a piece through the reader into dst (its dst_bytes), repacking on the way when pf is set
+// (the load of the resident matrices: one read after the other).
+inline void load_piece(WeightReader& rd, const StreamPiece& p, uint8_t* dst) {
+  for (const ReadOp& op : piece_reads(p, 0, rd.chunk())) place_rows(p, op, rd.read(op.off, op.bytes), dst);
 }
 
 // The matrices one matmul call of forward() reads that are streamed; key says which call.
@@ -201,16 +231,23 @@ struct StreamUnit {
 struct StreamStats {
   uint64_t bytes_read = 0;    // from storage by the stream since load
   uint64_t units_loaded = 0;
-  double read_s = 0;          // I/O thread: in reads and repacking
+  double read_s = 0;          // reader thread: in pread
+  double pack_s = 0;          // placing thread: copying / repacking into the slots
   double wait_s = 0;          // compute: waiting for a unit that was not loaded yet
   bool direct_io = false;     // O_DIRECT reads (page cache bypassed)
 };
 
-// The ring of slots and its I/O thread. Units are loaded in their list order, cyclically, into
-// slot (sequence number mod n_slots) as soon as that slot is released. acquire(key) returns the
-// next unit of the cycle, which must be `key` (units a caller skipped, e.g. after an exception or
-// a pass without logits, are waited for and released first). One consumer at a time (the model
-// serializes forward passes of a streamed model), holding one unit at a time.
+// Read buffers between the reader and the placing thread: the reader runs up to this many reads
+// ahead, so storage stays busy while a chunk is repacked.
+inline constexpr int kStreamReadBuffers = 3;
+
+// The ring of slots and its two threads. The reader thread preads the units' chunks in cycle order
+// into kStreamReadBuffers buffers; the placing thread copies or repacks them into the unit's slot
+// (sequence number mod n_slots) once that slot is released, so reads and repacking overlap. Units
+// are loaded in list order, cyclically. acquire(key) returns the next unit of the cycle, which
+// must be `key` (units a caller skipped, e.g. after an exception or a pass without logits, are
+// waited for and released first). One consumer at a time (the model serializes forward passes of
+// a streamed model), holding one unit at a time.
 class WeightStream {
  public:
   class Lease {
@@ -261,12 +298,24 @@ class WeightStream {
       slot_bytes_ = std::max(slot_bytes_, u.bytes);
       if (size_t(u.key) >= streamed_key_.size()) streamed_key_.resize(size_t(u.key) + 1, 0);
       streamed_key_[size_t(u.key)] = 1;
+      std::vector<ReadOp> ops;
+      for (size_t i = 0; i < u.pieces.size(); ++i) {
+        const std::vector<ReadOp> p = piece_reads(u.pieces[i], i, rd_.chunk());
+        ops.insert(ops.end(), p.begin(), p.end());
+      }
+      EDGELLM_CHECK(!ops.empty(), "WeightStream: a unit without reads");
+      ops_.push_back(std::move(ops));
     }
     slots_ = AnonymousMemory(slot_bytes_ * size_t(n_slots_));
     locked_ = ::mlock(slots_.data(), slots_.size()) == 0;
+    buf_bytes_ = rd_.from_memory() ? 0 : WeightReader::staging_for(rd_.chunk());
+    if (buf_bytes_) bufs_ = AnonymousMemory(buf_bytes_ * size_t(kStreamReadBuffers));
     errors_.resize(size_t(n_slots_));
     views_.resize(size_t(n_slots_));
-    thread_ = std::thread([this] { io_main(); });
+    buf_src_.resize(size_t(kStreamReadBuffers));
+    buf_err_.resize(size_t(kStreamReadBuffers));
+    reader_ = std::thread([this] { reader_main(); });
+    placer_ = std::thread([this] { placer_main(); });
   }
   WeightStream(const WeightStream&) = delete;
   WeightStream& operator=(const WeightStream&) = delete;
@@ -276,7 +325,8 @@ class WeightStream {
       stop_ = true;
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    if (reader_.joinable()) reader_.join();
+    if (placer_.joinable()) placer_.join();
   }
 
   bool has(int key) const { return key >= 0 && size_t(key) < streamed_key_.size() && streamed_key_[size_t(key)]; }
@@ -314,7 +364,7 @@ class WeightStream {
   int n_slots() const { return n_slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
   size_t ring_bytes() const { return slots_.size(); }
-  size_t staging_bytes() const { return rd_.staging_bytes(); }
+  size_t read_buffer_bytes() const { return bufs_.size(); }
   bool pinned() const { return locked_; }
   uint64_t streamed_bytes_per_cycle() const {
     uint64_t s = 0;
@@ -340,25 +390,85 @@ class WeightStream {
     cv_.notify_all();
   }
 
-  void io_main() {
+  // Reads every unit's chunks in cycle order, up to kStreamReadBuffers ahead of the placing thread.
+  void reader_main() {
+    size_t u = 0, i = 0;
+    for (uint64_t k = 0;; ++k) {
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || k < ops_placed_ + uint64_t(kStreamReadBuffers); });
+        if (stop_) return;
+      }
+      const ReadOp& op = ops_[u][i];
+      const size_t b = size_t(k % uint64_t(kStreamReadBuffers));
+      const uint8_t* src = nullptr;
+      std::exception_ptr err;
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        src = rd_.read_into(op.off, op.bytes, bufs_.data() + b * buf_bytes_);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        buf_src_[b] = src;
+        buf_err_[b] = err;
+        stats_.read_s += dt;
+        if (!err) stats_.bytes_read += op.bytes;
+        ops_read_ = k + 1;
+      }
+      cv_.notify_all();
+      if (++i == ops_[u].size()) {
+        i = 0;
+        u = (u + 1) % units_.size();
+      }
+    }
+  }
+
+  // Fills slot after slot from the reader's buffers: copies or repacks each chunk into place.
+  void placer_main() {
+    uint64_t k = 0;  // next read to take
     for (uint64_t seq = 0;; ++seq) {
       {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return stop_ || seq < consumed_ + uint64_t(n_slots_); });
         if (stop_) return;
       }
-      const StreamUnit& u = units_[size_t(seq % units_.size())];
+      const size_t ui = size_t(seq % units_.size());
+      const StreamUnit& u = units_[ui];
       const size_t slot = size_t(seq % uint64_t(n_slots_));
       uint8_t* base = slots_.data() + slot * slot_bytes_;
       std::exception_ptr err;
-      const auto t0 = std::chrono::steady_clock::now();
-      const uint64_t before = rd_.bytes_read();
-      try {
-        for (const StreamPiece& p : u.pieces) load_piece(rd_, p, base + p.dst_off);
-      } catch (...) {
-        err = std::current_exception();
+      double dt = 0;
+      for (const ReadOp& op : ops_[ui]) {
+        const uint8_t* src;
+        std::exception_ptr e;
+        {
+          std::unique_lock<std::mutex> lk(mu_);
+          cv_.wait(lk, [&] { return stop_ || ops_read_ > k; });
+          if (stop_) return;
+          const size_t b = size_t(k % uint64_t(kStreamReadBuffers));
+          src = buf_src_[b];
+          e = buf_err_[b];
+        }
+        if (e && !err) err = e;
+        if (!err) {
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            const StreamPiece& p = u.pieces[op.piece];
+            place_rows(p, op, src, base + p.dst_off);
+          } catch (...) {
+            err = std::current_exception();
+          }
+          dt += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          ops_placed_ = ++k;
+        }
+        cv_.notify_all();
       }
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::vector<MatmulWeight> v;
       v.reserve(u.pieces.size());
       for (const StreamPiece& p : u.pieces) v.push_back(p.view(base));
@@ -366,8 +476,7 @@ class WeightStream {
         std::lock_guard<std::mutex> lk(mu_);
         views_[slot] = std::move(v);
         errors_[slot] = err;
-        stats_.read_s += dt;
-        stats_.bytes_read += rd_.bytes_read() - before;
+        stats_.pack_s += dt;
         ++stats_.units_loaded;
         filled_ = seq + 1;
       }
@@ -377,22 +486,30 @@ class WeightStream {
 
   WeightReader rd_;
   std::vector<StreamUnit> units_;
-  std::vector<char> streamed_key_;  // [key] = 1 when a unit has that key
+  std::vector<std::vector<ReadOp>> ops_;  // per unit: its reads in order
+  std::vector<char> streamed_key_;        // [key] = 1 when a unit has that key
   int n_slots_;
   size_t slot_bytes_ = 0;
   AnonymousMemory slots_;
   bool locked_ = false;
+  size_t buf_bytes_ = 0;
+  AnonymousMemory bufs_;                          // kStreamReadBuffers read buffers
+  std::vector<const uint8_t*> buf_src_;           // per buffer: where its read's bytes start
+  std::vector<std::exception_ptr> buf_err_;       // per buffer: what its read threw
   std::vector<std::vector<MatmulWeight>> views_;  // per slot: its unit's pieces as matrices
   std::vector<std::exception_ptr> errors_;        // per slot: what loading it threw
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t filled_ = 0;    // units [0, filled_) of the cycle sequence are loaded
-  uint64_t consumed_ = 0;  // units [0, consumed_) were used (or skipped) and their slots are free
+  uint64_t filled_ = 0;      // units [0, filled_) of the cycle sequence are loaded
+  uint64_t consumed_ = 0;    // units [0, consumed_) were used (or skipped) and their slots are free
+  uint64_t ops_read_ = 0;    // reads [0, ops_read_) are in their buffers
+  uint64_t ops_placed_ = 0;  // reads [0, ops_placed_) were placed and their buffers are free
   bool stop_ = false;
   bool leased_ = false;
   StreamStats stats_;
   std::mutex pass_mu_;
-  std::thread thread_;
+  std::thread reader_;
+  std::thread placer_;
 };
 
 }  // namespace edgellm
