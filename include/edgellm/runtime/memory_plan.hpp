@@ -255,7 +255,7 @@ inline uint64_t llama_weight_bytes(const LlamaConfig& c, const QuantMix& mix) {
 
 // A model larger than a memory budget, without a file (DEPLOY.md): the bytes streamed from storage
 // per token when `budget` holds KV at p.n_ctx, scratch, the stream's ring (3 x the largest
-// per-layer matmul group: Q/K/V, attention output, gate/up, down) and 4 MiB of read buffer, and the
+// per-layer matmul group: Q/K/V, attention output, gate/up, down) and 3 read buffers of 4 MiB, and the
 // rest of the budget holds matrices (file sizes; the token embedding table stays mapped). Repacked
 // forms, a few percent larger for some K-quants, are not counted. 0 when everything fits.
 struct StreamProjection {
@@ -304,7 +304,7 @@ inline StreamProjection project_stream(const LlamaConfig& c, const QuantMix& mix
   }
   for (const auto& g : group)
     if (g.first != "output.weight") largest_group = std::max(largest_group, g.second);
-  r.minimum = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + 3 * largest_group + (uint64_t(4) << 20);
+  r.minimum = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + 3 * largest_group + 3 * (uint64_t(4) << 20);
   const uint64_t all = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + r.matrices;
   if (budget >= all) {
     r.resident = r.matrices;
