@@ -36,6 +36,12 @@ struct TempFile {
     path = name.data();
   }
   ~TempFile() { std::remove(path.c_str()); }
+  void write(const std::vector<uint8_t>& bytes) const {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    REQUIRE(std::fclose(f) == 0);
+  }
 };
 
 constexpr int kCtx = 64;
@@ -48,6 +54,12 @@ SyntheticSpec stream_spec() {
   s.n_ff = 768;
   s.n_layer = 6;
   return s;
+}
+
+// The synthetic file of stream_spec() at a mix (built on two threads).
+std::vector<uint8_t> model_bytes(SyntheticSpec spec, const char* mix) {
+  ThreadPool pool(2);
+  return build_synthetic_gguf(spec, quant_mix(mix), 1234, "", {}, &pool);
 }
 
 LoadOptions options(uint64_t budget) {
@@ -124,7 +136,7 @@ TEST_CASE("memory limit: /proc and cgroup parsers") {
 }
 
 TEST_CASE("residency plan: nothing streams when the model fits; a budget below the minimum is an Error naming it") {
-  const auto bytes = build_synthetic_gguf(stream_spec(), quant_mix("Q8_0"));
+  const auto bytes = model_bytes(stream_spec(), "Q8_0");
   const LlamaModel all(GgufFile::from_bytes(bytes, "tiny.gguf"), options(uint64_t(1) << 40));
   CHECK_FALSE(all.residency().streaming);
   CHECK(all.weight_stream() == nullptr);
@@ -157,20 +169,21 @@ TEST_CASE("streamed weights give the resident model's logits bit for bit, within
       if (tied && mix != "Q4_K_M") continue;  // tied: one mix is enough (the output is token_embd)
       CAPTURE(tied);
       CAPTURE(mix);
-      const auto bytes = build_synthetic_gguf(spec, quant_mix(mix));
+      const auto bytes = model_bytes(spec, mix.c_str());
       TempFile file;
-      build_synthetic_gguf(spec, quant_mix(mix), 1234, file.path);
+      file.write(bytes);
       for (const KernelTable* kt : {&native, static_cast<const KernelTable*>(&stubbed)}) {
         const LlamaModel resident(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/true);
         const std::vector<float> want = run(resident, &pool);
         const uint64_t min = minimum_budget(bytes, *kt);
         const uint64_t weights = resident.residency().weights;
         uint64_t last_streamed = UINT64_MAX;
-        for (const double extra : {0.0, 0.1, 0.25}) {
+        for (const double extra : {0.0, 0.2}) {
           CAPTURE(extra);
           const uint64_t budget = min + uint64_t(extra * double(weights));
           for (const bool from_file : {false, true}) {
             CAPTURE(from_file);
+            if (from_file && extra > 0.0) continue;  // the file path once per model (qemu time)
             const LlamaModel m(from_file ? GgufFile::open(file.path) : GgufFile::from_bytes(bytes, "tiny.gguf"),
                                options(budget), *kt);
             const ResidencyPlan& p = m.residency();
@@ -186,9 +199,12 @@ TEST_CASE("streamed weights give the resident model's logits bit for bit, within
             CHECK(m.weight_stream()->streamed_bytes_per_cycle() == p.streamed);
             CHECK(p.resident + p.streamed > 0);
             if (extra == 0.0) CHECK_FALSE(p.resident_matrix.back());  // the output streams in row chunks
-            CHECK(run(m, nullptr) == want);  // one thread, and the stream's cycle already advanced
             const StreamStats st = m.weight_stream()->stats();
-            CHECK(st.bytes_read >= 2 * p.streamed);
+            CHECK(st.bytes_read >= p.streamed);
+            if (extra == 0.0 && !from_file) {
+              CHECK(run(m, nullptr) == want);  // one thread, and the stream's cycle already advanced
+              CHECK(m.weight_stream()->stats().bytes_read >= 2 * p.streamed);
+            }
             if (!from_file) {
               CHECK(p.streamed < last_streamed);  // more budget, fewer bytes read per pass
               last_streamed = p.streamed;
@@ -201,7 +217,7 @@ TEST_CASE("streamed weights give the resident model's logits bit for bit, within
 }
 
 TEST_CASE("a streamed model shared by sessions on two threads gives each the serial logits") {
-  const auto bytes = build_synthetic_gguf(stream_spec(), quant_mix("Q4_K_M"));
+  const auto bytes = model_bytes(stream_spec(), "Q4_K_M");
   const LlamaModel resident(GgufFile::from_bytes(bytes, "tiny.gguf"));
   const std::vector<float> want = run(resident, nullptr);
   const LlamaModel m(GgufFile::from_bytes(bytes, "tiny.gguf"), options(minimum_budget(bytes, kernels())));
@@ -217,8 +233,8 @@ TEST_CASE("a streamed model shared by sessions on two threads gives each the ser
 
 TEST_CASE("a streamed model whose file shrinks under it gives an Error naming the file, then keeps failing cleanly") {
   TempFile file;
-  build_synthetic_gguf(stream_spec(), quant_mix("Q8_0"), 1234, file.path);
-  const auto bytes = build_synthetic_gguf(stream_spec(), quant_mix("Q8_0"));
+  const auto bytes = model_bytes(stream_spec(), "Q8_0");
+  file.write(bytes);
   const LlamaModel m(GgufFile::open(file.path), options(minimum_budget(bytes, kernels())));
   REQUIRE(m.residency().streaming);
   run(m, nullptr);  // works while the file is whole
