@@ -1,5 +1,6 @@
-// Weights larger than memory: which matrices stay resident under a byte budget (plan_residency)
-// and the I/O thread that streams the others from storage while compute runs (WeightStream).
+// Weights larger than memory: the threads that stream the matrices a memory budget could not keep
+// resident (LlamaWeights::plan_residency) from storage while compute runs (WeightStream), and the
+// reader that also loads the resident ones (WeightReader).
 //
 // Every matrix is read once per forward pass, so a resident byte saves one byte of storage reads
 // per token whichever matrix it belongs to; the planner keeps as many bytes resident as the budget
