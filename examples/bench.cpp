@@ -469,7 +469,7 @@ Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, 
     const double rate = st1.read_s > st0.read_s ? double(st1.bytes_read - st0.bytes_read) / (st1.read_s - st0.read_s) : 0;
     r.limit_s_tok = std::max(r.compute_s_tok, rate > 0 ? r.stream_per_tok / rate : 0.0);
     r.read_s_tok = (st1.read_s - st0.read_s) / all_tok;
-    r.place_s_tok = (st1.pack_s - st0.pack_s) / all_tok;
+    r.place_s_tok = (st1.place_s - st0.place_s) / all_tok;
   }
   for (double ns : r.samples_ns) ts.push_back(n_tok * 1e9 / ns);
   r.avg_ts = edgellm::stats_mean(ts);

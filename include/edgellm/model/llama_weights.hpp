@@ -455,7 +455,7 @@ struct LlamaWeights {
       return s;
     };
     std::vector<std::string> kept, streamed;
-    const auto list = const_cast<LlamaWeights*>(this)->matrices(output.data == token_embd.data() || tied_);
+    const auto list = const_cast<LlamaWeights*>(this)->matrices(tied_);
     for (size_t i = 0; i < list.size(); ++i) {
       const MatmulWeight& m = *list[i].second;
       if (residency.streaming && !residency.resident_matrix[i]) {
@@ -486,19 +486,14 @@ struct LlamaWeights {
   // next to its packed copy (Llama-3.2-1B: 213 MiB).
   void repack_matrices(const GgufFile& f, const KernelTable& kt, bool tied_embeddings) {
     auto list = matrices(tied_embeddings);
-    auto packable = [&](const MatmulWeight& m) {
-      const PackedFormat& pf = kt.packed_of(m.type);
-      return pf.rows > 0 && pf.pack && pf.gemm && m.n_in % 32 == 0;
-    };
     std::vector<size_t> offset(list.size(), SIZE_MAX);
     size_t total = 0;
     for (size_t i = 0; i < list.size(); ++i) {
       const MatmulWeight& m = *list[i].second;
-      if (!packable(m)) continue;
-      const PackedFormat& pf = kt.packed_of(m.type);
+      const PackedFormat* pf = resident_format(kt, m, /*repack=*/true);
+      if (!pf) continue;
       offset[i] = total;
-      const size_t groups = size_t((m.n_out + pf.rows - 1) / pf.rows);
-      total += (groups * pf.group_bytes(m.n_in) + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
+      total += resident_form_bytes(m, pf, m.n_out);
     }
     if (total == 0) return;
     packed_memory = AnonymousMemory(total);

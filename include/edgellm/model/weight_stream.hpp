@@ -233,7 +233,7 @@ struct StreamStats {
   uint64_t bytes_read = 0;    // from storage by the stream since load
   uint64_t units_loaded = 0;
   double read_s = 0;          // reader thread: in pread
-  double pack_s = 0;          // placing thread: copying / repacking into the slots
+  double place_s = 0;         // placing thread: copying / repacking into the slots
   double wait_s = 0;          // compute: waiting for a unit that was not loaded yet
   bool direct_io = false;     // O_DIRECT reads (page cache bypassed)
 };
@@ -477,7 +477,7 @@ class WeightStream {
         std::lock_guard<std::mutex> lk(mu_);
         views_[slot] = std::move(v);
         errors_[slot] = err;
-        stats_.pack_s += dt;
+        stats_.place_s += dt;
         ++stats_.units_loaded;
         filled_ = seq + 1;
       }

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "edgellm/runtime/memory_stats.hpp"
+
 namespace edgellm {
 
 // Kept back from the detected limit for what is not planned: the program's own code and heap,
@@ -19,35 +21,22 @@ namespace edgellm {
 inline constexpr uint64_t kMemLimitMarginBytes = uint64_t(24) << 20;
 inline constexpr uint64_t kMemLimitMarginDivisor = 20;
 
-inline std::string read_small_file(const std::string& path) {
-  std::string text;
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (size_t(1) << 20)) text.append(buf, n);
-  std::fclose(f);
-  return text;
-}
-
 // "Key:  123 kB" of a /proc/meminfo text, in bytes; 0 when absent.
 inline uint64_t parse_meminfo_field(std::string_view text, std::string_view key) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.size() <= key.size() || line.compare(0, key.size(), key) != 0 || line[key.size()] != ':') continue;
+  uint64_t out = 0;
+  bool found = false;
+  for_each_line(text, [&](std::string_view line) {
+    if (found || line.size() <= key.size() || line.compare(0, key.size(), key) != 0 || line[key.size()] != ':') return;
+    found = true;
     size_t i = key.size() + 1;
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
     uint64_t v = 0;
     while (i < line.size() && line[i] >= '0' && line[i] <= '9' && v < (uint64_t(1) << 50))
       v = v * 10 + uint64_t(line[i++] - '0');
     while (i < line.size() && line[i] == ' ') ++i;
-    return line.compare(i, 2, "kB") == 0 ? v * 1024 : v;
-  }
-  return 0;
+    out = line.compare(i, 2, "kB") == 0 ? v * 1024 : v;
+  });
+  return out;
 }
 
 // A cgroup limit file's value: a byte count, or 0 for "max" / absent / unreadable / no limit
@@ -72,26 +61,22 @@ struct CgroupPaths {
 };
 inline CgroupPaths parse_proc_cgroup(std::string_view text) {
   CgroupPaths p;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for_each_line(text, [&](std::string_view line) {
     const size_t a = line.find(':');
     const size_t b = a == std::string_view::npos ? a : line.find(':', a + 1);
-    if (b == std::string_view::npos) continue;
+    if (b == std::string_view::npos) return;
     const std::string_view ctl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (line.substr(0, a) == "0" && ctl.empty()) p.v2 = std::string(path);
-    else {
-      for (size_t s = 0; s <= ctl.size();) {  // "cpu,memory" lists several controllers
-        size_t e = ctl.find(',', s);
-        if (e == std::string_view::npos) e = ctl.size();
-        if (ctl.substr(s, e - s) == "memory") p.v1_memory = std::string(path);
-        s = e + 1;
-      }
+    if (line.substr(0, a) == "0" && ctl.empty()) {
+      p.v2 = std::string(path);
+      return;
     }
-  }
+    for (size_t s = 0; s <= ctl.size();) {  // "cpu,memory" lists several controllers
+      size_t e = ctl.find(',', s);
+      if (e == std::string_view::npos) e = ctl.size();
+      if (ctl.substr(s, e - s) == "memory") p.v1_memory = std::string(path);
+      s = e + 1;
+    }
+  });
   return p;
 }
 

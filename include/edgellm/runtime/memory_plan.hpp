@@ -15,6 +15,7 @@
 #include "edgellm/gguf/reader.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/quant/mix.hpp"
+#include "edgellm/runtime/memory_limit.hpp"
 
 namespace edgellm {
 
@@ -62,37 +63,10 @@ struct MemoryPlan {
 };
 
 // "MemTotal:  3884596 kB" of a /proc/meminfo text, in bytes; 0 when absent.
-inline uint64_t parse_meminfo_total(std::string_view text) {
-  constexpr std::string_view kKey = "MemTotal:";
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.compare(0, kKey.size(), kKey) != 0) continue;
-    size_t i = kKey.size();
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    uint64_t v = 0;
-    while (i < line.size() && line[i] >= '0' && line[i] <= '9' && v < (uint64_t(1) << 50))
-      v = v * 10 + uint64_t(line[i++] - '0');
-    while (i < line.size() && line[i] == ' ') ++i;
-    return line.compare(i, 2, "kB") == 0 ? v * 1024 : v;
-  }
-  return 0;
-}
+inline uint64_t parse_meminfo_total(std::string_view text) { return parse_meminfo_field(text, "MemTotal"); }
 
 // This machine's RAM from /proc/meminfo (plain stdio: glibc, musl and OpenHarmony alike); 0 if unreadable.
-inline uint64_t machine_ram_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  return parse_meminfo_total(text);
-}
+inline uint64_t machine_ram_bytes() { return parse_meminfo_total(read_small_file("/proc/meminfo")); }
 
 inline uint64_t memory_headroom_bytes(uint64_t ram) {
   return std::max(kMemoryPlanMinHeadroomBytes, ram / kMemoryPlanHeadroomDivisor);
@@ -227,9 +201,10 @@ inline std::vector<GgufTensorInfo> llama_tensor_list(const LlamaConfig& c) {
   return ordered;
 }
 
-// Sum of tensor bytes after quantizing `tensors` (source types as given) with `mix`, using the
-// per-tensor rules of edgellm-quantize (quant/mix.hpp). The file adds metadata (vocabulary) on top.
-inline uint64_t mix_tensor_bytes(const std::vector<GgufTensorInfo>& tensors, const LlamaConfig& c, const QuantMix& mix) {
+// The type of each of `tensors` (source types as given) after quantizing with `mix`, by the
+// per-tensor rules of edgellm-quantize (quant/mix.hpp).
+inline std::vector<DType> mix_tensor_types(const std::vector<GgufTensorInfo>& tensors, const LlamaConfig& c,
+                                           const QuantMix& mix) {
   MixModelInfo info;
   info.arch = c.arch;
   info.n_layer = c.n_layer;
@@ -242,7 +217,13 @@ inline uint64_t mix_tensor_bytes(const std::vector<GgufTensorInfo>& tensors, con
     mt.push_back(MixTensor{t.name, int(t.n_dims), t.ne[0]});
     cur.push_back(t.type);
   }
-  const std::vector<DType> types = plan_quant_mix(mix, info, mt, cur, false);
+  return plan_quant_mix(mix, info, mt, cur, false);
+}
+
+// Sum of tensor bytes after quantizing `tensors` with `mix` (mix_tensor_types). The file adds
+// metadata (vocabulary) on top.
+inline uint64_t mix_tensor_bytes(const std::vector<GgufTensorInfo>& tensors, const LlamaConfig& c, const QuantMix& mix) {
+  const std::vector<DType> types = mix_tensor_types(tensors, c, mix);
   uint64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i)
     total += uint64_t(dtype_row_bytes(types[i], tensors[i].ne[0])) * uint64_t(tensors[i].n_elements() / tensors[i].ne[0]);
@@ -267,19 +248,7 @@ struct StreamProjection {
 inline StreamProjection project_stream(const LlamaConfig& c, const QuantMix& mix, const MemoryPlanParams& p,
                                        uint64_t budget) {
   const std::vector<GgufTensorInfo> ts = llama_tensor_list(c);
-  MixModelInfo info;
-  info.arch = c.arch;
-  info.n_layer = c.n_layer;
-  info.n_head = c.n_head;
-  info.n_head_kv = c.n_head_kv;
-  info.has_output = !c.tied_embeddings;
-  std::vector<MixTensor> mt;
-  std::vector<DType> cur;
-  for (const auto& t : ts) {
-    mt.push_back(MixTensor{t.name, int(t.n_dims), t.ne[0]});
-    cur.push_back(t.type);
-  }
-  const std::vector<DType> types = plan_quant_mix(mix, info, mt, cur, false);
+  const std::vector<DType> types = mix_tensor_types(ts, c, mix);
   StreamProjection r;
   uint64_t largest_group = 0;
   std::vector<std::pair<std::string, uint64_t>> group;  // "blk.N.<group>" -> bytes

@@ -10,6 +10,30 @@
 
 namespace edgellm {
 
+// The whole text of a small file of /proc or /sys (at most ~1 MiB); "" when it cannot be read.
+inline std::string read_small_file(const std::string& path) {
+  std::string text;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (size_t(1) << 20)) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+// Calls f(line) for each '\n'-separated line of text (without the newline).
+template <class F>
+inline void for_each_line(std::string_view text, F&& f) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    f(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+}
+
 struct MemoryStats {
   uint64_t rss_bytes = 0;        // VmRSS: resident now
   uint64_t peak_rss_bytes = 0;   // VmHWM: highest resident so far
@@ -31,12 +55,7 @@ inline MemoryStats parse_proc_status(std::string_view text) {
                           {"RssFile:", &st.rss_file_bytes},
                           {"RssAnon:", &st.rss_anon_bytes},
                           {"RssShmem:", &st.rss_shmem_bytes}};
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for_each_line(text, [&](std::string_view line) {
     for (const Field& f : fields) {
       if (line.compare(0, f.key.size(), f.key) != 0) continue;
       // "VmRSS:\t   1752 kB": digits, then the unit (the kernel always writes kB).
@@ -53,21 +72,12 @@ inline MemoryStats parse_proc_status(std::string_view text) {
       const uint64_t scale = unit.compare(0, 2, "kB") == 0 ? 1024 : 1;
       if (any) *f.dst = v * scale;
     }
-  }
+  });
   return st;
 }
 
 // Current figures for this process; all zeros (not an error) where /proc/self/status cannot be read.
-inline MemoryStats memory_stats() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return MemoryStats{};
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  return parse_proc_status(text);
-}
+inline MemoryStats memory_stats() { return parse_proc_status(read_small_file("/proc/self/status")); }
 
 // Bytes this process caused to be read from storage (read_bytes of /proc/self/io; 0 where the
 // kernel does not account I/O). Reads served from the page cache are not counted.
