@@ -1,8 +1,6 @@
 // bench_soak: the long soak of docs/RELIABILITY.md — generates N tokens (default 100,000) with
 // "sinks + window" eviction, in chunks of generate() calls, and reports resident memory at start
 // and end. Exit 1 when RSS grew by more than --max-growth-mb or the KV pool grew after warm-up.
-// Usage: bench_soak -m MODEL [-n N] [-c CTX] [--keep K] [--window W] [--chunk C] [-t T]
-//                   [--max-growth-mb MB]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +16,8 @@
 #include "edgellm/runtime/timer.hpp"
 #include "edgellm/text/tokenizer.hpp"
 
+#include "../examples/common.hpp"
+
 using namespace edgellm;
 
 namespace {
@@ -26,7 +26,7 @@ struct Options {
   std::string model;
   long n_tokens = 100000;
   int n_ctx = 256;
-  double mem_budget_mib = 0;  // 0: detected
+  uint64_t mem_budget_bytes = 0;  // 0: detected
   int n_keep = 4;
   int n_window = 128;
   int chunk = 1000;
@@ -34,34 +34,36 @@ struct Options {
   double max_growth_mb = 4.0;  // the token history alone is 4 bytes a token: 0.4 MB at 100k
 };
 
-Options parse(int argc, char** argv) {
+const char* const kUsage =
+    "usage: bench_soak -m MODEL [-n N] [-c CTX] [--keep K] [--window W] [--chunk C] [-t T]\n"
+    "                  [--max-growth-mb MB] [--mem-budget MIB]\n"
+    "  -n N               tokens to soak (default 100000)\n"
+    "  -c CTX             context (default 256); --keep K --window W: the eviction (default 4, 128)\n"
+    "  --chunk C          tokens per generate() call (default 1000)\n"
+    "  -t T               threads (default 1)\n"
+    "  --max-growth-mb MB exit 1 when RSS grew by more (default 4)\n"
+    "  --mem-budget MIB   memory the model may use (default: detected)\n";
+
+// *early: "help" or "version" when asked for.
+Options parse(int argc, char** argv, std::string* early) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) throw_error("option ", a, " needs a value");
-      return argv[++i];
-    };
-    auto num = [&](long lo) {
-      const char* v = next();
-      char* end = nullptr;
-      const long x = std::strtol(v, &end, 10);
-      if (!*v || *end || x < lo) throw_error("option ", a, ": expected an integer >= ", lo, ", got '", v, "'");
-      return x;
-    };
-    if (a == "-m") o.model = next();
-    else if (a == "-n") o.n_tokens = num(1);
-    else if (a == "-c") o.n_ctx = static_cast<int>(num(1));
-    else if (a == "--keep") o.n_keep = static_cast<int>(num(0));
-    else if (a == "--window") o.n_window = static_cast<int>(num(1));
-    else if (a == "--chunk") o.chunk = static_cast<int>(num(1));
-    else if (a == "-t") o.threads = static_cast<int>(num(1));
-    else if (a == "--max-growth-mb") o.max_growth_mb = std::atof(next());
-    else if (a == "--mem-budget") o.mem_budget_mib = static_cast<double>(num(1));
-    else throw_error("unknown option '", a, "' (usage: bench_soak -m MODEL [-n N] [-c CTX] [--keep K] [--window W] ",
-                     "[--chunk C] [-t T] [--max-growth-mb MB] [--mem-budget MIB])");
+  tool::Args args(argc, argv);
+  for (std::string f; args.next(f);) {
+    if (f == "-h" || f == "--help") *early = "help";
+    else if (f == "--version") *early = "version";
+    else if (f == "-m" || f == "--model") o.model = args.value(f);
+    else if (f == "-n") o.n_tokens = static_cast<long>(args.integer(f, 1, 1LL << 40));
+    else if (f == "-c" || f == "--ctx-size") o.n_ctx = args.integer32(f, 1, tool::kMaxContext);
+    else if (f == "--keep") o.n_keep = args.integer32(f, 0, tool::kMaxContext);
+    else if (f == "--window") o.n_window = args.integer32(f, 1, tool::kMaxContext);
+    else if (f == "--chunk") o.chunk = args.integer32(f, 1, tool::kMaxTokens);
+    else if (f == "-t" || f == "--threads") o.threads = std::max(1, tool::threads_flag(args, f));
+    else if (f == "--max-growth-mb") o.max_growth_mb = args.number(f, 0, 1 << 20);
+    else if (f == "--mem-budget") o.mem_budget_bytes = tool::mem_budget_bytes(args, f);
+    else tool::unknown(f);
   }
-  if (o.model.empty()) throw_error("missing -m MODEL (e.g. ../shared/data/models/stories260K.gguf)");
+  args.no_positional();
+  if (early->empty() && o.model.empty()) throw_error("missing -m MODEL (e.g. ../shared/data/models/stories260K.gguf)");
   return o;
 }
 
@@ -69,7 +71,7 @@ double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 int run(const Options& o) {
   LoadOptions lo;
-  lo.mem_budget = static_cast<uint64_t>(o.mem_budget_mib * 1024 * 1024);
+  lo.mem_budget = o.mem_budget_bytes;
   lo.plan.n_ctx = o.n_ctx;
   lo.plan.n_threads = o.threads;
   auto model = LlamaModel::load(o.model, lo);
@@ -119,10 +121,14 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse(argc, argv));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return tool::run([&] {
+    std::string early;
+    const Options o = parse(argc, argv, &early);
+    if (early == "version") return tool::print_version("bench_soak");
+    if (early == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    return run(o);
+  });
 }

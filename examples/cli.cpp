@@ -10,9 +10,10 @@
 
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
-#include <edgellm/model/synthetic.hpp>
-#include <edgellm/runtime/memory_plan.hpp>
+#include <edgellm/model/memory_plan.hpp>
 #include <edgellm/text/chat_template.hpp>
+#include <edgellm/tools/bench_stats.hpp>
+#include <edgellm/tools/synthetic.hpp>
 #include <edgellm/version.hpp>
 
 #include "common.hpp"
@@ -23,12 +24,14 @@ const char* kUsage =
     "usage: edgellm-cli [-m MODEL.gguf] [-p PROMPT] [options]\n"
     "  -m, --model FILE       GGUF model (without it: a synthetic random-weight demo model)\n"
     "  -p, --prompt TEXT      prompt (with --chat: the user message; without -p, --chat reads turns from stdin)\n"
-    "  -n, --n-predict N      tokens to generate (default 128; -1 = until EOS or context full)\n"
-    "  -c, --ctx-size N       context size (default: the model's training context, at most 4096)\n"
+    "  -f, --file FILE        read the prompt from FILE\n"
+    "  -n, --n-predict N      tokens to generate (default 128; -1 = until EOS or the context is full)\n"
+    "  -c, --ctx-size N       context size (default 0 = the model's training context, at most 4096)\n"
     "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
-    "  -t, --threads N        threads (default: all cores)\n"
+    "  -t, --threads N        threads (default 0 = every hardware thread)\n"
     "  --temp X --top-k K --top-p P --min-p P --repeat-penalty X --repeat-last-n N\n"
-    "  --frequency-penalty X --presence-penalty X --seed S   sampling (temp 0 = greedy)\n"
+    "  --frequency-penalty X --presence-penalty X --seed S   sampling (defaults: temp 0.8, top-k 40,\n"
+    "                         top-p 0.95, min-p 0.05, seed 24301; temp 0 = greedy, top-k 0 = off)\n"
     "  --chat                 apply the model's chat template (--chat-template NAME to choose, --system TEXT)\n"
     "  --stop TEXT            stop string (repeatable)\n"
     "  --deadline-ms MS       wall-clock budget: the answer ends before it\n"
@@ -51,103 +54,73 @@ const char* kUsage =
     "  -v, --verbose          print kernels, repacked matrices and memory plan\n"
     "  --version              print the version\n";
 
-std::string mib(double bytes) {
-  char b[32];
-  if (bytes < 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  return b;
-}
-
-bool args_has_window(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--window") return true;
-  return false;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
-    std::string model_path, prompt, chat_template, system_prompt;
+    tool::ModelFlags m;
+    std::string prompt, chat_template, system_prompt;
     bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
     int n_parallel = 1;
-    uint64_t mem_budget = 0;
     edgellm::GenerateParams gp;
     edgellm::SessionParams sp;
     sp.n_ctx = 0;
     gp.sampler.temperature = 0.8f;
     gp.sampler.repeat_penalty = 1.0f;
     for (std::string f; args.next(f);) {
-      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
-      else if (f == "--version") { std::printf("edgellm %s\n", EDGELLM_VERSION_STRING); return 0; }
-      else if (f == "-m" || f == "--model") model_path = args.value(f);
+      if (tool::standard_flag(f, kUsage, "edgellm-cli")) return 0;
+      else if (tool::model_flag(args, f, m)) continue;
       else if (f == "-p" || f == "--prompt") { prompt = args.value(f); have_prompt = true; }
-      else if (f == "-n" || f == "--n-predict") gp.max_tokens = static_cast<int>(args.integer(f));
-      else if (f == "-c" || f == "--ctx-size") sp.n_ctx = static_cast<int>(args.integer(f));
-      else if (f == "-b" || f == "--batch-size") sp.n_batch = static_cast<int>(args.integer(f));
-      else if (f == "-t" || f == "--threads") sp.n_threads = static_cast<int>(args.integer(f));
-      else if (f == "--temp") gp.sampler.temperature = static_cast<float>(args.number(f));
-      else if (f == "--top-k") gp.sampler.top_k = static_cast<int>(args.integer(f));
-      else if (f == "--top-p") gp.sampler.top_p = static_cast<float>(args.number(f));
-      else if (f == "--min-p") gp.sampler.min_p = static_cast<float>(args.number(f));
-      else if (f == "--repeat-penalty") gp.sampler.repeat_penalty = static_cast<float>(args.number(f));
-      else if (f == "--repeat-last-n") gp.sampler.penalty_last_n = static_cast<int>(args.integer(f));
-      else if (f == "--frequency-penalty") gp.sampler.frequency_penalty = static_cast<float>(args.number(f));
-      else if (f == "--presence-penalty") gp.sampler.presence_penalty = static_cast<float>(args.number(f));
-      else if (f == "--seed" || f == "-s") gp.sampler.seed = static_cast<uint64_t>(args.integer(f));
+      else if (f == "-f" || f == "--file") { prompt = tool::read_text_file(args.value(f), f); have_prompt = true; }
+      else if (f == "-n" || f == "--n-predict") gp.max_tokens = args.integer32(f, -1, tool::kMaxTokens);
+      else if (f == "-c" || f == "--ctx-size") sp.n_ctx = tool::ctx_flag(args, f);
+      else if (f == "-b" || f == "--batch-size") sp.n_batch = args.integer32(f, 1, tool::kMaxContext);
+      else if (f == "--temp") gp.sampler.temperature = static_cast<float>(args.number(f, 0, 1e6));
+      else if (f == "--top-k") gp.sampler.top_k = args.integer32(f, 0, 1 << 30);
+      else if (f == "--top-p") gp.sampler.top_p = static_cast<float>(args.number(f, 0, 1));
+      else if (f == "--min-p") gp.sampler.min_p = static_cast<float>(args.number(f, 0, 1));
+      else if (f == "--repeat-penalty") gp.sampler.repeat_penalty = static_cast<float>(args.number(f, 1e-6, 1e6));
+      else if (f == "--repeat-last-n") gp.sampler.penalty_last_n = args.integer32(f, -1, tool::kMaxContext);
+      else if (f == "--frequency-penalty") gp.sampler.frequency_penalty = static_cast<float>(args.number(f, -1e6, 1e6));
+      else if (f == "--presence-penalty") gp.sampler.presence_penalty = static_cast<float>(args.number(f, -1e6, 1e6));
+      else if (f == "--seed" || f == "-s") gp.sampler.seed = static_cast<uint64_t>(args.integer(f, 0, INT64_MAX));
       else if (f == "--chat" || f == "-cnv") chat = true;
       else if (f == "--chat-template") { chat_template = args.value(f); chat = true; }
       else if (f == "--system") system_prompt = args.value(f);
       else if (f == "--stop") gp.stop.push_back(args.value(f));
-      else if (f == "--deadline-ms") gp.deadline_ms = args.number(f);
+      else if (f == "--deadline-ms") gp.deadline_ms = args.number(f, 0, 1e12);
       else if (f == "--ignore-eos") gp.ignore_eos = true;
-      else if (f == "--kv-block") sp.kv_block_size = static_cast<int>(args.integer(f));
-      else if (f == "--kv-type") {
-        const std::string t = args.value(f);
-        if (!edgellm::dtype_from_name(t, &sp.kv_type) ||
-            (sp.kv_type != edgellm::DType::F32 && sp.kv_type != edgellm::DType::F16 && sp.kv_type != edgellm::DType::Q8_0))
-          edgellm::throw_error("--kv-type ", t, ": expected f32, f16 or q8_0");
-      }
-      else if (f == "--kv-recent") sp.kv_recent_f32 = static_cast<int>(args.integer(f));
-      else if (f == "--kv-budget-mb") sp.kv_max_bytes = static_cast<size_t>(args.number(f) * 1024 * 1024);
-      else if (f == "--keep") { sp.n_keep = static_cast<int>(args.integer(f)); have_keep = true; }
-      else if (f == "--window") sp.n_window = static_cast<int>(args.integer(f));
-      else if (f == "--parallel") n_parallel = static_cast<int>(args.integer(f));
+      else if (f == "--kv-block") sp.kv_block_size = args.integer32(f, 1, 1 << 16);
+      else if (f == "--kv-type") sp.kv_type = tool::kv_type_from(args.value(f), f);
+      else if (f == "--kv-recent") sp.kv_recent_f32 = args.integer32(f, 0, tool::kMaxContext);
+      else if (f == "--kv-budget-mb") sp.kv_max_bytes = static_cast<size_t>(args.number(f, 0.001, 1 << 30) * 1024 * 1024);
+      else if (f == "--keep") { sp.n_keep = args.integer32(f, 0, tool::kMaxContext); have_keep = true; }
+      else if (f == "--window") sp.n_window = args.integer32(f, 1, tool::kMaxContext);
+      else if (f == "--parallel") n_parallel = args.integer32(f, 1, 256);
       else if (f == "--timings") timings = true;
       else if (f == "-v" || f == "--verbose") verbose = true;
       else if (f == "--no-repack") repack = false;
-      else if (f == "--mem-budget") mem_budget = tool::mem_budget_bytes(args, f);
       else tool::unknown(f);
     }
-    if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
-    if (sp.n_keep < 0) edgellm::throw_error("--keep must be >= 0, got ", sp.n_keep);
+    args.no_positional();
+    sp.n_threads = m.threads;
     if (have_keep && sp.n_window == 0) edgellm::throw_error("--keep needs --window W (W >= 1)");
-    if (sp.n_window < 0 || (sp.n_window == 0 && args_has_window(argc, argv)))
-      edgellm::throw_error("--window must be >= 1, got ", sp.n_window);
-    if (n_parallel < 1) edgellm::throw_error("--parallel must be >= 1, got ", n_parallel);
     if (n_parallel > 1 && chat) edgellm::throw_error("--parallel is not available with --chat");
 
     edgellm::LoadOptions load;
     load.repack = repack;
-    load.mem_budget = mem_budget;
+    load.mem_budget = m.mem_budget;
     load.plan = edgellm::memory_plan_params(sp, n_parallel);
     std::shared_ptr<const edgellm::LlamaModel> model;
-    if (model_path.empty()) {
+    if (m.path.empty()) {
       std::fprintf(stderr, "edgellm-cli: no -m given: running a synthetic random-weight model (preset 'tiny', "
                            "q8_0), so the output is noise. Try -m ../shared/data/models/stories260K.gguf\n");
       const auto bytes = edgellm::build_synthetic_gguf(edgellm::synthetic_preset("tiny"), edgellm::DType::Q8_0);
       model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"), load);
       if (!have_prompt && !chat) { prompt = "Hello"; have_prompt = true; }
     } else {
-      model = edgellm::LlamaModel::load(model_path, load);
+      model = edgellm::LlamaModel::load(m.path, load);
     }
     const auto& cfg = model->config();
     auto tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
@@ -167,11 +140,11 @@ int main(int argc, char** argv) {
       const double kv_tok = static_cast<double>(probe.bytes_per_token());
       std::fprintf(stderr, "memory plan: weights %s (%s); KV %s %s per token (%d layers x 2 x %d), blocks of %d tokens = %s, "
                            "allocated as tokens arrive: %s at -c %d if full",
-                   mib(static_cast<double>(model->file().file_size())).c_str(), model->file().mapped() ? "mapped" : "in memory",
-                   edgellm::dtype_name(sp.kv_type), mib(kv_tok).c_str(), cfg.n_layer, cfg.kv_dim(), sp.kv_block_size,
-                   mib(static_cast<double>(probe.block_bytes())).c_str(), mib(kv_tok * sp.n_ctx).c_str(), sp.n_ctx);
-      if (probe.shadow_bytes()) std::fprintf(stderr, "; f32 copy of the last %d positions %s per sequence", sp.kv_recent_f32, mib(static_cast<double>(probe.shadow_bytes())).c_str());
-      if (sp.kv_max_bytes) std::fprintf(stderr, "; budget %s", mib(static_cast<double>(sp.kv_max_bytes)).c_str());
+                   tool::format_bytes(static_cast<double>(model->file().file_size())).c_str(), model->file().mapped() ? "mapped" : "in memory",
+                   edgellm::dtype_name(sp.kv_type), tool::format_bytes(kv_tok).c_str(), cfg.n_layer, cfg.kv_dim(), sp.kv_block_size,
+                   tool::format_bytes(static_cast<double>(probe.block_bytes())).c_str(), tool::format_bytes(kv_tok * sp.n_ctx).c_str(), sp.n_ctx);
+      if (probe.shadow_bytes()) std::fprintf(stderr, "; f32 copy of the last %d positions %s per sequence", sp.kv_recent_f32, tool::format_bytes(static_cast<double>(probe.shadow_bytes())).c_str());
+      if (sp.kv_max_bytes) std::fprintf(stderr, "; budget %s", tool::format_bytes(static_cast<double>(sp.kv_max_bytes)).c_str());
       if (sp.n_window) std::fprintf(stderr, "; eviction keeps %d sink + %d recent tokens", sp.n_keep, sp.n_window);
       std::fputc('\n', stderr);
     }
@@ -195,13 +168,13 @@ int main(int argc, char** argv) {
       if ((verbose || timings) && kv_line) {
         const auto& kv = session.kv_cache();
         std::fprintf(stderr, "KV cache: %d blocks in use (%d allocated at peak), %s, %d tokens held, %d evicted\n",
-                     kv.blocks_used(), kv.blocks_allocated(), mib(static_cast<double>(kv.bytes_allocated())).c_str(),
+                     kv.blocks_used(), kv.blocks_allocated(), tool::format_bytes(static_cast<double>(kv.bytes_allocated())).c_str(),
                      session.n_past(), session.n_evicted());
       }
       if (timings)
         std::fprintf(stderr, "timings: ttft %.1f ms, per token p50 %.2f ms p90 %.2f ms p99 %.2f ms, peak RSS %s\n",
-                     r.ttft_ms, percentile(r.token_ms, 50), percentile(r.token_ms, 90), percentile(r.token_ms, 99),
-                     mib(static_cast<double>(r.peak_rss_bytes)).c_str());
+                     r.ttft_ms, edgellm::stats_percentile(r.token_ms, 50), edgellm::stats_percentile(r.token_ms, 90), edgellm::stats_percentile(r.token_ms, 99),
+                     tool::format_bytes(static_cast<double>(r.peak_rss_bytes)).c_str());
     };
 
     if (!chat && n_parallel > 1) {

@@ -1,19 +1,30 @@
-// Shared by the tools in examples/: argument parsing and the tool contract (result on stdout,
-// logs on stderr, exit 0 on success, exit 1 with one "error: ..." line otherwise).
+// Shared by the tools in examples/: argument parsing, the flags several tools take (model, threads,
+// context, KV type, memory budget), byte formatting, and the tool contract (result on stdout, logs
+// on stderr, exit 0 on success, exit 1 with one "error: ..." line otherwise).
 #pragma once
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <edgellm/core/dtype.hpp>
 #include <edgellm/core/error.hpp>
+#include <edgellm/version.hpp>
 
 namespace tool {
 
-// Minimal flag parser: flags with or without a value, checked numbers, unknown flags rejected.
+// Limits shared by every tool that takes the flag.
+constexpr long long kMaxThreads = 1024;
+constexpr long long kMaxContext = 1 << 24;  // tokens
+constexpr long long kMaxTokens = 1 << 24;   // -n and similar counts
+
+// Minimal flag parser: flags with or without a value, numbers range-checked, unknown flags rejected.
 class Args {
  public:
   Args(int argc, char** argv) : argv_(argv + 1, argv + argc) {}
@@ -34,21 +45,32 @@ class Args {
     if (i_ >= argv_.size()) edgellm::throw_error("option ", flag, " needs a value");
     return argv_[i_++];
   }
-  long long integer(const std::string& flag) {
+  // A whole decimal integer in [lo, hi]: anything else (not a number, overflow, out of range) is an
+  // error naming the flag and the range.
+  long long integer(const std::string& flag, long long lo, long long hi) {
     const std::string v = value(flag);
     char* end = nullptr;
+    errno = 0;
     const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end) edgellm::throw_error("option ", flag, ": '", v, "' is not an integer");
+    if (v.empty() || *end || errno == ERANGE || x < lo || x > hi)
+      edgellm::throw_error("option ", flag, ": expected an integer in [", lo, ", ", hi, "], got '", v, "'");
     return x;
   }
-  double number(const std::string& flag) {
+  int integer32(const std::string& flag, long long lo, long long hi) { return static_cast<int>(integer(flag, lo, hi)); }
+  // A finite number in [lo, hi].
+  double number(const std::string& flag, double lo, double hi) {
     const std::string v = value(flag);
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end) edgellm::throw_error("option ", flag, ": '", v, "' is not a number");
+    if (v.empty() || *end || !std::isfinite(x) || x < lo || x > hi)
+      edgellm::throw_error("option ", flag, ": expected a number in [", lo, ", ", hi, "], got '", v, "'");
     return x;
   }
   const std::vector<std::string>& positional() const { return positional_; }
+  // Rejects positional arguments for tools that take none.
+  void no_positional() const {
+    if (!positional_.empty()) edgellm::throw_error("unexpected argument '", positional_[0], "' (see --help)");
+  }
 
  private:
   static bool is_number(const std::string& s) {
@@ -61,12 +83,89 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// -t N: 0 = every hardware thread. More threads than the machine has is allowed (a container may
+// see fewer cores than it can use) but said, since it usually makes a run much slower.
+inline int threads_flag(Args& args, const std::string& flag) {
+  const int n = args.integer32(flag, 0, kMaxThreads);
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw > 0 && unsigned(n) > hw)
+    std::fprintf(stderr, "warning: %s %d is more than the %u hardware threads: expect a slower run\n", flag.c_str(), n, hw);
+  return n;
+}
+
+// -c N: 0 = the model's training context (each tool says its cap in --help).
+inline int ctx_flag(Args& args, const std::string& flag) { return args.integer32(flag, 0, kMaxContext); }
+
+// --kv-type / -ctk / -ctv: the KV cache storage types the paged cache has.
+inline edgellm::DType kv_type_from(const std::string& name, const std::string& flag) {
+  edgellm::DType t = edgellm::DType::F32;
+  if (!edgellm::dtype_from_name(name, &t) ||
+      (t != edgellm::DType::F32 && t != edgellm::DType::F16 && t != edgellm::DType::Q8_0))
+    edgellm::throw_error("option ", flag, ": '", name, "' is not a KV cache type (f32, f16 or q8_0)");
+  return t;
+}
+
 // --mem-budget MIB: a positive number of MiB, as bytes.
 inline uint64_t mem_budget_bytes(Args& args, const std::string& flag) {
-  const double mib = args.number(flag);
-  if (!(mib >= 1 && mib <= 1024.0 * 1024 * 1024))
-    edgellm::throw_error("option ", flag, ": expected MiB in [1, 2^30], got ", mib);
+  const double mib = args.number(flag, 1, 1024.0 * 1024 * 1024);
   return static_cast<uint64_t>(mib * 1024 * 1024);
+}
+
+// Bytes for people: "812 B", "12.3 KiB", "45.6 MiB", "1.23 GiB".
+inline std::string format_bytes(double bytes) {
+  char b[32];
+  if (bytes < 1024.0) std::snprintf(b, sizeof b, "%.0f B", bytes);
+  else if (bytes < 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
+  else if (bytes < 1024.0 * 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  else std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+
+// The whole file, or an error naming it and the flag that gave it (-f PROMPT_FILE and similar).
+inline std::string read_text_file(const std::string& path, const std::string& flag) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) edgellm::throw_error("option ", flag, ": cannot open '", path, "'");
+  std::string s;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) edgellm::throw_error("option ", flag, ": reading '", path, "' failed");
+  return s;
+}
+
+// --version: one line, as every tool prints it.
+inline int print_version(const char* tool_name) {
+  std::printf("%s (edgellm) %s\n", tool_name, EDGELLM_VERSION_STRING);
+  return 0;
+}
+
+// -h / --help and --version, as every tool answers them: prints and returns true when f is one.
+inline bool standard_flag(const std::string& f, const char* usage, const char* tool_name) {
+  if (f == "-h" || f == "--help") {
+    std::fputs(usage, stdout);
+    return true;
+  }
+  if (f == "--version") {
+    print_version(tool_name);
+    return true;
+  }
+  return false;
+}
+
+// The flags of every tool that loads a model: -m / --model, -t / --threads, --mem-budget.
+struct ModelFlags {
+  std::string path;
+  int threads = 0;          // 0: every hardware thread
+  uint64_t mem_budget = 0;  // 0: detected
+};
+// Consumes f when it is one of ModelFlags' flags (and its value); false otherwise.
+inline bool model_flag(Args& args, const std::string& f, ModelFlags& m) {
+  if (f == "-m" || f == "--model") m.path = args.value(f);
+  else if (f == "-t" || f == "--threads") m.threads = threads_flag(args, f);
+  else if (f == "--mem-budget") m.mem_budget = mem_budget_bytes(args, f);
+  else return false;
+  return true;
 }
 
 [[noreturn]] inline void unknown(const std::string& flag) { edgellm::throw_error("unknown option ", flag, " (see --help)"); }

@@ -2,6 +2,7 @@
 // report acc and acc_norm; generation tasks (greedy) one row per budget (--max-tokens / --deadline-ms
 // lists). Every row: requests/s, mean and p90 latency, mean tokens, peak RSS. CSV on stdout.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <edgellm/engine/eval.hpp>
+#include <edgellm/tools/eval_tasks.hpp>
 #include <edgellm/engine/session.hpp>
 #include <edgellm/runtime/memory_stats.hpp>
 #include <edgellm/runtime/timer.hpp>
@@ -34,13 +35,13 @@ const char* kUsage =
 const char* kDefaultTemplate = "Question: {question}\n{hint}Answer:";
 
 struct Options {
-  std::string model, task_file, task, tmpl = kDefaultTemplate, csv;
-  int limit = -1, threads = 0, n_ctx = 0;
+  tool::ModelFlags m;
+  std::string task_file, task, tmpl = kDefaultTemplate, csv;
+  int limit = -1, n_ctx = 0;
   std::vector<int> max_tokens;
   std::vector<double> deadlines;
   std::vector<std::string> stops;
   bool hint = false, verbose = false, stop_given = false;
-  uint64_t mem_budget = 0;
 };
 
 std::string read_file(const std::string& path) {
@@ -51,16 +52,17 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-template <class T, class Parse>
-std::vector<T> parse_list(const std::string& flag, const std::string& v, Parse parse) {
-  std::vector<T> out;
+// A comma list of positive numbers up to hi ("64,256"); integral when `integral`.
+std::vector<double> parse_list(const std::string& flag, const std::string& v, double hi, bool integral) {
+  std::vector<double> out;
   size_t i = 0;
   while (i <= v.size()) {
     const size_t j = std::min(v.find(',', i), v.size());
     const std::string item = v.substr(i, j - i);
     char* end = nullptr;
-    const T x = parse(item.c_str(), &end);
-    if (item.empty() || *end || x <= 0) throw_error("option ", flag, ": '", item, "' is not a positive number");
+    const double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end || !(x > 0 && x <= hi) || (integral && x != std::floor(x)))
+      throw_error("option ", flag, ": '", item, "' is not ", integral ? "an integer" : "a number", " in [1, ", hi, "]");
     out.push_back(x);
     i = j + 1;
   }
@@ -87,7 +89,7 @@ std::string stats_columns(const EvalStats& s) {
 }
 
 int run_mc(const Options& o, const std::vector<Json>& lines, const LlamaModel& model, const Tokenizer& tok, std::FILE* csv) {
-  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
+  ThreadPool pool(o.m.threads > 0 ? o.m.threads : default_thread_count());
   McScorer scorer(model, tok, &pool);
   EvalStats st;
   Timer wall;
@@ -130,7 +132,7 @@ int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<co
     for (double d : dl) budgets.push_back({m, d});
   SessionParams sp;
   sp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model->config().n_ctx_train, 4096);
-  sp.n_threads = o.threads;
+  sp.n_threads = o.m.threads;
   Session sess(model, tok, sp);
   emit(csv, "task,max_tokens,deadline_ms,budget_hint,n,correct,accuracy,mean_tokens_generated,mean_latency_ms,p90_latency_ms,"
                "requests_per_s,peak_rss_mib\n");
@@ -172,28 +174,27 @@ int main(int argc, char** argv) {
     tool::Args args(argc, argv);
     Options o;
     for (std::string f; args.next(f);) {
-      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
-      else if (f == "-m" || f == "--model") o.model = args.value(f);
+      if (tool::standard_flag(f, kUsage, "edgellm-eval")) return 0;
+      else if (tool::model_flag(args, f, o.m)) continue;
       else if (f == "-f" || f == "--file") o.task_file = args.value(f);
       else if (f == "--task") o.task = args.value(f);
-      else if (f == "--limit") o.limit = static_cast<int>(args.integer(f));
-      else if (f == "-t" || f == "--threads") o.threads = static_cast<int>(args.integer(f));
-      else if (f == "-c" || f == "--ctx-size") o.n_ctx = static_cast<int>(args.integer(f));
-      else if (f == "--max-tokens" || f == "-n") o.max_tokens = parse_list<int>(f, args.value(f), [](const char* s, char** e) { return int(std::strtol(s, e, 10)); });
-      else if (f == "--deadline-ms") o.deadlines = parse_list<double>(f, args.value(f), [](const char* s, char** e) { return std::strtod(s, e); });
+      else if (f == "--limit") o.limit = args.integer32(f, 0, INT32_MAX);
+      else if (f == "-c" || f == "--ctx-size") o.n_ctx = tool::ctx_flag(args, f);
+      else if (f == "--max-tokens" || f == "-n") {
+        o.max_tokens.clear();
+        for (double x : parse_list(f, args.value(f), double(tool::kMaxTokens), true)) o.max_tokens.push_back(int(x));
+      } else if (f == "--deadline-ms") o.deadlines = parse_list(f, args.value(f), 1e12, false);
       else if (f == "--budget-hint") o.hint = true;
       else if (f == "--template") o.tmpl = args.value(f);
       else if (f == "--stop") { o.stops.push_back(args.value(f)); o.stop_given = true; }
       else if (f == "--csv") o.csv = args.value(f);
       else if (f == "-v" || f == "--verbose") o.verbose = true;
-      else if (f == "--mem-budget") o.mem_budget = tool::mem_budget_bytes(args, f);
       else tool::unknown(f);
     }
-    if (!args.positional().empty()) throw_error("unexpected argument '", args.positional()[0], "'\n", kUsage);
-    if (o.model.empty()) throw_error("-m MODEL is required\n", kUsage);
+    args.no_positional();
+    if (o.m.path.empty()) throw_error("-m MODEL is required (see --help)");
     if (o.task_file.empty()) throw_error("-f TASK.jsonl is required");
     if (!o.task.empty() && o.task != "mc" && o.task != "gen") throw_error("--task must be mc or gen, got '", o.task, "'");
-    if (o.threads < 0) throw_error("-t must be >= 1, got ", o.threads);
     if (!o.stop_given) o.stops = {"\nQuestion:"};
 
     std::vector<Json> lines = Json::parse_lines(read_file(o.task_file));
@@ -210,10 +211,10 @@ int main(int argc, char** argv) {
       if (!csv) throw_error("file ", o.csv, ": cannot create");
     }
     LoadOptions lo;
-    lo.mem_budget = o.mem_budget;
+    lo.mem_budget = o.m.mem_budget;
     lo.plan.n_ctx = o.n_ctx;  // 0: default_context(), as run_gen's session
-    lo.plan.n_threads = o.threads;
-    std::shared_ptr<const LlamaModel> model = LlamaModel::load(o.model, lo);
+    lo.plan.n_threads = o.m.threads;
+    std::shared_ptr<const LlamaModel> model = LlamaModel::load(o.m.path, lo);
     if (o.verbose) std::fprintf(stderr, "%s", model->weights().describe_residency().c_str());
     auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
     std::fprintf(stderr, "eval: %s, %zu items, task %s\n", o.task_file.c_str(), lines.size(), task.c_str());

@@ -64,50 +64,44 @@ std::string json_string(const std::string& s) {
 int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
-    std::string model_path, prompt, kv_type = "f32";
-    int n = 16, top = 0, threads = 0;
+    tool::ModelFlags m;
+    std::string prompt, kv_type = "f32";
+    int n = 16, top = 0;
     bool have_prompt = false, verbose = false;
-    uint64_t mem_budget = 0;
     for (std::string f; args.next(f);) {
-      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
-      else if (f == "-m" || f == "--model") model_path = args.value(f);
+      if (tool::standard_flag(f, kUsage, "edgellm-logits")) return 0;
+      else if (tool::model_flag(args, f, m)) continue;
       else if (f == "-p" || f == "--prompt") { prompt = args.value(f); have_prompt = true; }
-      else if (f == "-n" || f == "--n-predict") n = static_cast<int>(args.integer(f));
-      else if (f == "--top") top = static_cast<int>(args.integer(f));
-      else if (f == "-t" || f == "--threads") threads = static_cast<int>(args.integer(f));
+      else if (f == "-n" || f == "--n-predict") n = args.integer32(f, 1, tool::kMaxTokens);
+      else if (f == "--top") top = args.integer32(f, 0, 1 << 30);
       else if (f == "--kv-type") kv_type = args.value(f);
-      else if (f == "--mem-budget") mem_budget = tool::mem_budget_bytes(args, f);
       else if (f == "-v" || f == "--verbose") verbose = true;
       else tool::unknown(f);
     }
-    if (model_path.empty()) edgellm::throw_error("-m MODEL is required\n", kUsage);
+    if (m.path.empty()) edgellm::throw_error("-m MODEL is required (see --help)");
     if (!have_prompt) edgellm::throw_error("-p TEXT is required");
-    if (n < 1) edgellm::throw_error("-n must be >= 1, got ", n);
-    edgellm::DType kv_dtype = edgellm::DType::F32;
-    if (!edgellm::dtype_from_name(kv_type, &kv_dtype) ||
-        (kv_dtype != edgellm::DType::F32 && kv_dtype != edgellm::DType::F16 && kv_dtype != edgellm::DType::Q8_0))
-      edgellm::throw_error("--kv-type ", kv_type, ": expected f32, f16 or q8_0");
+    const edgellm::DType kv_dtype = tool::kv_type_from(kv_type, "--kv-type");
 
     // The prompt's tokens first (the vocabulary alone), so the budget can plan KV for exactly them.
     std::vector<int32_t> ptoks;
     {
-      const edgellm::GgufFile vf = edgellm::GgufFile::open(model_path);
+      const edgellm::GgufFile vf = edgellm::GgufFile::open(m.path);
       const edgellm::Tokenizer vt(edgellm::Vocab::from_gguf(vf));
       ptoks = vt.encode(prompt, vt.add_bos(), /*parse_special=*/true);
     }
     if (ptoks.empty()) edgellm::throw_error("the prompt gives no tokens");
     const int n_ctx = static_cast<int>(ptoks.size()) + n;
     edgellm::LoadOptions lo;
-    lo.mem_budget = mem_budget;
+    lo.mem_budget = m.mem_budget;
     lo.plan.n_ctx = n_ctx;
     lo.plan.n_batch = n_ctx;
-    lo.plan.n_threads = threads;
+    lo.plan.n_threads = m.threads;
     lo.plan.kv_type = kv_dtype;
-    auto model = edgellm::LlamaModel::load(model_path, lo);
+    auto model = edgellm::LlamaModel::load(m.path, lo);
     if (verbose) std::fprintf(stderr, "%s%s", model->weights().describe_repack().c_str(), model->weights().describe_residency().c_str());
     const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
     const auto& cfg = model->config();
-    edgellm::ThreadPool pool(threads > 0 ? threads : edgellm::default_thread_count());
+    edgellm::ThreadPool pool(m.threads > 0 ? m.threads : edgellm::default_thread_count());
     edgellm::PagedKvCache kv(model->kv_params(n_ctx, 16, 0, kv_dtype));
     const int seq = kv.create_sequence();
     edgellm::LlamaContext ctx(&pool);

@@ -35,10 +35,10 @@ std::string read_text(const std::string& path) {
 }
 
 struct Options {
-  std::string model, text, kl_base;
-  int n_ctx = 512, chunks = -1, threads = 0;
+  tool::ModelFlags m;
+  std::string text, kl_base;
+  int n_ctx = 512, chunks = -1;
   bool kl_compare = false;
-  uint64_t mem_budget = 0;
 };
 
 int run_perplexity(const Options& o, const LlamaModel& model, const Tokenizer& tok, ThreadPool& pool) {
@@ -135,31 +135,30 @@ int main(int argc, char** argv) {
     tool::Args args(argc, argv);
     Options o;
     for (std::string f; args.next(f);) {
-      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
-      else if (f == "-m" || f == "--model") o.model = args.value(f);
+      if (tool::standard_flag(f, kUsage, "edgellm-perplexity")) return 0;
+      else if (tool::model_flag(args, f, o.m)) continue;
       else if (f == "-f" || f == "--file") o.text = args.value(f);
-      else if (f == "-c" || f == "--ctx-size") o.n_ctx = static_cast<int>(args.integer(f));
-      else if (f == "--chunks") o.chunks = static_cast<int>(args.integer(f));
-      else if (f == "-t" || f == "--threads") o.threads = static_cast<int>(args.integer(f));
+      else if (f == "-c" || f == "--ctx-size") o.n_ctx = args.integer32(f, 4, tool::kMaxContext);
+      else if (f == "--chunks") {
+        o.chunks = args.integer32(f, -1, INT32_MAX);
+        if (o.chunks == 0) throw_error("option --chunks: 0 chunks score nothing (-1 = every chunk of the text)");
+      }
       else if (f == "--kl-divergence-base") o.kl_base = args.value(f);
       else if (f == "--kl-divergence") o.kl_compare = true;
-      else if (f == "--mem-budget") o.mem_budget = tool::mem_budget_bytes(args, f);
       else tool::unknown(f);
     }
-    if (!args.positional().empty()) throw_error("unexpected argument '", args.positional()[0], "'\n", kUsage);
-    if (o.model.empty()) throw_error("-m MODEL is required\n", kUsage);
+    args.no_positional();
+    if (o.m.path.empty()) throw_error("-m MODEL is required (see --help)");
     if (o.kl_compare && o.kl_base.empty()) throw_error("--kl-divergence needs --kl-divergence-base FILE");
     if (!o.kl_compare && o.text.empty()) throw_error("-f TEXT is required");
-    if (o.n_ctx < 4) throw_error("-c must be >= 4, got ", o.n_ctx);
-    if (o.threads < 0) throw_error("-t must be >= 1, got ", o.threads);
 
     LoadOptions lo;
-    lo.mem_budget = o.mem_budget;
+    lo.mem_budget = o.m.mem_budget;
     lo.plan.n_ctx = o.n_ctx;
     lo.plan.n_batch = o.n_ctx;
-    lo.plan.n_threads = o.threads;
-    auto model = LlamaModel::load(o.model, lo);
-    ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
+    lo.plan.n_threads = o.m.threads;
+    auto model = LlamaModel::load(o.m.path, lo);
+    ThreadPool pool(o.m.threads > 0 ? o.m.threads : default_thread_count());
     if (o.kl_compare) return run_kl(o, *model, pool);
     const Tokenizer tok(Vocab::from_gguf(model->file()));
     return run_perplexity(o, *model, tok, pool);

@@ -173,14 +173,14 @@ int main(int argc, char** argv) {
     std::string compare;
     for (std::string f; args.next(f);) {
       if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
+      else if (f == "--version") return tool::print_version("edgellm-quantize");
       else if (f == "--pure") pure = true;
-      else if (f == "--threads" || f == "-t") threads = static_cast<int>(args.integer(f));
+      else if (f == "--threads" || f == "-t") threads = tool::threads_flag(args, f);
       else if (f == "--compare") compare = args.value(f);
       else tool::unknown(f);
     }
     const auto& pos = args.positional();
-    if (pos.size() != 3) edgellm::throw_error("expected IN.gguf OUT.gguf TYPE, got ", pos.size(), " arguments\n", kUsage);
-    if (threads < 0) edgellm::throw_error("--threads must be >= 1, got ", threads);
+    if (pos.size() != 3) edgellm::throw_error("expected IN.gguf OUT.gguf TYPE, got ", pos.size(), " arguments (see --help)");
     if (pos[0] == pos[1]) edgellm::throw_error("OUT.gguf must differ from IN.gguf");
     const QuantMix& mix = quant_mix(pos[2]);
     const GgufFile src = GgufFile::open(pos[0]);

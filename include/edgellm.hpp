@@ -1,5 +1,8 @@
-// edgellm umbrella header: includes every public header. Each also compiles on its own.
-// Layers, bottom up: core, gguf, quant, kernels, runtime, kv / model / text, engine.
+// edgellm umbrella header: includes every library header. Each also compiles on its own.
+// Layers, bottom up: core, runtime, gguf, quant, kernels, kv / text, model, engine; a header
+// includes only its own layer and those below (tests/layers checks it). The tools layer
+// (include/edgellm/tools/: JSON, bench statistics, synthetic models, eval task files) sits on top,
+// is installed too, and is not included here.
 #pragma once
 
 #include "edgellm/version.hpp"
@@ -9,7 +12,11 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/memory.hpp"
 #include "edgellm/core/tensor.hpp"
-#include "edgellm/core/json.hpp"
+
+#include "edgellm/runtime/thread_pool.hpp"
+#include "edgellm/runtime/timer.hpp"
+#include "edgellm/runtime/memory_stats.hpp"
+#include "edgellm/runtime/memory_limit.hpp"
 
 #include "edgellm/gguf/metadata.hpp"
 #include "edgellm/gguf/reader.hpp"
@@ -25,20 +32,17 @@
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/kernels/matmul.hpp"
 
-#include "edgellm/runtime/thread_pool.hpp"
-#include "edgellm/runtime/timer.hpp"
-#include "edgellm/runtime/memory_stats.hpp"
-#include "edgellm/runtime/memory_plan.hpp"
-
 #include "edgellm/kv/paged_kv_cache.hpp"
-#include "edgellm/model/llama_config.hpp"
-#include "edgellm/model/llama_weights.hpp"
-#include "edgellm/model/llama.hpp"
-#include "edgellm/model/synthetic.hpp"
 #include "edgellm/text/vocab.hpp"
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/text/sampler.hpp"
 #include "edgellm/text/chat_template.hpp"
+
+#include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/memory_plan.hpp"
+#include "edgellm/model/weight_stream.hpp"
+#include "edgellm/model/llama_weights.hpp"
+#include "edgellm/model/llama.hpp"
 
 #include "edgellm/engine/session.hpp"
 #include "edgellm/engine/perplexity.hpp"

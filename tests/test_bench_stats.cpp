@@ -4,8 +4,8 @@
 
 #include <edgellm/core/error.hpp>
 #include <edgellm/gguf/reader.hpp>
-#include <edgellm/model/synthetic.hpp>
-#include <edgellm/runtime/bench_stats.hpp>
+#include <edgellm/tools/synthetic.hpp>
+#include <edgellm/tools/bench_stats.hpp>
 #include <edgellm/runtime/thread_pool.hpp>
 
 using namespace edgellm;

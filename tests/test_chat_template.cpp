@@ -8,8 +8,10 @@
 #include <sstream>
 #include <string>
 
-#include "edgellm/core/json.hpp"
+#include "edgellm/tools/json.hpp"
 #include "edgellm/text/chat_template.hpp"
+
+#include "test_util.hpp"
 
 using edgellm::ChatMessage;
 using edgellm::Error;
@@ -22,10 +24,7 @@ constexpr size_t kExpectedRenderings = 72;  // 12 templates x 3 conversations x 
 TEST_CASE("chat templates: byte-identical to llama.cpp (shared data)") {
   const std::string path = std::string(EDGELLM_SHARED_DATA) + "/chat_templates.json";
   std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    MESSAGE("skipped: ", path, " not found");
-    return;
-  }
+  if (!f) EDGELLM_SKIP(path, " not found");
   std::stringstream ss;
   ss << f.rdbuf();
   const Json cases = Json::parse(ss.str());

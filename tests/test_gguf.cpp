@@ -14,10 +14,7 @@
 
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -285,10 +282,7 @@ TEST_CASE("streamed tensor data (provider) equals in-memory data") {
 }
 
 TEST_CASE("shared models: architecture, counts, tensor types and shapes") {
-  if (!dir_exists(kData + "/models")) {
-    MESSAGE("shared data not found at " << kData << ": skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(kData + "/models");
   struct Expect {
     const char* file;
     int64_t dim, layers, heads, kv_heads, ffn;
@@ -341,10 +335,7 @@ TEST_CASE("shared models: architecture, counts, tensor types and shapes") {
 }
 
 TEST_CASE("shared vocab files: tokenizer metadata") {
-  if (!dir_exists(kData + "/vocab")) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(kData + "/vocab");
   const GgufFile spm = GgufFile::open(kData + "/vocab/ggml-vocab-llama-spm.gguf");
   CHECK(spm.get_string("tokenizer.ggml.model") == "llama");
   CHECK(spm.get_string_array("tokenizer.ggml.tokens").size() == 32000);
@@ -361,10 +352,7 @@ TEST_CASE("shared vocab files: tokenizer metadata") {
 }
 
 TEST_CASE("writer copies a real file's metadata and tensors so the reader sees the same file") {
-  if (!dir_exists(kData + "/models")) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(kData + "/models");
   const GgufFile src = GgufFile::open(kData + "/models/stories260K.gguf");
   GgufWriter w;
   w.copy_metadata(src);

@@ -1,4 +1,4 @@
-// Tests for core/json.hpp: strict parsing, numbers, strings/escapes, errors, writer round trips,
+// Tests for tools/json.hpp: strict parsing, numbers, strings/escapes, errors, writer round trips,
 // and the speed of reading a big array of floats (the reference logits files).
 #include <doctest/doctest.h>
 
@@ -9,7 +9,9 @@
 #include <sstream>
 #include <string>
 
-#include "edgellm/core/json.hpp"
+#include "edgellm/tools/json.hpp"
+
+#include "test_util.hpp"
 
 using edgellm::Error;
 using edgellm::Json;
@@ -211,10 +213,7 @@ TEST_CASE("json: 10 MB of float rows (speed is reported, not asserted: timing be
 TEST_CASE("json: shared reference file") {
   const std::string path = std::string(EDGELLM_SHARED_DATA) + "/reference/stories260K.p1.json";
   std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    MESSAGE("skipped: ", path, " not found");
-    return;
-  }
+  if (!f) EDGELLM_SKIP(path, " not found");
   std::stringstream ss;
   ss << f.rdbuf();
   const Json v = Json::parse(ss.str());

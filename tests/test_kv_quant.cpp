@@ -15,10 +15,7 @@
 
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -88,7 +85,7 @@ TEST_CASE("F16 and Q8_0 KV vs F32 KV: top-1 agreement and mean KL-divergence") {
     CAPTURE(name);
     const std::string path = kData + "/models/" + name + ".gguf";
     if (!path_exists(path)) {
-      MESSAGE("shared data not found: skipped ", name);
+      EDGELLM_SKIP_PART("no shared data for ", name);
       continue;
     }
     const auto model = LlamaModel::load(path);

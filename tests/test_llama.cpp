@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <dirent.h>
 #include <fstream>
 #include <sstream>
@@ -12,19 +13,16 @@
 #include <sys/stat.h>
 #include <vector>
 
-#include <edgellm/core/json.hpp>
+#include <edgellm/tools/json.hpp>
 #include <edgellm/gguf/writer.hpp>
 #include <edgellm/model/llama.hpp>
-#include <edgellm/model/synthetic.hpp>
+#include <edgellm/tools/synthetic.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
 #include "packed_stub.hpp"
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -141,10 +139,7 @@ void check_reference(const std::string& name) {
 
 TEST_CASE("logits and greedy tokens match llama.cpp on every reference file") {
   const auto files = reference_files();
-  if (files.empty()) {
-    MESSAGE("shared data not found at " << kData << ": skipped");
-    return;
-  }
+  if (files.empty()) EDGELLM_SKIP("no shared data at ", kData);
   for (const auto& name : files) {
     CAPTURE(name);
     check_reference(name);
@@ -153,10 +148,7 @@ TEST_CASE("logits and greedy tokens match llama.cpp on every reference file") {
 
 TEST_CASE("a batch gives the same logits as feeding tokens one by one") {
   const std::string path = kData + "/models/stories260K.gguf";
-  if (!path_exists(path)) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(path);
   const auto model = LlamaModel::load(path);
   const int n_vocab = model->config().n_vocab;
   const std::vector<int32_t> toks = {1, 403, 407, 261, 378, 383, 286, 261, 280, 294, 300, 301};
@@ -177,10 +169,7 @@ TEST_CASE("a batch gives the same logits as feeding tokens one by one") {
 
 TEST_CASE("bad models and bad batches give Error, and the cache is left as it was") {
   const std::string path = kData + "/models/stories260K.gguf";
-  if (!path_exists(path)) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(path);
   const GgufFile src = GgufFile::open(path);
   auto rewrite = [&](const std::string& drop_tensor, const std::string& key, int64_t value) {
     GgufWriter w;
@@ -280,6 +269,117 @@ TEST_CASE("repacked weights give the logits of the weights read in place, prefil
       }
       CHECK(worst <= kMaxRepackDiff * amax);
       CHECK(sum / double(a.size()) <= kMeanRepackDiff * amax);
+    }
+  }
+}
+
+namespace {
+
+// The committed golden model (tests/data/README.md): the "tiny" preset at Q4_0, written by our
+// writer, so a clone without ../shared/data still checks a forward pass end to end.
+const std::string kGoldenDir = std::string(EDGELLM_SOURCE_DIR) + "/tests/data";
+const std::vector<int32_t> kGoldenPrompt = {1, 17, 42, 99, 311, 7, 256, 480};
+constexpr int kGoldenSteps = 8;  // greedy tokens after the prompt
+constexpr int kGoldenTopK = 8;   // logits kept per row
+
+struct GoldenRun {
+  std::vector<int32_t> greedy;
+  std::vector<std::vector<float>> rows;  // one per prompt position, then one per step but the last
+};
+
+GoldenRun run_golden(const LlamaModel& model) {
+  ThreadPool pool(2);
+  PagedKvCache kv(model.kv_params(static_cast<int>(kGoldenPrompt.size()) + kGoldenSteps));
+  const int seq = kv.create_sequence();
+  LlamaContext ctx(&pool);
+  Batch b;
+  for (size_t i = 0; i < kGoldenPrompt.size(); ++i) b.add(kGoldenPrompt[i], int32_t(i), seq, true);
+  model.forward(ctx, kv, b);
+  const int n_vocab = model.config().n_vocab;
+  GoldenRun g;
+  for (size_t i = 0; i < kGoldenPrompt.size(); ++i) g.rows.emplace_back(ctx.logits(int(i)), ctx.logits(int(i)) + n_vocab);
+  for (int s = 0; s < kGoldenSteps; ++s) {
+    const std::vector<float>& last = g.rows.back();
+    g.greedy.push_back(argmax(last.data(), n_vocab));
+    if (s + 1 == kGoldenSteps) break;
+    b.clear();
+    b.add(g.greedy.back(), int32_t(kGoldenPrompt.size() + size_t(s)), seq, true);
+    model.forward(ctx, kv, b);
+    g.rows.emplace_back(ctx.logits(0), ctx.logits(0) + n_vocab);
+  }
+  return g;
+}
+
+// Indices of the k largest values, largest first.
+std::vector<int> top_k(const std::vector<float>& row, int k) {
+  std::vector<int> idx(row.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return row[size_t(a)] > row[size_t(b)]; });
+  idx.resize(size_t(k));
+  return idx;
+}
+
+}  // namespace
+
+// Regenerate (after a deliberate change of the numbers): EDGELLM_WRITE_GOLDEN=1 ctest -R golden
+// writes the model and its expectations from the scalar reference table (tests/data/README.md).
+TEST_CASE("golden tiny model (committed): top-k logits and greedy tokens on every ISA") {
+  const std::string model_path = kGoldenDir + "/golden-tiny-q4_0.gguf", ref_path = kGoldenDir + "/golden-tiny-q4_0.json";
+  if (std::getenv("EDGELLM_WRITE_GOLDEN")) {
+    const auto bytes = build_synthetic_gguf(synthetic_preset("tiny"), DType::Q4_0);
+    std::ofstream(model_path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    const LlamaModel model(GgufFile::open(model_path), make_kernel_table(Isa::Ref));
+    const GoldenRun g = run_golden(model);
+    Json ref = Json::object(), prompt = Json::array(), greedy = Json::array(), top = Json::array();
+    for (int32_t t : kGoldenPrompt) prompt.push_back(Json(t));
+    for (int32_t t : g.greedy) greedy.push_back(Json(t));
+    for (const auto& row : g.rows) {
+      Json r = Json::array();
+      for (int i : top_k(row, kGoldenTopK)) r.push_back(Json(Json::ArrayT{Json(i), Json(row[size_t(i)])}));
+      top.push_back(std::move(r));
+    }
+    ref.set("made_by", Json("EDGELLM_WRITE_GOLDEN=1, scalar reference kernels"));
+    ref.set("prompt_tokens", std::move(prompt));
+    ref.set("greedy_tokens", std::move(greedy));
+    ref.set("top_k", std::move(top));
+    std::ofstream(ref_path) << ref.dump(1) << "\n";
+    MESSAGE("wrote " << model_path << " and " << ref_path);
+  }
+  REQUIRE(path_exists(model_path));
+  const Json ref = Json::parse(read_file(ref_path));
+  std::vector<int32_t> want_greedy;
+  for (const Json& t : ref["greedy_tokens"].as_array()) want_greedy.push_back(int32_t(t.as_int()));
+  const auto& want_rows = ref["top_k"].as_array();
+  // Each ISA sums in its own order, and a sum that lands on the other side of an activation
+  // quantization step moves later logits by up to ~1 % of the largest (see the repack case above).
+  constexpr float kRelTol = 0.02f;
+  for (Isa isa : available_isas()) {
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    const LlamaModel model(GgufFile::open(model_path), make_kernel_table(isa));
+    const GoldenRun g = run_golden(model);
+    CHECK(g.greedy == want_greedy);
+    REQUIRE(g.rows.size() == want_rows.size());
+    for (size_t r = 0; r < g.rows.size(); ++r) {
+      CAPTURE(r);
+      const auto& want = want_rows[r].as_array();
+      float amax = 0;
+      for (float v : g.rows[r]) amax = std::max(amax, std::fabs(v));
+      const float tol = kRelTol * amax;
+      for (size_t k = 0; k < want.size(); ++k) {
+        const int id = int(want[k].at(0).as_int());
+        const float v = float(want[k].at(1).as_number());
+        CHECK(std::fabs(g.rows[r][size_t(id)] - v) <= tol);
+        // Wherever the reference separates its first k + 1 from the rest by more than the
+        // tolerance, ours has the same first k + 1 (in any order).
+        if (k + 1 < want.size() && v - float(want[k + 1].at(1).as_number()) > 2 * tol) {
+          std::vector<int> ours = top_k(g.rows[r], int(k) + 1), theirs;
+          for (size_t j = 0; j <= k; ++j) theirs.push_back(int(want[j].at(0).as_int()));
+          std::sort(ours.begin(), ours.end());
+          std::sort(theirs.begin(), theirs.end());
+          CHECK(ours == theirs);
+        }
+      }
     }
   }
 }

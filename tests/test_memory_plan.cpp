@@ -8,7 +8,9 @@
 #include "edgellm/engine/session.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
-#include "edgellm/runtime/memory_plan.hpp"
+#include "edgellm/model/memory_plan.hpp"
+
+#include "test_util.hpp"
 
 namespace {
 
@@ -49,10 +51,7 @@ TEST_CASE("parse_meminfo_total reads MemTotal in kB") {
 TEST_CASE("machine_ram_bytes is MemTotal of this machine") {
   std::string dummy;
   struct stat st;
-  if (::stat("/proc/meminfo", &st) != 0) {
-    MESSAGE("no /proc/meminfo: skipped");
-    return;
-  }
+  if (::stat("/proc/meminfo", &st) != 0) EDGELLM_SKIP("no /proc/meminfo");
   const uint64_t ram = edgellm::machine_ram_bytes();
   CHECK(ram >= 64 * kMiB);
   CHECK(ram < (uint64_t(1) << 50));
@@ -143,10 +142,7 @@ TEST_CASE("max_context_that_fits is the largest fitting whole-block context") {
 
 TEST_CASE("weight bytes from the shape equal the tensor bytes of the shared quantized files") {
   std::string f16_path;
-  if (!shared_file("models/tiny-llama-256-F16.gguf", f16_path)) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!shared_file("models/tiny-llama-256-F16.gguf", f16_path)) EDGELLM_SKIP("no shared data at ", edgellm_test::kData);
   const auto f16 = edgellm::GgufFile::open(f16_path);
   const auto cfg = edgellm::LlamaConfig::from_gguf(f16);
   // The shape alone gives the F16 file's tensor list (names and row lengths).
@@ -169,10 +165,7 @@ TEST_CASE("weight bytes from the shape equal the tensor bytes of the shared quan
 
 TEST_CASE("plan of a real model: weights = file size, KV = the model's cache") {
   std::string path;
-  if (!shared_file("models/stories260K.gguf", path)) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!shared_file("models/stories260K.gguf", path)) EDGELLM_SKIP("no shared data at ", edgellm_test::kData);
   const auto model = edgellm::LlamaModel::load(path);
   edgellm::MemoryPlanParams p;
   p.n_ctx = 256;

@@ -17,10 +17,7 @@
 
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -85,12 +82,20 @@ std::vector<std::vector<float>> contiguous_forward(const LlamaModel& m, const st
       const int n_pos = static_cast<int>(p) + 1;
       for (int h = 0; h < c.n_head; ++h) {
         const int kvh = h / c.n_gqa();
-        for (int j = 0; j < n_pos; ++j)
-          scores[static_cast<size_t>(j)] = f.dot_f32(Kl.data() + static_cast<size_t>(j) * KVD + kvh * hd, q.data() + h * hd, hd) * scale;
+        const float* qh = q.data() + h * hd;
+        for (int j = 0; j < n_pos; ++j) {  // scores = K q (plain loops: this is the reference)
+          const float* kj = Kl.data() + static_cast<size_t>(j) * KVD + kvh * hd;
+          float s = 0.0f;
+          for (int i = 0; i < hd; ++i) s += kj[i] * qh[i];
+          scores[static_cast<size_t>(j)] = s * scale;
+        }
         f.softmax(scores.data(), n_pos);
         float* o = att.data() + h * hd;
         std::fill_n(o, hd, 0.0f);
-        for (int j = 0; j < n_pos; ++j) f.axpy(o, scores[static_cast<size_t>(j)], Vl.data() + static_cast<size_t>(j) * KVD + kvh * hd, hd);
+        for (int j = 0; j < n_pos; ++j) {  // o = V^T p
+          const float* vj = Vl.data() + static_cast<size_t>(j) * KVD + kvh * hd;
+          for (int i = 0; i < hd; ++i) o[i] += scores[static_cast<size_t>(j)] * vj[i];
+        }
       }
       mm(L.wo, att.data(), tmp.data());
       for (int i = 0; i < D; ++i) x[i] += tmp[i];
@@ -134,10 +139,7 @@ TEST_CASE("paged attention equals the contiguous reference (F32 KV, block sizes 
   for (const std::string name : {"stories260K", "tiny-llama-256-f32"}) {
     CAPTURE(name);
     const auto model = load_or_skip(name);
-    if (!model) {
-      MESSAGE("shared data not found: skipped");
-      return;
-    }
+    if (!model) EDGELLM_SKIP("no shared data at ", kData);
     const int n_vocab = model->config().n_vocab, n = 150;
     const auto toks = some_tokens(n, n_vocab);
     const auto ref = contiguous_forward(*model, toks);
@@ -159,10 +161,7 @@ TEST_CASE("paged attention equals the contiguous reference (F32 KV, block sizes 
 
 TEST_CASE("fork then continue equals an independent run, and the prefix blocks are shared") {
   const auto model = load_or_skip("tiny-llama-256-f32");
-  if (!model) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!model) EDGELLM_SKIP("no shared data at ", kData);
   const int n_vocab = model->config().n_vocab;
   const auto toks = some_tokens(70, n_vocab);
   const size_t prefix = 40;  // 2 full blocks of 16 + 8
@@ -193,10 +192,7 @@ TEST_CASE("fork then continue equals an independent run, and the prefix blocks a
 
 TEST_CASE("several sequences in one batch give the logits each gives alone") {
   const auto model = load_or_skip("stories260K");
-  if (!model) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!model) EDGELLM_SKIP("no shared data at ", kData);
   const int n_vocab = model->config().n_vocab, n_seq = 4, steps = 20;
   const auto toks = some_tokens(24, n_vocab);
   LlamaContext ctx;
@@ -230,10 +226,7 @@ TEST_CASE("several sequences in one batch give the logits each gives alone") {
 
 TEST_CASE("session: eviction generates past the context in fixed memory (short version of the 40k run)") {
   const auto model = load_or_skip("stories260K");
-  if (!model) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!model) EDGELLM_SKIP("no shared data at ", kData);
   auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
   struct Case {
     int block, keep, window;
@@ -292,10 +285,7 @@ TEST_CASE("session: eviction generates past the context in fixed memory (short v
 
 TEST_CASE("session: prompt longer than the context, context full and budget exhausted without eviction") {
   const auto model = load_or_skip("stories260K");
-  if (!model) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!model) EDGELLM_SKIP("no shared data at ", kData);
   auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
   SessionParams sp;
   sp.n_ctx = 16;
@@ -340,10 +330,7 @@ TEST_CASE("session: prompt longer than the context, context full and budget exha
 
 TEST_CASE("session: --parallel continuations share the prompt blocks and match single runs when greedy") {
   const auto model = load_or_skip("stories260K");
-  if (!model) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  if (!model) EDGELLM_SKIP("no shared data at ", kData);
   auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(model->file()));
   SessionParams sp;
   sp.n_ctx = 256;

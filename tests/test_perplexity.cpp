@@ -10,16 +10,13 @@
 #include <sys/stat.h>
 #include <vector>
 
-#include <edgellm/core/json.hpp>
+#include <edgellm/tools/json.hpp>
 #include <edgellm/engine/perplexity.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -146,10 +143,7 @@ TEST_CASE("KL base file round trip and bad files") {
 
 TEST_CASE("stories260K: PPL over the shared text equals llama.cpp's (perplexity.json)") {
   const std::string data = EDGELLM_SHARED_DATA;
-  if (!path_exists(data + "/reference/perplexity.json")) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(data + "/reference/perplexity.json");
   const Json ref = Json::parse(slurp(data + "/reference/perplexity.json"));
   const int n_ctx = static_cast<int>(ref["n_ctx"].as_int());
   auto model = LlamaModel::load(data + "/models/stories260K.gguf");

@@ -14,6 +14,8 @@
 #include "edgellm/gguf/reader.hpp"
 #include "edgellm/quant/ref.hpp"
 
+#include "test_util.hpp"
+
 using namespace edgellm;
 
 namespace {
@@ -267,10 +269,7 @@ TEST_CASE("dispatch: supported types, function pointers, and errors that name th
 }
 
 TEST_CASE("shared files: llama.cpp's tensors dequantize within bounds, ours are no worse") {
-  if (!shared_data_present()) {
-    MESSAGE("skipped: no shared data at " EDGELLM_SHARED_DATA);
-    return;
-  }
+  if (!shared_data_present()) EDGELLM_SKIP("no shared data at " EDGELLM_SHARED_DATA);
   const std::string dir = std::string(EDGELLM_SHARED_DATA) + "/models/";
   const GgufFile ref = GgufFile::open(dir + "tiny-llama-256-f32.gguf");
   int compared = 0, requantized = 0, identical = 0;

@@ -11,10 +11,7 @@
 
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -187,10 +184,7 @@ TEST_CASE("rows that do not fit K-quant blocks fall back") {
 
 TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") {
   const std::string dir = std::string(EDGELLM_SHARED_DATA) + "/models/";
-  if (!path_exists(dir + "tiny-llama-256-f32.gguf")) {
-    MESSAGE("shared data not found: skipped");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(dir + "tiny-llama-256-f32.gguf");
   const GgufFile src = GgufFile::open(dir + "tiny-llama-256-f32.gguf");
   MixModelInfo info;
   info.n_layer = static_cast<int>(src.get_int("llama.block_count"));

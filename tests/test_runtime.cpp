@@ -10,6 +10,8 @@
 #include "edgellm/runtime/memory_stats.hpp"
 #include "edgellm/runtime/timer.hpp"
 
+#include "test_util.hpp"
+
 namespace {
 constexpr double kSleepMs = 30.0;
 constexpr double kMaxSleepOvershootMs = 2000.0;  // loaded CI machines (2 shared cores, qemu)
@@ -57,10 +59,7 @@ TEST_CASE("memory stats: parses /proc/self/status text") {
 
 TEST_CASE("memory stats: follow an allocation of this process") {
   const edgellm::MemoryStats before = edgellm::memory_stats();
-  if (before.rss_bytes == 0) {
-    MESSAGE("skipped: /proc/self/status not available");
-    return;
-  }
+  if (before.rss_bytes == 0) EDGELLM_SKIP("/proc/self/status not available");
   CHECK(before.peak_rss_bytes >= before.rss_bytes);
   CHECK(before.rss_anon_bytes + before.rss_file_bytes + before.rss_shmem_bytes <= before.rss_bytes + 64 * 1024);
   std::vector<char> block(kTouchBytes);

@@ -12,7 +12,7 @@
 #include <edgellm/engine/session.hpp>
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/model/llama.hpp>
-#include <edgellm/model/synthetic.hpp>
+#include <edgellm/tools/synthetic.hpp>
 #include <edgellm/runtime/memory_stats.hpp>
 #include <edgellm/text/tokenizer.hpp>
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include <edgellm/core/json.hpp>
+#include <edgellm/tools/json.hpp>
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/gguf/writer.hpp>
 #include <edgellm/text/tokenizer.hpp>
@@ -23,10 +23,7 @@
 
 #include "test_util.hpp"
 
-using edgellm_test::dir_exists;
-using edgellm_test::kData;
-using edgellm_test::path_exists;
-using edgellm_test::read_file;
+using namespace edgellm_test;
 
 using namespace edgellm;
 
@@ -83,10 +80,7 @@ bool round_trips_in_llama_cpp(const Tokenizer& t, const std::string& x) {
 
 void run_vocab_file(const std::string& name) {
   const std::string base = kData + "/vocab/" + name;
-  if (!path_exists(base)) {
-    MESSAGE("skipped: ", base, " not found");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(base);
   const Tokenizer tok = load(base);
   const auto cases = read_cases(base + ".inp");
   const auto expected = read_expected(base + ".out");
@@ -116,10 +110,7 @@ TEST_CASE("tokenizer: llama.cpp test vectors, BPE llama-bpe (Llama 3 rules)") {
 
 TEST_CASE("tokenizer: reference prompts (BOS where the vocab adds one, parse_special on)") {
   const std::string dir = kData + "/reference";
-  if (!path_exists(dir)) {
-    MESSAGE("skipped: ", dir, " not found");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(dir);
   // Every <model>.p<N>.json, tokenized with models/<model>.gguf.
   std::vector<std::pair<std::string, std::string>> refs;  // (json, gguf)
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -156,10 +147,7 @@ TEST_CASE("tokenizer: reference prompts (BOS where the vocab adds one, parse_spe
 
 TEST_CASE("tokenizer: special tokens are parsed only with parse_special; BOS/EOG metadata") {
   const std::string path = kData + "/vocab/ggml-vocab-llama-spm.gguf";
-  if (!path_exists(path)) {
-    MESSAGE("skipped: ", path, " not found");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(path);
   const Tokenizer tok = load(path);
   CHECK(tok.bos() == 1);
   CHECK(tok.eos() == 2);
@@ -193,10 +181,7 @@ TEST_CASE("tokenizer: special tokens are parsed only with parse_special; BOS/EOG
 
 TEST_CASE("tokenizer: StreamDecoder holds back split multibyte characters") {
   const std::string dir = kData + "/vocab";
-  if (!path_exists(dir)) {
-    MESSAGE("skipped: ", dir, " not found");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(dir);
   const std::string text = "Führer 🦙 said ½ — 你好, мир 😀!";
   for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
     CAPTURE(name);
@@ -224,10 +209,7 @@ TEST_CASE("tokenizer: StreamDecoder holds back split multibyte characters") {
 
 TEST_CASE("tokenizer: SPM and BPE encode 100 KB texts and 100 KB words (time reported, not asserted)") {
   const std::string dir = kData + "/vocab";
-  if (!path_exists(dir)) {
-    MESSAGE("skipped: ", dir, " not found");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(dir);
   std::string text;
   const std::string para = "The quick brown fox jumps over the lazy dog 1234567; naïve café — 你好!\n";
   while (text.size() < 100 * 1024) text += para;
@@ -247,10 +229,7 @@ TEST_CASE("tokenizer: SPM and BPE encode 100 KB texts and 100 KB words (time rep
 
 TEST_CASE("tokenizer: random bytes never break encode/decode; SPM round-trips ASCII") {
   const std::string dir = kData + "/vocab";
-  if (!path_exists(dir)) {
-    MESSAGE("skipped: ", dir, " not found");
-    return;
-  }
+  EDGELLM_SKIP_WITHOUT(dir);
   uint64_t state = 0x9E3779B97F4A7C15ull;
   auto next = [&state] {  // xorshift64: deterministic across platforms
     state ^= state << 13;

@@ -14,7 +14,7 @@
 
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/model/llama.hpp"
-#include "edgellm/model/synthetic.hpp"
+#include "edgellm/tools/synthetic.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
 #include "packed_stub.hpp"
 

@@ -1,13 +1,13 @@
 // Prints DEPLOY.md's "what fits" tables: weight bytes of known LLaMA shapes at common mixes (the
 // per-tensor rules of edgellm-quantize) and the largest context that fits a 2 GB and a 4 GB board
-// by the plan edgellm-cli -v prints (runtime/memory_plan.hpp). No model files needed.
+// by the plan edgellm-cli -v prints (model/memory_plan.hpp). No model files needed.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "edgellm/runtime/memory_plan.hpp"
+#include "edgellm/model/memory_plan.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <edgellm/gguf/reader.hpp>
-#include <edgellm/model/synthetic.hpp>
+#include <edgellm/tools/synthetic.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
 namespace {

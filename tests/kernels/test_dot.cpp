@@ -4,12 +4,16 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/ref.hpp"
 
 using namespace edgellm;
@@ -83,6 +87,58 @@ double abs_dot_dequantized(DType wt, const void* w, DType at, const void* a, int
   return s;
 }
 
+// Random bytes in every field of every block, then sane F16 scales (random bits can be NaN or inf)
+// and no -128 among q8_0 quants (ggml's quantizers never write it; test_neon's int16 case does).
+// Reaches bit patterns quantizing floats rarely makes: every 6-bit scale, every high bit.
+void set_half(uint8_t* blk, size_t offset, std::mt19937& rng, float lo, float hi) {
+  const uint16_t h = fp32_to_fp16(std::uniform_real_distribution<float>(lo, hi)(rng));
+  std::memcpy(blk + offset, &h, sizeof h);
+}
+std::vector<uint8_t> random_block_rows(std::mt19937& rng, DType t, int n, int nrows, size_t stride) {
+  std::vector<uint8_t> w(stride * size_t(nrows));
+  for (auto& b : w) b = uint8_t(rng());
+  const size_t bb = dtype_block_bytes(t), nb = size_t(n) / dtype_block_size(t);
+  for (int r = 0; r < nrows; ++r) {
+    for (size_t i = 0; i < nb; ++i) {
+      uint8_t* blk = w.data() + stride * size_t(r) + bb * i;
+      switch (t) {
+        case DType::Q4_0: set_half(blk, offsetof(block_q4_0, d), rng, -0.1f, 0.1f); break;
+        case DType::Q5_0: set_half(blk, offsetof(block_q5_0, d), rng, -0.1f, 0.1f); break;
+        case DType::Q4_1:
+          set_half(blk, offsetof(block_q4_1, d), rng, 0.0f, 0.1f);
+          set_half(blk, offsetof(block_q4_1, m), rng, -1.0f, 1.0f);
+          break;
+        case DType::Q5_1:
+          set_half(blk, offsetof(block_q5_1, d), rng, 0.0f, 0.1f);
+          set_half(blk, offsetof(block_q5_1, m), rng, -1.0f, 1.0f);
+          break;
+        case DType::Q8_0: {
+          set_half(blk, offsetof(block_q8_0, d), rng, -0.1f, 0.1f);
+          int8_t* qs = reinterpret_cast<int8_t*>(blk + offsetof(block_q8_0, qs));
+          for (int j = 0; j < 32; ++j) qs[j] = qs[j] == -128 ? int8_t(-127) : qs[j];
+          break;
+        }
+        case DType::Q2_K:
+          set_half(blk, offsetof(block_q2_K, d), rng, 0.0f, 0.1f);
+          set_half(blk, offsetof(block_q2_K, dmin), rng, 0.0f, 0.1f);
+          break;
+        case DType::Q3_K: set_half(blk, offsetof(block_q3_K, d), rng, -0.1f, 0.1f); break;
+        case DType::Q4_K:
+          set_half(blk, offsetof(block_q4_K, d), rng, 0.0f, 0.1f);
+          set_half(blk, offsetof(block_q4_K, dmin), rng, 0.0f, 0.1f);
+          break;
+        case DType::Q5_K:
+          set_half(blk, offsetof(block_q5_K, d), rng, 0.0f, 0.1f);
+          set_half(blk, offsetof(block_q5_K, dmin), rng, 0.0f, 0.1f);
+          break;
+        case DType::Q6_K: set_half(blk, offsetof(block_q6_K, d), rng, -0.1f, 0.1f); break;
+        default: FAIL("random_block_rows: no sanitizer for ", dtype_name(t));
+      }
+    }
+  }
+  return w;
+}
+
 }  // namespace
 
 TEST_CASE("ref dots match a float dot of the dequantized rows") {
@@ -150,6 +206,52 @@ TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref") {
           for (int r = 0; r < nrows; ++r)
             CHECK(std::fabs(out[size_t(r)] - want[size_t(r)]) <= tc.tol * scale[size_t(r)] + 1e-30);
           CHECK(out[size_t(nrows)] == -12345.0f);  // writes exactly nrows results
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref on random block bytes and padded row strides") {
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(7);
+  constexpr size_t kPad = 6;  // row stride not a multiple of the block size nor of 4 bytes (blocks stay 2-aligned)
+  for (Isa isa : available_isas()) {
+    const KernelTable t = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (const TypeCase& tc : kTypes) {
+      if (dtype_block_size(tc.type) == 1) continue;  // float weights: every bit pattern is not a test
+      const TypeKernels& k = t.of(tc.type);
+      const TypeKernels& kr = ref.of(tc.type);
+      const std::string type_s = dtype_name(tc.type);
+      CAPTURE(type_s);
+      const int bs = int(dtype_block_size(tc.type));
+      for (int nb : bs == 32 ? std::vector<int>{1, 2, 3, 7, 8, 9, 12, 33} : std::vector<int>{1, 2, 3, 5}) {
+        const int n = nb * bs;
+        CAPTURE(n);
+        constexpr int kRows = 9;
+        const size_t stride = dtype_row_bytes(tc.type, n) + kPad;
+        const auto w = random_block_rows(rng, tc.type, n, kRows, stride);
+        const auto x = random_floats(rng, n, -3.0f, 3.0f);
+        std::vector<uint8_t> a(dtype_row_bytes(k.vec_dot_type, n));
+        ref.of(k.vec_dot_type).from_float(x.data(), a.data(), n);
+        std::vector<double> want(kRows), scale(kRows);
+        for (int r = 0; r < kRows; ++r) {
+          double unused = 0.0;
+          const uint8_t* row = w.data() + stride * size_t(r);
+          want[size_t(r)] = kr.vec_dot(n, row, a.data());
+          scale[size_t(r)] = abs_dot_dequantized(tc.type, row, k.vec_dot_type, a.data(), n, &unused);
+          CHECK(std::fabs(k.vec_dot(n, row, a.data()) - want[size_t(r)]) <= tc.tol * scale[size_t(r)] + 1e-30);
+        }
+        if (!k.vec_dot_rows) continue;
+        for (int nrows : {1, 2, 3, 4, 5, 6, 7, 9}) {
+          CAPTURE(nrows);
+          std::vector<float> out(size_t(nrows) + 1, -12345.0f);
+          k.vec_dot_rows(n, out.data(), nrows, w.data(), stride, a.data());
+          for (int r = 0; r < nrows; ++r)
+            CHECK(std::fabs(out[size_t(r)] - want[size_t(r)]) <= tc.tol * scale[size_t(r)] + 1e-30);
+          CHECK(out[size_t(nrows)] == -12345.0f);
         }
       }
     }

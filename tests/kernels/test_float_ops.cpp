@@ -15,8 +15,7 @@ using namespace edgellm;
 
 namespace {
 
-constexpr float kMaxRelErrReduce = 1e-5f;   // dot / rmsnorm: summation order differs
-constexpr float kMaxAbsErrElementwise = 1e-6f;  // axpy / scale: one rounding (FMA vs mul+add)
+constexpr float kMaxRelErrReduce = 1e-5f;   // rmsnorm: summation order differs
 constexpr float kMaxRelErrExp = 2e-6f;      // softmax / silu: vector exp vs libm expf
 constexpr float kMaxAbsErrRope = 1e-6f;
 
@@ -49,14 +48,6 @@ TEST_CASE("float helpers of every ISA match the ref") {
     for (int n : kLengths) {
       CAPTURE(n);
       const auto a = randv(rng, n), b = randv(rng, n);
-      float abs_dot = 0.0f;
-      for (int i = 0; i < n; ++i) abs_dot += std::fabs(a[size_t(i)] * b[size_t(i)]);
-
-      CHECK(close_rel(f.dot_f32(a.data(), b.data(), n), r.dot_f32(a.data(), b.data(), n), kMaxRelErrReduce, abs_dot));
-      const auto ah = to_f16(a);
-      CHECK(close_rel(f.dot_f16_f32(ah.data(), b.data(), n), r.dot_f16_f32(ah.data(), b.data(), n), kMaxRelErrReduce,
-                      abs_dot));
-
       {  // rmsnorm, out-of-place and in place
         std::vector<float> o1(a.size()), o2(a.size()), inplace = a;
         f.rmsnorm(o1.data(), a.data(), b.data(), n, 1e-5f);
@@ -66,20 +57,6 @@ TEST_CASE("float helpers of every ISA match the ref") {
           CHECK(close_rel(o1[size_t(i)], o2[size_t(i)], kMaxRelErrReduce, std::fabs(o2[size_t(i)]) + 1e-6f));
           CHECK(inplace[size_t(i)] == o1[size_t(i)]);
         }
-      }
-      {  // axpy, axpy_f16, scale
-        std::vector<float> y1 = b, y2 = b;
-        f.axpy(y1.data(), 0.37f, a.data(), n);
-        r.axpy(y2.data(), 0.37f, a.data(), n);
-        for (int i = 0; i < n; ++i) CHECK(std::fabs(y1[size_t(i)] - y2[size_t(i)]) <= kMaxAbsErrElementwise * 4);
-        y1 = b, y2 = b;
-        f.axpy_f16(y1.data(), -1.5f, ah.data(), n);
-        r.axpy_f16(y2.data(), -1.5f, ah.data(), n);
-        for (int i = 0; i < n; ++i) CHECK(std::fabs(y1[size_t(i)] - y2[size_t(i)]) <= kMaxAbsErrElementwise * 4);
-        y1 = b, y2 = b;
-        f.scale(y1.data(), 0.125f, n);
-        r.scale(y2.data(), 0.125f, n);
-        for (int i = 0; i < n; ++i) CHECK(y1[size_t(i)] == y2[size_t(i)]);
       }
       {  // softmax (with a -inf entry as a causal mask makes) and silu_mul
         std::vector<float> s1 = randv(rng, n, -20.0f, 20.0f);

@@ -1,4 +1,4 @@
-// The prefill GEMM's common weight form (kernels/scalar/unpack_u8.hpp) against each type's
+// The prefill GEMM's common weight form (kernels/layouts/unpack_u8.hpp) against each type's
 // dequantizer, and the GEMM (several tokens) against the GEMV (one token at a time) for shapes
 // the GEMM takes (rows a multiple of 128) with row and token tails; the x86 K-quant scale unpack;
 // matmul_multi (fused Q/K/V, gate/up) against separate matmuls.
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "edgellm/kernels/matmul.hpp"
-#include "edgellm/kernels/scalar/unpack_u8.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
 #include "edgellm/kernels/select.hpp"
 #if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/xsimd/dot_kquants.hpp"
+#include "edgellm/kernels/x86/dot_kquants.hpp"
 #endif
 #include "edgellm/quant/ref.hpp"
 

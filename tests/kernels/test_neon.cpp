@@ -1,6 +1,7 @@
-// NEON kernels (kernels/neon/) against the scalar references: every weight type in both variants
-// (ARMv8.0 and dotprod when the CPU has it), the vector scale unpackers, the q8 quantizers, the
-// float helpers, and the run-time choice of the table. Compiles to one platform check off arm64.
+// What only the NEON kernels (kernels/neon/) need beyond the per-ISA loops of test_dot /
+// test_float_ops (which run the ARMv8.0 and dotprod tables on arm64): int16 sums at the extreme
+// quants, matmul through the table, the vector scale unpackers, the q8 quantizers bit-exact, the
+// exp polynomial, and the run-time choice of the table. Compiles to one platform check off arm64.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,7 +33,6 @@ namespace {
 constexpr double kMaxDotRelErr = 2e-6;      // times sum over blocks of |block result|
 constexpr double kMaxFloatDotRelErr = 1e-5; // times sum of |a_i * b_i|
 constexpr float kMaxExpRelErr = 1e-6f;      // softmax / silu through our exp polynomial
-constexpr float kMaxElemRelErr = 1e-6f;     // rmsnorm, rope, axpy element-wise
 constexpr double kMaxMatmulRelErr = 1e-5;   // matmul outputs vs the ref table, times max |output| + 1
 
 std::mt19937& rng() {
@@ -41,174 +41,7 @@ std::mt19937& rng() {
 }
 float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
 
-// Random bytes for every field, then sane F16 scales (random bits could be NaN/inf).
-template <class Block>
-std::vector<Block> random_blocks(int nb) {
-  std::vector<Block> v(nb);
-  auto* p = reinterpret_cast<uint8_t*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(Block); ++i) p[i] = uint8_t(rng()());
-  return v;
-}
-inline uint16_t rand_half(float lo, float hi) { return fp32_to_fp16(uniform(lo, hi)); }
-
-template <class B> void fix_scales(std::vector<B>& v);
-template <> void fix_scales(std::vector<block_q4_0>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
-template <> void fix_scales(std::vector<block_q5_0>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
-template <> void fix_scales(std::vector<block_q8_0>& v) {
-  for (auto& b : v) {
-    b.d = rand_half(-0.1f, 0.1f);
-    for (auto& q : b.qs) q = int8_t(q == -128 ? -127 : q);
-  }
-}
-template <> void fix_scales(std::vector<block_q4_1>& v) {
-  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.m = rand_half(-1.0f, 1.0f); }
-}
-template <> void fix_scales(std::vector<block_q5_1>& v) {
-  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.m = rand_half(-1.0f, 1.0f); }
-}
-template <> void fix_scales(std::vector<block_q2_K>& v) {
-  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.dmin = rand_half(0.0f, 0.1f); }
-}
-template <> void fix_scales(std::vector<block_q3_K>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
-template <> void fix_scales(std::vector<block_q4_K>& v) {
-  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.dmin = rand_half(0.0f, 0.1f); }
-}
-template <> void fix_scales(std::vector<block_q5_K>& v) {
-  for (auto& b : v) { b.d = rand_half(0.0f, 0.1f); b.dmin = rand_half(0.0f, 0.1f); }
-}
-template <> void fix_scales(std::vector<block_q6_K>& v) { for (auto& b : v) b.d = rand_half(-0.1f, 0.1f); }
-template <> void fix_scales(std::vector<block_q8_K>& v) {
-  for (auto& b : v) {
-    b.d = uniform(-0.05f, 0.05f);
-    for (auto& q : b.qs) q = int8_t(q == -128 ? -127 : q);
-    for (int g = 0; g < 16; ++g) {
-      int s = 0;
-      for (int l = 0; l < 16; ++l) s += b.qs[16 * g + l];
-      b.bsums[g] = int16_t(s);
-    }
-  }
-}
-
-// |m * d8 * sum(q8)| of a block with a min: the two terms of such a block can cancel, so the
-// rounding bound is relative to both, not to their sum.
-template <class W, class A>
-double min_term_mag(const W&, const A&) { return 0.0; }
-template <class W>
-double min_term_mag_q8_0(const W& w, const block_q8_0& a) {
-  int s = 0;
-  for (int8_t q : a.qs) s += q;
-  return std::fabs(double(fp16_to_fp32(w.m)) * fp16_to_fp32(a.d) * s);
-}
-double min_term_mag(const block_q4_1& w, const block_q8_0& a) { return min_term_mag_q8_0(w, a); }
-double min_term_mag(const block_q5_1& w, const block_q8_0& a) { return min_term_mag_q8_0(w, a); }
-
-struct Case {
-  const char* name;
-  VecDotFn ref, v80, dp;
-};
-
-// Checks v80 (and dp when the CPU runs sdot) against ref on random rows of nb blocks.
-template <class W, class A>
-void check_dot(const Case& c, int block, const std::vector<int>& lengths) {
-  for (int nb : lengths) {
-    for (int rep = 0; rep < 3; ++rep) {
-      auto w = random_blocks<W>(nb);
-      auto a = random_blocks<A>(nb);
-      fix_scales(w);
-      fix_scales(a);
-      const int n = nb * block;
-      const float want = c.ref(n, w.data(), a.data());
-      double mag = 0.0;
-      for (int b = 0; b < nb; ++b) mag += std::fabs(c.ref(block, &w[b], &a[b])) + min_term_mag(w[b], a[b]);
-      const double tol = kMaxDotRelErr * (mag + 1e-6);
-      CAPTURE(std::string(c.name));
-      CAPTURE(nb);
-      CHECK(std::fabs(c.v80(n, w.data(), a.data()) - want) <= tol);
-      if (cpu_has_dotprod()) CHECK(std::fabs(c.dp(n, w.data(), a.data()) - want) <= tol);
-    }
-  }
-}
-
-const std::vector<int> kLegacyBlocks = {1, 2, 3, 7, 8, 9, 12, 33};
-const std::vector<int> kKBlocks = {1, 2, 3, 5};
-
-struct RowsCase {
-  const char* name;
-  VecDotFn ref;
-  VecDotRowsFn v80, dp;
-};
-
-// Checks the multi-row kernels against ref row by row: row counts around the unroll (2 or 4),
-// rows padded (stride not a multiple of the block size nor of 4 bytes), every output written.
-template <class W, class A>
-void check_rows(const RowsCase& c, int block, const std::vector<int>& lengths) {
-  constexpr size_t kPad = 6;  // keeps the blocks' 2-byte alignment
-  for (int nb : lengths) {
-    for (int nrows : {1, 2, 3, 4, 5, 6, 7, 9}) {
-      const size_t row_bytes = sizeof(W) * size_t(nb), stride = row_bytes + kPad;
-      std::vector<uint8_t> wbuf(stride * size_t(nrows));
-      std::vector<double> mags(nrows);
-      std::vector<float> want(nrows);
-      auto a = random_blocks<A>(nb);
-      fix_scales(a);
-      for (int r = 0; r < nrows; ++r) {
-        auto w = random_blocks<W>(nb);
-        fix_scales(w);
-        std::memcpy(wbuf.data() + stride * size_t(r), w.data(), row_bytes);
-        want[r] = c.ref(nb * block, w.data(), a.data());
-        for (int b = 0; b < nb; ++b) mags[r] += std::fabs(c.ref(block, &w[b], &a[b])) + min_term_mag(w[b], a[b]);
-      }
-      for (VecDotRowsFn fn : {c.v80, cpu_has_dotprod() ? c.dp : nullptr}) {
-        if (!fn) continue;
-        std::vector<float> got(nrows + 1, -12345.0f);
-        fn(nb * block, got.data(), nrows, wbuf.data(), stride, a.data());
-        CAPTURE(std::string(c.name));
-        CAPTURE(nb);
-        CAPTURE(nrows);
-        CAPTURE(fn == c.dp);
-        for (int r = 0; r < nrows; ++r) {
-          CAPTURE(r);
-          CHECK(std::fabs(got[r] - want[r]) <= kMaxDotRelErr * (mags[r] + 1e-6));
-        }
-        CHECK(got[nrows] == -12345.0f);  // nothing written past the last row
-      }
-    }
-  }
-}
-
 }  // namespace
-
-TEST_CASE("neon: legacy dots match the reference") {
-  check_dot<block_q4_0, block_q8_0>({"q4_0", vec_dot_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_neon, vec_dot_q4_0_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_dot<block_q4_1, block_q8_0>({"q4_1", vec_dot_q4_1_q8_0_ref, vec_dot_q4_1_q8_0_neon, vec_dot_q4_1_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_dot<block_q5_0, block_q8_0>({"q5_0", vec_dot_q5_0_q8_0_ref, vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_dot<block_q5_1, block_q8_0>({"q5_1", vec_dot_q5_1_q8_0_ref, vec_dot_q5_1_q8_0_neon, vec_dot_q5_1_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_dot<block_q8_0, block_q8_0>({"q8_0", vec_dot_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_neon, vec_dot_q8_0_q8_0_dotprod}, 32, kLegacyBlocks);
-}
-
-TEST_CASE("neon: K-quant dots match the reference") {
-  check_dot<block_q2_K, block_q8_K>({"q2_K", vec_dot_q2_K_q8_K_ref, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod}, 256, kKBlocks);
-  check_dot<block_q3_K, block_q8_K>({"q3_K", vec_dot_q3_K_q8_K_ref, vec_dot_q3_K_q8_K_neon, vec_dot_q3_K_q8_K_dotprod}, 256, kKBlocks);
-  check_dot<block_q4_K, block_q8_K>({"q4_K", vec_dot_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_dotprod}, 256, kKBlocks);
-  check_dot<block_q5_K, block_q8_K>({"q5_K", vec_dot_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_neon, vec_dot_q5_K_q8_K_dotprod}, 256, kKBlocks);
-  check_dot<block_q6_K, block_q8_K>({"q6_K", vec_dot_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod}, 256, kKBlocks);
-}
-
-TEST_CASE("neon: multi-row legacy dots match the reference row by row") {
-  check_rows<block_q4_0, block_q8_0>({"q4_0", vec_dot_q4_0_q8_0_ref, vec_dot_rows_q4_0_q8_0_neon, vec_dot_rows_q4_0_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_rows<block_q4_1, block_q8_0>({"q4_1", vec_dot_q4_1_q8_0_ref, vec_dot_rows_q4_1_q8_0_neon, vec_dot_rows_q4_1_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_rows<block_q5_0, block_q8_0>({"q5_0", vec_dot_q5_0_q8_0_ref, vec_dot_rows_q5_0_q8_0_neon, vec_dot_rows_q5_0_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_rows<block_q5_1, block_q8_0>({"q5_1", vec_dot_q5_1_q8_0_ref, vec_dot_rows_q5_1_q8_0_neon, vec_dot_rows_q5_1_q8_0_dotprod}, 32, kLegacyBlocks);
-  check_rows<block_q8_0, block_q8_0>({"q8_0", vec_dot_q8_0_q8_0_ref, vec_dot_rows_q8_0_q8_0_neon, vec_dot_rows_q8_0_q8_0_dotprod}, 32, kLegacyBlocks);
-}
-
-TEST_CASE("neon: multi-row K-quant dots match the reference row by row") {
-  check_rows<block_q2_K, block_q8_K>({"q2_K", vec_dot_q2_K_q8_K_ref, vec_dot_rows_q2_K_q8_K_neon, vec_dot_rows_q2_K_q8_K_dotprod}, 256, kKBlocks);
-  check_rows<block_q3_K, block_q8_K>({"q3_K", vec_dot_q3_K_q8_K_ref, vec_dot_rows_q3_K_q8_K_neon, vec_dot_rows_q3_K_q8_K_dotprod}, 256, kKBlocks);
-  check_rows<block_q4_K, block_q8_K>({"q4_K", vec_dot_q4_K_q8_K_ref, vec_dot_rows_q4_K_q8_K_neon, vec_dot_rows_q4_K_q8_K_dotprod}, 256, kKBlocks);
-  check_rows<block_q5_K, block_q8_K>({"q5_K", vec_dot_q5_K_q8_K_ref, vec_dot_rows_q5_K_q8_K_neon, vec_dot_rows_q5_K_q8_K_dotprod}, 256, kKBlocks);
-  check_rows<block_q6_K, block_q8_K>({"q6_K", vec_dot_q6_K_q8_K_ref, vec_dot_rows_q6_K_q8_K_neon, vec_dot_rows_q6_K_q8_K_dotprod}, 256, kKBlocks);
-}
 
 TEST_CASE("neon: ARMv8.0 int16 pair sums stay exact at the extreme quants") {
   // DotV80 adds two products in int16: -128 weights (allowed in a q8_0 file) against +-127
@@ -311,32 +144,7 @@ TEST_CASE("neon: float-weight dots match the reference") {
     CHECK(std::fabs(vec_dot_f32_f32_neon(n, wf.data(), a.data()) - vec_dot_f32_f32_ref(n, wf.data(), a.data())) <= tol);
     CHECK(std::fabs(vec_dot_f16_f32_neon(n, wh.data(), a.data()) - vec_dot_f16_f32_ref(n, wh.data(), a.data())) <= tol);
     CHECK(std::fabs(vec_dot_bf16_f32_neon(n, wb.data(), a.data()) - vec_dot_bf16_f32_ref(n, wb.data(), a.data())) <= tol);
-    CHECK(std::fabs(dot_f16_f32_neon(wh.data(), a.data(), n) - dot_f16_f32_ref(wh.data(), a.data(), n)) <= tol);
   }
-}
-
-TEST_CASE("neon: Q8_0 KV-cache dot / axpy match the reference and are registered") {
-  for (int nb : {1, 2, 5}) {
-    const int n = nb * QK8_0;
-    auto kv = random_blocks<block_q8_0>(nb);
-    fix_scales(kv);
-    std::vector<float> q(n), r(n), g(n);
-    double mag = 0.0;
-    for (int i = 0; i < n; ++i) {
-      q[i] = uniform(-2, 2);
-      r[i] = g[i] = uniform(-1, 1);
-      mag += std::fabs(q[i] * kv[i / QK8_0].qs[i % QK8_0] * fp16_to_fp32(kv[i / QK8_0].d));
-    }
-    CAPTURE(nb);
-    CHECK(std::fabs(dot_q8_0_f32_neon(kv.data(), q.data(), n) - dot_q8_0_f32_ref(kv.data(), q.data(), n)) <=
-          kMaxFloatDotRelErr * (mag + 1e-6));
-    axpy_q8_0_ref(r.data(), 0.7f, kv.data(), n);
-    axpy_q8_0_neon(g.data(), 0.7f, kv.data(), n);
-    for (int i = 0; i < n; ++i) CHECK(std::fabs(g[i] - r[i]) <= kMaxElemRelErr * 20);
-  }
-  const KernelTable t = make_kernel_table(Isa::Neon);
-  CHECK(bool(t.f.dot_q8_0_f32 == dot_q8_0_f32_neon));
-  CHECK(bool(t.f.axpy_q8_0 == axpy_q8_0_neon));
 }
 
 TEST_CASE("neon: q8_0 / q8_K quantizers are bit-identical to the reference") {
@@ -381,12 +189,10 @@ TEST_CASE("neon: float helpers match the reference") {
   for (int n : {1, 3, 4, 9, 64, 131}) {
     CAPTURE(n);
     std::vector<float> x(n), w(n), up(n);
-    std::vector<uint16_t> xh(n);
     for (int i = 0; i < n; ++i) {
       x[i] = uniform(-20, 20);
       w[i] = uniform(-2, 2);
       up[i] = uniform(-2, 2);
-      xh[i] = fp32_to_fp16(uniform(-2, 2));
     }
     std::vector<float> r = x, g = x;
     rmsnorm_ref(r.data(), x.data(), w.data(), n, 1e-5f);
@@ -400,19 +206,6 @@ TEST_CASE("neon: float helpers match the reference") {
     silu_mul_ref(r.data(), up.data(), n);
     silu_mul_neon(g.data(), up.data(), n);
     CHECK(close_rel(g, r, 4 * kMaxExpRelErr));
-    r = w; g = w;
-    axpy_ref(r.data(), 0.37f, x.data(), n);
-    axpy_neon(g.data(), 0.37f, x.data(), n);
-    for (int i = 0; i < n; ++i) CHECK(std::fabs(g[i] - r[i]) <= kMaxElemRelErr * 20);
-    r = w; g = w;
-    axpy_f16_ref(r.data(), -1.5f, xh.data(), n);
-    axpy_f16_neon(g.data(), -1.5f, xh.data(), n);
-    for (int i = 0; i < n; ++i) CHECK(std::fabs(g[i] - r[i]) <= kMaxElemRelErr * 20);
-    r = x; g = x;
-    scale_ref(r.data(), 0.125f, n);
-    scale_neon(g.data(), 0.125f, n);
-    CHECK(r == g);
-    CHECK(std::fabs(dot_f32_neon(x.data(), w.data(), n) - dot_f32_ref(x.data(), w.data(), n)) <= 1e-4f * 40 * n);
   }
   // softmax keeps exp() finite and maps -inf to 0; exp_f32 over a wide range
   std::vector<float> s = {-INFINITY, 0.0f, 1.0f, -100.0f, 88.0f};

@@ -1,5 +1,5 @@
-// Row-interleaved ("packed") Q4_0 / Q8_0 formats (kernels/scalar/packed.hpp layout): the scalar
-// reference formats (16 and 8 rows), the xsimd table's and the NEON dotprod table's (4 rows),
+// Row-interleaved ("packed") Q4_0 / Q8_0 formats (kernels/layouts/packed_legacy.hpp layout): the scalar
+// reference formats (16 and 8 rows), the x86 table's and the NEON dotprod table's (4 rows),
 // against the unpacked ref vec_dot of each row, for full and partial groups and several token counts; the packer against the layout
 // it documents, and prepare_act against the ref Q8_0 quantizer byte for byte.
 #include <doctest/doctest.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "edgellm/kernels/scalar/dot.hpp"
-#include "edgellm/kernels/scalar/packed.hpp"
+#include "edgellm/kernels/layouts/packed_legacy.hpp"
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/quant/ref.hpp"
 
@@ -36,12 +36,12 @@ std::vector<FormatCase> formats_to_test() {
                             {"ref x16", DType::Q8_0, packed::format_q8_0_ref<16>()},
                             {"ref x8", DType::Q8_0, packed::format_q8_0_ref<8>()}};
 #if EDGELLM_HAS_XSIMD
-  const KernelTable t = make_kernel_table(Isa::Xsimd);
+  const KernelTable t = make_kernel_table(Isa::X86);
   const PackedFormat& q4 = t.packed_of(DType::Q4_0);
   REQUIRE(q4.rows > 0);  // every x86 build has the Q4_0 form
-  v.push_back({std::string("xsimd ") + q4.name, DType::Q4_0, q4});
+  v.push_back({std::string(EDGELLM_X86_LEVEL " ") + q4.name, DType::Q4_0, q4});
   const PackedFormat& q8 = t.packed_of(DType::Q8_0);
-  if (q8.rows > 0) v.push_back({std::string("xsimd ") + q8.name, DType::Q8_0, q8});
+  if (q8.rows > 0) v.push_back({std::string(EDGELLM_X86_LEVEL " ") + q8.name, DType::Q8_0, q8});
 #endif
 #if EDGELLM_HAS_NEON
   if (cpu_has_dotprod()) {  // the x4 forms need sdot; an ARMv8.0 table has none

@@ -1,4 +1,4 @@
-// Row-interleaved K-quant groups (kernels/scalar/packed_kquants.hpp, kernels/xsimd/packed_kquants.hpp,
+// Row-interleaved K-quant groups (kernels/layouts/packed_kquants.hpp, kernels/x86/packed_kquants.hpp,
 // kernels/neon/packed_kquants.hpp): the scalar layouts' GEMM and, when compiled in and the CPU has
 // them, the AVX-512 (x16) and NEON dotprod (x4) GEMMs against the per-row vec_dot_*_q8_K_ref on
 // random rows, partial groups and several token counts; prepare_act's quantization against
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "edgellm/kernels/scalar/dot.hpp"
-#include "edgellm/kernels/scalar/packed_kquants.hpp"
+#include "edgellm/kernels/layouts/packed_kquants.hpp"
 #include "edgellm/kernels/select.hpp"
-#include "edgellm/kernels/xsimd/packed_kquants.hpp"
+#include "edgellm/kernels/x86/packed_kquants.hpp"
 #if EDGELLM_HAS_NEON
 #include "edgellm/kernels/neon/packed_kquants.hpp"
 #endif
@@ -65,8 +65,8 @@ std::vector<TypeCase> type_cases() {
       {DType::Q6_K, vec_dot_q6_K_q8_K_ref, kMaxPackedErrQ6K, EDGELLM_PACKED_REF_FORMS(q6_K)},
   };
 #if defined(EDGELLM_HAS_PACKED_KQUANTS_X16)
-  KernelTable t = make_kernel_table(Isa::Xsimd);
-  register_xsimd_packed_kquants(t);
+  KernelTable t = make_kernel_table(Isa::X86);
+  register_x86_packed_kquants(t);
   for (TypeCase& tc : cases) {
     const PackedFormat& pf = t.packed_of(tc.type);
     REQUIRE(pf.rows == 16);
@@ -224,7 +224,7 @@ TEST_CASE("packed K-quant activations are quantize_row_q8_K_ref's blocks plus th
   std::mt19937 rng(5);
   std::vector<PrepareActFn> preps = {prepare_act_q8_K_packed_ref};
 #if defined(EDGELLM_HAS_PACKED_KQUANTS_X16)
-  preps.push_back(prepare_act_q8_K_packed_xsimd);
+  preps.push_back(prepare_act_q8_K_packed_x86);
 #endif
 #if EDGELLM_HAS_NEON
   preps.push_back(prepare_act_q8_K_packed_neon);  // plain NEON: runs on every arm64 CPU

@@ -190,7 +190,7 @@ inline void release_mapped_pages(const void* p, size_t n) noexcept {
 
 // Tells the kernel that [p, p + n) of a file mapping is read at random (one embedding row per
 // token): no read-ahead. Advisory; errors are ignored. A fault may still map a whole page-cache
-// folio (measured ~180 KiB per random embedding row on the x86 dev VM), not just one page.
+// folio, not just one page (docs/PERF.md, "Kernel constants").
 inline void advise_random_access(const void* p, size_t n) noexcept {
   const uintptr_t page = system_page_size();
   const uintptr_t b = reinterpret_cast<uintptr_t>(p) & ~(page - 1);

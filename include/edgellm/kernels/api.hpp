@@ -32,7 +32,7 @@ struct TypeKernels {
   DType vec_dot_type = DType::F32;     // the activation format vec_dot expects
   FromFloatFn from_float = nullptr;    // to this type (fast variant; used for activations)
   ToFloatFn to_float = nullptr;        // from this type (dequantize a row)
-  const char* variant = "";            // "ref", "xsimd", "neon", "dotprod"
+  const char* variant = "";            // "ref", "avx2" (EDGELLM_X86_LEVEL), "neon", "dotprod"
 };
 
 // A weight type's row-interleaved form, made once at load (model/llama_weights.hpp) where the ISA
@@ -58,24 +58,22 @@ struct PackedFormat {
   void (*gemm)(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) = nullptr;
 };
 
+struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp
+
+// Prefill GEMM over rows in the common u8 form of kernels/layouts/unpack_u8.hpp (weights unpacked
+// once per row tile, activations quantized as the weight type's vec_dot_type), one register tile
+// of `rows` weight rows x `toks` tokens per call: out[c * out_stride + r] = dot(w[r], a[c]);
+// n % 128 == 0. Null where the ISA has none (x86 has it with VNNI); kernels/matmul.hpp drives it.
+struct U8GemmKernel {
+  int rows = 0, toks = 0;
+  void (*tile)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  const char* name = "";  // for -v
+};
+
 // Float helpers used by the transformer. Unless stated, out may alias the first input.
 struct FloatKernels {
   // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]
   void (*rmsnorm)(float* out, const float* x, const float* w, int n, float eps) = nullptr;
-  // sum a[i] * b[i]
-  float (*dot_f32)(const float* a, const float* b, int n) = nullptr;
-  // sum a[i] * b[i], a stored as F16 (KV cache)
-  float (*dot_f16_f32)(const uint16_t* a, const float* b, int n) = nullptr;
-  // y[i] += alpha * x[i]
-  void (*axpy)(float* y, float alpha, const float* x, int n) = nullptr;
-  // y[i] += alpha * x[i], x stored as F16 (KV cache)
-  void (*axpy_f16)(float* y, float alpha, const uint16_t* x, int n) = nullptr;
-  // sum a[i] * b[i], a stored as n / 32 block_q8_0 (KV cache); n a multiple of 32
-  float (*dot_q8_0_f32)(const void* a, const float* b, int n) = nullptr;
-  // y[i] += alpha * x[i], x stored as n / 32 block_q8_0 (KV cache); n a multiple of 32
-  void (*axpy_q8_0)(float* y, float alpha, const void* x, int n) = nullptr;
-  // y[i] *= alpha
-  void (*scale)(float* y, float alpha, int n) = nullptr;
   // in place: x = exp(x - max) / sum; returns nothing, x of length n >= 1
   void (*softmax)(float* x, int n) = nullptr;
   // gate[i] = silu(gate[i]) * up[i]  (silu(v) = v / (1 + exp(-v)))
@@ -93,12 +91,12 @@ struct FloatKernels {
   const char* variant = "";
 };
 
-enum class Isa { Ref, Xsimd, Neon, Dotprod };
+enum class Isa { Ref, X86, Neon, Dotprod };
 
 inline const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Ref: return "ref";
-    case Isa::Xsimd: return "xsimd";
+    case Isa::X86: return EDGELLM_X86_LEVEL;
     case Isa::Neon: return "neon";
     case Isa::Dotprod: return "dotprod";
   }
@@ -109,6 +107,7 @@ struct KernelTable {
   TypeKernels types[kDTypeCount];
   PackedFormat packed[kDTypeCount];  // indexed by the stored weight type
   FloatKernels f;
+  U8GemmKernel u8_gemm;  // prefill of unpacked quantized matrices (tile null: none)
   Isa isa = Isa::Ref;  // the best instruction set this table uses
   // Decode GEMV of unpacked weights: one row per vec_dot call in memory order with software
   // prefetch (kernels/matmul.hpp gemv_stream) instead of vec_dot_rows' interleaved rows.

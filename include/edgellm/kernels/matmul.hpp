@@ -13,8 +13,7 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/kernels/api.hpp"
-#include "edgellm/kernels/scalar/unpack_u8.hpp"
-#include "edgellm/kernels/xsimd/gemm_u8.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
@@ -67,8 +66,8 @@ inline void dot_rows(const TypeKernels& k, const MatmulWeight& w, int64_t r0, in
 
 // Decode GEMV over rows [r0, r1) one row per kernel call, in memory order, each row's successor
 // kStreamAhead bytes further prefetched while it is computed: one sequential stream per thread,
-// which DRAM serves far better than the interleaved streams of a multi-row kernel (measured on
-// x86: a 4-row kernel over a 600 MB matrix ran at ~1/3 of the single-row streaming speed).
+// which DRAM serves far better than the interleaved streams of a multi-row kernel (docs/PERF.md,
+// "Kernel constants").
 inline constexpr size_t kStreamAhead = 2048;
 inline void gemv_stream(const TypeKernels& k, const MatmulWeight& w, int64_t r0, int64_t r1, const void* act,
                         float* out) {
@@ -213,29 +212,32 @@ inline void matmul_packed_prefill(ThreadPool* pool, const MatmulWeight& w, const
   });
 }
 
-// Prefill through the u8 GEMM (kernels/xsimd/gemm_u8.hpp) where the target has VNNI.
+// Prefill through the table's u8 GEMM (KernelTable::u8_gemm) where it has one.
 inline constexpr int64_t kGemmMinTokens = 4;
-inline constexpr int64_t kGemmRowTile = 16;  // rows unpacked together (a multiple of kGemmRows)
+inline constexpr int64_t kGemmRowTile = 16;  // rows unpacked together (a multiple of the tile's rows)
+inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest register tile a table may give
 
-#if EDGELLM_HAS_GEMM_U8
 inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok) {
   const DType act = kt.of(w.type).vec_dot_type;
-  return kt.isa == Isa::Xsimd && n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
-         (act == DType::Q8_0 || act == DType::Q8_K);
+  return kt.u8_gemm.tile != nullptr && n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
+         (act == DType::Q8_0 || act == DType::Q8_K) && kt.of(act).from_float != nullptr;
 }
 
 // y[t, r] for all tokens: activations packed once; each thread unpacks a tile of weight rows
-// and runs every token over it, kGemmToks tokens x kGemmRows rows per register tile.
-inline void matmul_gemm_u8(ThreadPool* pool, const MatmulWeight& w, DType act_type, const float* x, int64_t n_tok,
-                           float* y, MatmulScratch& scratch) {
-  constexpr int64_t R = xs::kGemmRows, C = xs::kGemmToks;
-  static_assert(kGemmRowTile % R == 0, "row tile must hold whole register tiles");
+// and runs every token over it, one register tile (u8_gemm.toks tokens x u8_gemm.rows rows) per call.
+inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, DType act_type,
+                           const float* x, int64_t n_tok, float* y, MatmulScratch& scratch) {
+  const U8GemmKernel& g = kt.u8_gemm;
+  const int64_t R = g.rows, C = g.toks;
+  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0,
+                "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
+  const FromFloatFn quantize = kt.of(act_type).from_float;
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
-  const size_t rb = xs::gemm_row_bytes(n);
+  const size_t rb = u8_gemm_row_bytes(n);
   uint8_t* act = scratch.get(rb * size_t(n_tok_pad));  // [n_tok_pad] GEMM rows
   auto pack = [&](int64_t t0, int64_t t1, int) {
     std::vector<uint8_t> q(dtype_row_bytes(act_type, n));
-    for (int64_t t = t0; t < t1; ++t) xs::gemm_pack_act_row(act_type, x + t * n, n, xs::GemmRow::at(act, n, t), q.data());
+    for (int64_t t = t0; t < t1; ++t) u8_gemm_pack_act_row(act_type, quantize, x + t * n, n, U8GemmRow::at(act, n, t), q.data());
   };
   if (pool) pool->parallel_for(n_tok, pack);
   else pack(0, n_tok, 0);
@@ -251,17 +253,17 @@ inline void matmul_gemm_u8(ThreadPool* pool, const MatmulWeight& w, DType act_ty
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
       for (int64_t r = 0; r < nr; ++r)
-        xs::gemm_pack_weight_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes, n,
-                                 xs::GemmRow::at(wbuf.data(), n, r), s16.data());
+        u8_gemm_pack_weight_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes, n,
+                                U8GemmRow::at(wbuf.data(), n, r), s16.data());
       std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
       for (int64_t t0 = 0; t0 < n_tok_pad; t0 += C) {
-        xs::GemmRow ar[C];
-        for (int64_t c = 0; c < C; ++c) ar[c] = xs::GemmRow::at(act, n, t0 + c);
+        U8GemmRow ar[kGemmMaxTile];
+        for (int64_t c = 0; c < C; ++c) ar[c] = U8GemmRow::at(act, n, t0 + c);
         for (int64_t rr = 0; rr < nr_pad; rr += R) {
-          xs::GemmRow wr[R];
-          for (int64_t r = 0; r < R; ++r) wr[r] = xs::GemmRow::at(wbuf.data(), n, rr + r);
-          float out[C * R];
-          xs::gemm_u8_tile_xsimd(n, wr, ar, out, R);
+          U8GemmRow wr[kGemmMaxTile];
+          for (int64_t r = 0; r < R; ++r) wr[r] = U8GemmRow::at(wbuf.data(), n, rr + r);
+          float out[kGemmMaxTile];
+          g.tile(n, wr, ar, out, size_t(R));
           for (int64_t c = 0; c < C && t0 + c < n_tok; ++c)
             for (int64_t r = 0; r < R && rr + r < nr; ++r) y[(t0 + c) * w.n_out + r0 + rr + r] = out[c * R + r];
         }
@@ -269,10 +271,6 @@ inline void matmul_gemm_u8(ThreadPool* pool, const MatmulWeight& w, DType act_ty
     }
   });
 }
-#else
-inline bool gemm_u8_applies(const KernelTable&, const MatmulWeight&, int64_t) { return false; }
-inline void matmul_gemm_u8(ThreadPool*, const MatmulWeight&, DType, const float*, int64_t, float*, MatmulScratch&) {}
-#endif
 
 }  // namespace detail
 
@@ -298,7 +296,7 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
     return;
   }
   if (detail::gemm_u8_applies(kt, w, n_tok)) {
-    detail::matmul_gemm_u8(pool, w, act_type, x, n_tok, y, scratch);
+    detail::matmul_gemm_u8(kt, pool, w, act_type, x, n_tok, y, scratch);
     return;
   }
 

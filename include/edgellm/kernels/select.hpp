@@ -1,4 +1,4 @@
-// select_kernels(): fills the KernelTable once. x86 SIMD is chosen at compile time (xsimd);
+// select_kernels(): fills the KernelTable once. x86 SIMD (kernels/x86/) is chosen at compile time;
 // on arm64 the dotprod kernels are used directly when the target has dotprod, and in a baseline
 // build chosen at run time from getauxval(AT_HWCAP) & HWCAP_ASIMDDP.
 #pragma once
@@ -8,7 +8,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/scalar/register.hpp"
 #include "edgellm/kernels/neon/register.hpp"
-#include "edgellm/kernels/xsimd/register.hpp"
+#include "edgellm/kernels/x86/register.hpp"
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -34,7 +34,7 @@ inline bool cpu_has_dotprod() {
 inline std::vector<Isa> available_isas() {
   std::vector<Isa> v{Isa::Ref};
 #if EDGELLM_HAS_XSIMD
-  v.push_back(Isa::Xsimd);
+  v.push_back(Isa::X86);
 #endif
 #if EDGELLM_HAS_NEON
   v.push_back(Isa::Neon);
@@ -50,9 +50,9 @@ inline KernelTable make_kernel_table(Isa max_isa) {
   t.isa = Isa::Ref;
   if (max_isa == Isa::Ref) return t;
 #if EDGELLM_HAS_XSIMD
-  if (max_isa == Isa::Xsimd) {
-    register_xsimd_kernels(t);
-    t.isa = Isa::Xsimd;
+  if (max_isa == Isa::X86) {
+    register_x86_kernels(t);
+    t.isa = Isa::X86;
     t.stream_decode = true;
   }
 #endif

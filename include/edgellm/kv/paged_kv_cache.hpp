@@ -16,6 +16,7 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/core/memory.hpp"
+#include "edgellm/kernels/api.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/ref_legacy.hpp"
@@ -352,6 +353,74 @@ class PagedKvCache {
   std::vector<int> refs_;
   std::vector<int> free_;
   std::vector<Seq> seqs_;
+};
+
+// The K or V rows of one KV head of one sequence and layer, read as floats a step of positions at
+// a time, as attention consumes them (S = Q K^T, then O = P V). A step is whole cache blocks, at
+// most max_step_rows positions, never straddling the F32 shadow boundary; rows come from the
+// blocks through to_float (one call per block: a head's rows are back to back in it) or are copied
+// from the shadow. Each read asks for the next step's rows ahead of use, K's last step for V's
+// first: the blocks of a sequence are scattered (paged), so the hardware prefetcher does not run
+// from one into the next.
+class KvHeadReader {
+ public:
+  enum Part { K = 0, V = 1 };
+
+  // Positions [0, n_pos) of sequence seq; to_float converts the cache's row type.
+  KvHeadReader(const PagedKvCache& kv, int seq, int layer, int kv_head, int n_pos, ToFloatFn to_float,
+               int max_step_rows)
+      : kv_(kv), table_(kv.block_table(seq)), seq_(seq), layer_(layer), head_(kv_head), n_pos_(n_pos),
+        n_in_blocks_(std::min(n_pos, kv.shadow_begin(seq))), head_dim_(kv.params().head_dim),
+        step_rows_(kv.block_size() * std::max(1, max_step_rows / kv.block_size())), to_float_(to_float) {}
+
+  int n_pos() const { return n_pos_; }
+  int max_step() const { return step_rows_; }
+  // Positions of the step that starts at j0.
+  int step(int j0) const {
+    return j0 < n_in_blocks_ ? std::min(step_rows_, n_in_blocks_ - j0) : std::min(step_rows_, n_pos_ - j0);
+  }
+  // out [step(j0), head_dim]: the part's rows of the step at j0 as floats; prefetches what comes next.
+  void read(Part part, int j0, float* out) const {
+    const int cnt = step(j0);
+    if (j0 + cnt < n_pos_) prefetch(part, j0 + cnt);
+    else if (part == K) prefetch(V, 0);
+    const size_t hd = static_cast<size_t>(head_dim_);
+    if (j0 < n_in_blocks_) {
+      for_block_runs(j0, cnt, [&](int block, int row, int rows, int at) {
+        to_float_(rows_of(block, part) + size_t(row) * kv_.head_row_bytes(), out + size_t(at) * hd, int64_t(rows) * head_dim_);
+      });
+      return;
+    }
+    for (int r = 0; r < cnt; ++r)
+      std::copy_n(kv_.shadow_row(seq_, layer_, part, j0 + r) + size_t(head_) * hd, hd, out + size_t(r) * hd);
+  }
+
+ private:
+  static constexpr size_t kCacheLine = 64;
+
+  const uint8_t* rows_of(int block, Part part) const { return kv_.head_rows(block, layer_, part, head_); }
+  // fn(block id, first row in it, rows, offset from j0) for the cache-block runs of [j0, j0 + cnt).
+  template <class Fn>
+  void for_block_runs(int j0, int cnt, Fn&& fn) const {
+    const int bs = kv_.block_size();
+    for (int j = j0; j < j0 + cnt;) {
+      const int rows = std::min(bs - j % bs, j0 + cnt - j);
+      fn(table_[static_cast<size_t>(j / bs)], j % bs, rows, j - j0);
+      j += rows;
+    }
+  }
+  void prefetch(Part part, int j0) const {
+    if (j0 >= n_in_blocks_) return;  // the shadow is one contiguous array
+    for_block_runs(j0, step(j0), [&](int block, int row, int rows, int) {
+      const uint8_t* p = rows_of(block, part) + size_t(row) * kv_.head_row_bytes();
+      for (size_t off = 0; off < size_t(rows) * kv_.head_row_bytes(); off += kCacheLine) __builtin_prefetch(p + off);
+    });
+  }
+
+  const PagedKvCache& kv_;
+  const std::vector<int>& table_;
+  int seq_, layer_, head_, n_pos_, n_in_blocks_, head_dim_, step_rows_;
+  ToFloatFn to_float_;
 };
 
 }  // namespace edgellm

@@ -73,7 +73,7 @@ class LlamaContext {
   std::vector<float> up_;      // [n_tok, n_ff]
   std::vector<float> cs_;      // [n_tok, n_rot] rope cos/sin pairs
   std::vector<float> out_in_;  // [n_outputs, n_embd] final-normed rows that need logits
-  std::vector<std::vector<float>> scores_;  // per thread: attention scratch (queries, scores, K/V block, output)
+  std::vector<std::vector<float>> attn_scratch_;  // per thread: attention scratch (queries, scores, K/V block, output)
   std::vector<float> logits_;  // [n_outputs, n_vocab]
   std::vector<float> out_tmp_; // [n_outputs, rows] one row chunk of a streamed output matrix
   int n_outputs_ = 0;
@@ -279,7 +279,7 @@ class LlamaModel {
       rope_table(b.pos[i], ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot);
     }
     const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
-    if (static_cast<int>(ctx.scores_.size()) < n_threads) ctx.scores_.resize(static_cast<size_t>(n_threads));
+    if (static_cast<int>(ctx.attn_scratch_.size()) < n_threads) ctx.attn_scratch_.resize(static_cast<size_t>(n_threads));
     const std::vector<AttnTile> tiles = attention_tiles(b);  // the same for every layer
 
     for (int l = 0; l < c.n_layer; ++l) {
@@ -329,12 +329,14 @@ class LlamaModel {
     if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data());
   }
 
+  // Cache positions per attention step: whole blocks up to this many rows, so the score GEMMs run
+  // on 64-wide slices rather than on one block (docs/PERF.md, "Attention over the paged cache").
+  static constexpr int kAttnStepRows = 64;
+
   // A run of consecutive batch tokens of one sequence at consecutive positions, for one KV head:
   // the unit of attention work (all n_gqa query heads of that KV head, for every token of the run).
-  static constexpr int kAttnStepRows = 64;  // cache positions per attention step (see attention)
-
   struct AttnTile {
-    int i0, n_tok, kvh;
+    int i0, n_tok, kvh;  // first batch token, tokens, KV head
   };
 
   // Splits the batch into runs of up to ~64 / n_gqa tokens (same sequence, positions +1 each;
@@ -376,96 +378,54 @@ class LlamaModel {
     const LlamaConfig& c = cfg_;
     const FloatKernels& f = kt_->f;
     const ToFloatFn to_float = kt_->of(kv.type()).to_float;
-    const int hd = c.head_dim, n_gqa = c.n_gqa(), bs = kv.block_size();
+    const int hd = c.head_dim, n_gqa = c.n_gqa();
     const size_t QD = static_cast<size_t>(c.q_dim());
-    const size_t rb = kv.head_row_bytes();
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // Positions per step: whole cache blocks up to kAttnStepRows rows, so the GEMMs run on 64-wide
-    // score slices instead of one 16-row block (TinyLlama Q4_0 decode at 1920 tokens of context,
-    // 2 threads, x86 VM: attention's samples / the GEMV's 0.55-0.63 -> 0.48-0.50 under perf).
-    // Same sums in the same order as block by block.
-    const int chunk = bs * std::max(1, kAttnStepRows / bs);
     std::atomic<size_t> next{0};
     auto work = [&](int64_t, int64_t, int thread) {
-      std::vector<float>& buf = ctx.scores_[static_cast<size_t>(thread)];
+      std::vector<float>& scratch = ctx.attn_scratch_[static_cast<size_t>(thread)];
       for (size_t ti = next.fetch_add(1, std::memory_order_relaxed); ti < tiles.size();
            ti = next.fetch_add(1, std::memory_order_relaxed)) {
         const AttnTile& tile = tiles[ti];
-        const int s = b.seq[tile.i0], M = tile.n_tok * n_gqa;
-        const int n_max = b.pos[tile.i0 + tile.n_tok - 1] + 1;  // positions the last token sees
-        const int n_blk = std::min(n_max, kv.shadow_begin(s));  // read from the blocks; the rest from the shadow
-        const size_t need = static_cast<size_t>(M) * (2 * hd + n_max) + 2 * static_cast<size_t>(chunk) * hd;
-        if (buf.size() < need) buf.resize(need);
-        float* qt = buf.data();                             // [M, hd] scaled queries
-        float* sc = qt + static_cast<size_t>(M) * hd;       // [M, n_max] scores, then probabilities
-        float* o = sc + static_cast<size_t>(M) * n_max;     // [M, hd] output rows
-        float* rf = o + static_cast<size_t>(M) * hd;        // [chunk, hd] one step's K or V rows in F32
-        float* kt = rf + static_cast<size_t>(chunk) * hd;   // [hd, chunk] its K rows transposed
+        const int M = tile.n_tok * n_gqa;                             // query rows: every head of the group, every token
+        const int n_pos = b.pos[tile.i0 + tile.n_tok - 1] + 1;        // positions the last token sees
+        const KvHeadReader cache(kv, b.seq[tile.i0], l, tile.kvh, n_pos, to_float, kAttnStepRows);
+        const int step_max = cache.max_step();
+        const size_t need = static_cast<size_t>(M) * (2 * hd + n_pos) + 2 * static_cast<size_t>(step_max) * hd;
+        if (scratch.size() < need) scratch.resize(need);
+        float* Q = scratch.data();                            // [M, hd] queries times 1/sqrt(hd)
+        float* S = Q + static_cast<size_t>(M) * hd;           // [M, n_pos] scores, then probabilities
+        float* O = S + static_cast<size_t>(M) * n_pos;        // [M, hd] output rows
+        float* rows = O + static_cast<size_t>(M) * hd;        // [step, hd] one step's K or V rows
+        float* k_t = rows + static_cast<size_t>(step_max) * hd;  // [hd, step] its K rows transposed
         for (int t = 0; t < tile.n_tok; ++t) {
           const float* q = ctx.q_.data() + static_cast<size_t>(tile.i0 + t) * QD + static_cast<size_t>(tile.kvh) * n_gqa * hd;
-          for (int e = 0; e < n_gqa * hd; ++e) qt[static_cast<size_t>(t) * n_gqa * hd + e] = q[e] * scale;
+          for (int e = 0; e < n_gqa * hd; ++e) Q[static_cast<size_t>(t) * n_gqa * hd + e] = q[e] * scale;
         }
-        const std::vector<int>& table = kv.block_table(s);
-        // Steps of whole cache blocks (chunk rows at most) that never straddle the shadow boundary.
-        auto step = [&](int j0) { return j0 < n_blk ? std::min(chunk, n_blk - j0) : std::min(chunk, n_max - j0); };
-        // f(block id, first row in it, rows, offset from j0) for the cache-block runs of a step.
-        auto for_runs = [&](int j0, int cnt, auto&& fn) {
-          for (int j = j0; j < j0 + cnt;) {
-            const int run = std::min(bs - j % bs, j0 + cnt - j);
-            fn(table[static_cast<size_t>(j / bs)], j % bs, run, j - j0);
-            j += run;
-          }
-        };
-        // Rows j0 .. j0 + cnt of K (which = 0) or V (1) in F32 at rf: one conversion call per cache
-        // block (its rows of one head are back to back), or copies from the F32 shadow.
-        auto load_rows = [&](int which, int j0, int cnt) {
-          if (j0 < n_blk) {
-            for_runs(j0, cnt, [&](int blk, int r0, int run, int at) {
-              to_float(kv.head_rows(blk, l, which, tile.kvh) + r0 * rb, rf + static_cast<size_t>(at) * hd, int64_t(run) * hd);
-            });
-            return;
-          }
-          for (int r = 0; r < cnt; ++r)
-            std::copy_n(kv.shadow_row(s, l, which, j0 + r) + tile.kvh * hd, hd, rf + static_cast<size_t>(r) * hd);
-        };
-        // Asks for the cache rows of the step at j0 ahead of use: the blocks of a sequence are
-        // scattered (paged), so the hardware prefetcher does not run from one into the next.
-        auto prefetch_rows = [&](int which, int j0) {
-          if (j0 >= n_blk) return;
-          for_runs(j0, step(j0), [&](int blk, int r0, int run, int) {
-            const uint8_t* p = kv.head_rows(blk, l, which, tile.kvh) + r0 * rb;
-            for (size_t off = 0; off < static_cast<size_t>(run) * rb; off += 64) __builtin_prefetch(p + off);
-          });
-        };
-        // 1. S = Qs K^T, one step of positions at a time
-        for (int j0 = 0; j0 < n_max;) {
-          const int cnt = step(j0);
-          prefetch_rows(0, j0 + cnt);
-          load_rows(0, j0, cnt);
-          f.transpose_f32(rf, cnt, hd, hd, kt, cnt);
-          f.gemm_f32(M, cnt, hd, qt, hd, kt, cnt, sc + j0, n_max, /*accumulate=*/false);
-          j0 += cnt;
+        // 1. S = Q K^T
+        for (int j0 = 0; j0 < n_pos; j0 += cache.step(j0)) {
+          const int cnt = cache.step(j0);
+          cache.read(KvHeadReader::K, j0, rows);
+          f.transpose_f32(rows, cnt, hd, hd, k_t, cnt);
+          f.gemm_f32(M, cnt, hd, Q, hd, k_t, cnt, S + j0, n_pos, /*accumulate=*/false);
         }
-        prefetch_rows(1, 0);
-        // 2. causal softmax per query row; positions a token does not see get probability 0
+        // 2. P = softmax(S) per query row, causal: positions a token does not see get probability 0
         for (int t = 0; t < tile.n_tok; ++t) {
-          const int n_pos = b.pos[tile.i0 + t] + 1;
+          const int seen = b.pos[tile.i0 + t] + 1;
           for (int g = 0; g < n_gqa; ++g) {
-            float* row = sc + static_cast<size_t>(t * n_gqa + g) * n_max;
-            f.softmax(row, n_pos);
-            std::fill(row + n_pos, row + n_max, 0.0f);
+            float* row = S + static_cast<size_t>(t * n_gqa + g) * n_pos;
+            f.softmax(row, seen);
+            std::fill(row + seen, row + n_pos, 0.0f);
           }
         }
         // 3. O = P V
-        for (int j0 = 0; j0 < n_max;) {
-          const int cnt = step(j0);
-          prefetch_rows(1, j0 + cnt);
-          load_rows(1, j0, cnt);
-          f.gemm_f32(M, hd, cnt, sc + j0, n_max, rf, hd, o, hd, /*accumulate=*/j0 > 0);
-          j0 += cnt;
+        for (int j0 = 0; j0 < n_pos; j0 += cache.step(j0)) {
+          const int cnt = cache.step(j0);
+          cache.read(KvHeadReader::V, j0, rows);
+          f.gemm_f32(M, hd, cnt, S + j0, n_pos, rows, hd, O, hd, /*accumulate=*/j0 > 0);
         }
         for (int t = 0; t < tile.n_tok; ++t)
-          std::copy_n(o + static_cast<size_t>(t) * n_gqa * hd, n_gqa * hd,
+          std::copy_n(O + static_cast<size_t>(t) * n_gqa * hd, n_gqa * hd,
                       att + static_cast<size_t>(tile.i0 + t) * QD + static_cast<size_t>(tile.kvh) * n_gqa * hd);
       }
     };

@@ -29,7 +29,7 @@
 #include "edgellm/model/weight_stream.hpp"
 #include "edgellm/quant/ref.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
-#include "edgellm/runtime/memory_plan.hpp"
+#include "edgellm/model/memory_plan.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {

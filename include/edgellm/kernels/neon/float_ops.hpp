@@ -101,20 +101,6 @@ inline void rmsnorm_neon(float* out, const float* x, const float* w, int n, floa
   for (; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-// y, x: [n]; y += alpha * x
-inline void axpy_neon(float* y, float alpha, const float* x, int n) {
-  int i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), alpha));
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-
-// y: [n], x: [n] F16 bits; y += alpha * x
-inline void axpy_f16_neon(float* y, float alpha, const uint16_t* x, int n) {
-  int i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), neon::load_f16x4(x + i), alpha));
-  for (; i < n; ++i) y[i] += alpha * fp16_to_fp32(x[i]);
-}
-
 // y: [n]; y *= alpha
 inline void scale_neon(float* y, float alpha, int n) {
   int i = 0;

@@ -1,5 +1,5 @@
 // Row-interleaved ("packed") Q4_0 / Q8_0 GEMMs for arm64 with dotprod: groups of 4 rows in the
-// layout of kernels/scalar/packed.hpp at R = 4, so one 32-bit NEON lane carries one weight row.
+// layout of kernels/layouts/packed_legacy.hpp at R = 4, so one 32-bit NEON lane carries one weight row.
 // A 16-byte weight vector is one 4-weight "word" of the four rows; `sdot` by element against
 // lane j of the activation (its quants 4j .. 4j+3) adds that word's products into each row's own
 // lane. Compared with the file-layout rows kernels (neon/dot_legacy.hpp) this drops the horizontal
@@ -22,7 +22,7 @@
 
 #include "edgellm/config.hpp"
 #include "edgellm/kernels/api.hpp"
-#include "edgellm/kernels/scalar/packed.hpp"
+#include "edgellm/kernels/layouts/packed_legacy.hpp"
 
 #if EDGELLM_HAS_NEON
 #include "edgellm/kernels/neon/quantize.hpp"

@@ -1,5 +1,5 @@
 // NEON dotprod GEMMs of the row-interleaved K-quant groups at 4 rows (layouts, packers and the oracle
-// in kernels/scalar/packed_kquants.hpp; the AVX-512 forms in kernels/xsimd/packed_kquants.hpp).
+// in kernels/layouts/packed_kquants.hpp; the AVX-512 forms in kernels/x86/packed_kquants.hpp).
 // One int32 lane = one weight row: the by-element sdot (vd.4s += vn.16b . vm.4b[lane]) adds a quad
 // of 4 weights x 4 rows against 4 activation bytes straight into the rows' lanes, so there are no
 // horizontal sums, each sub-block scale is applied to the 4 rows with one vector multiply, and the
@@ -21,7 +21,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/neon/quantize.hpp"
 #include "edgellm/kernels/neon/vdot.hpp"
-#include "edgellm/kernels/scalar/packed_kquants.hpp"
+#include "edgellm/kernels/layouts/packed_kquants.hpp"
 
 // A lambda's body is a function of its own that does not inherit EDGELLM_TARGET_DOTPROD: it must be
 // inlined into the kernel so that its sdot is assembled inside a dotprod function.
@@ -183,8 +183,8 @@ struct Q45K {
   static constexpr int kQuadBytes = 4 * kRows;  // one quad vector: 4 rows x 4 bytes
 
   // Sub-blocks unpacked together: U * T independent sdot chains x 2 (low / high halves) give the
-  // in-order A55 work between dependent sdots (4 cycles apart on llvm-mca's model). Decode q4_K per
-  // super-block on that model: U = 1 393 cycles, U = 2 367, U = 4 404 (register pressure).
+  // in-order A55 work between dependent sdots (4 cycles apart on llvm-mca's model); U = 4 runs out
+  // of registers (docs/PERF.md, "Kernel constants").
   template <int T>
   static constexpr int kU = T >= 2 ? 1 : 2;
 
@@ -475,9 +475,8 @@ struct Q2K {
 
   // Decode (one token): four sub-blocks per step, one sdot chain each (sdot_4chains: four chains of
   // four, round-robin), so no chain is split in two and merged again: per sub-block one zeroing and
-  // no add, against two zeroings and an add when two sub-blocks make the four chains. llvm-mca
-  // (g++ 12, -mcpu=cortex-a55): 385 -> 355 cycles per super-block of 4 rows (g++ now spills ~16
-  // vectors per super-block; splitting the asm into two halves to shorten live ranges: 360).
+  // no add, against two zeroings and an add when two sub-blocks make the four chains (fewer
+  // cycles on llvm-mca's A55 model despite g++'s spills: docs/PERF.md, "Kernel constants").
   static EDGELLM_NEON_INLINE void decode_steps(const uint8_t* sb, const PackedActQ8K* x, uint8x16_t m2, uint16x8_t m4,
                                                int32x4_t& is_lo, int32x4_t& is_hi, int32x4_t& ms_lo,
                                                int32x4_t& ms_hi, const int32x4_t (&bs)[2]) {
@@ -628,7 +627,7 @@ struct Q3K {
   static constexpr int kOffsetShift = 2;      // stored quant = q3 + 4
 
   // The eight quad vectors v0..v7 of a pair (quads 0..3 of sub-block 2p, then 2p + 1) from its
-  // vectors a, b, c (layout in scalar/packed_kquants.hpp): six are an AND (and a shift), v6 / v7 put
+  // vectors a, b, c (layout in layouts/packed_kquants.hpp): six are an AND (and a shift), v6 / v7 put
   // their bit 2 from c under the two bits of a / b by a shift-insert.
   static EDGELLM_NEON_INLINE void quads(const uint8_t* pair, int8x16_t (&q0)[4], int8x16_t (&q1)[4]) {
     const uint8x16_t m7 = vdupq_n_u8(7);
@@ -807,13 +806,16 @@ inline void prepare_act_q8_K_packed_neon(const float* x, int64_t n_in, void* dst
   prepare_act_q8_K_packed<quantize_row_q8_K_neon>(x, n_in, dst);
 }
 
-// Sets t.packed_of(Q2_K .. Q6_K) to the 4-row dotprod forms (kernels/scalar/packed_kquants.hpp
+// Sets t.packed_of(Q2_K .. Q6_K) to the 4-row dotprod forms (kernels/layouts/packed_kquants.hpp
 // layouts). Only on a CPU that executes sdot (the caller checks cpu_has_dotprod()).
 inline void register_neon_packed_kquants(KernelTable& t) {
   using namespace neon::pkq;
-  set_packed_kquant_forms<kRows>(t, {"q2_Kx4", "q3_Kx4", "q4_Kx4", "q5_Kx4", "q6_Kx4"},
-                                 {gemm<Q2K>, gemm<Q3K>, gemm<Q45K<false>>, gemm<Q45K<true>>, gemm<Q6K>},
-                                 prepare_act_q8_K_packed_neon);
+  constexpr auto prep = prepare_act_q8_K_packed_neon;
+  set_packed_kquant_form<kRows>(t, DType::Q2_K, "q2_Kx4", gemm<Q2K>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q3_K, "q3_Kx4", gemm<Q3K>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q4_K, "q4_Kx4", gemm<Q45K<false>>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q5_K, "q5_Kx4", gemm<Q45K<true>>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q6_K, "q6_Kx4", gemm<Q6K>, prep);
 }
 
 }  // namespace edgellm

@@ -71,17 +71,11 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
 
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm_neon;
-  f.dot_f32 = dot_f32_neon;
-  f.dot_f16_f32 = dot_f16_f32_neon;
-  f.axpy = axpy_neon;
-  f.axpy_f16 = axpy_f16_neon;
-  f.scale = scale_neon;
   f.softmax = softmax_neon;
   f.silu_mul = silu_mul_neon;
   f.rope = rope_neon;
   f.gemm_f32 = gemm_f32_neon;
   f.transpose_f32 = transpose_f32_neon;
-  register_neon_kv_kernels(f);  // Q8_0 KV cache (kernels/neon/kv_ops.hpp)
   f.variant = "neon";
 }
 

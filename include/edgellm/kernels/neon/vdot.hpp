@@ -63,16 +63,14 @@ EDGELLM_NEON_INLINE int32x4_t sdot_lane_s32(int32x4_t acc, int8x16_t w, int8x16_
 // c1 += sum_j wa[4 + j] . ya1[lane j], c2 / c3 likewise from wb, yb0, yb1 (j = 0..3). The A55 issues
 // an sdot per cycle but a dependent one 4 cycles later, so four interleaved chains keep it busy;
 // with g++ one asm statement, because g++ 12 (its A55 tuning has no sdot latency) schedules each
-// chain back to back whatever the source order (llvm-mca: q4_0 x4 decode 121 -> 92 cycles per pair
-// of blocks, q2_K 126 -> 96 per 256 weights and row).
+// chain back to back whatever the source order (docs/PERF.md, "Kernel constants").
 // The packed kernels pass e.g. two blocks of one token, or one block (wa == wb) of two tokens.
 EDGELLM_NEON_INLINE void sdot_4chains(int32x4_t& c0, int32x4_t& c1, int32x4_t& c2, int32x4_t& c3,
                                       const int8x16_t wa[8], const int8x16_t wb[8], int8x16_t ya0, int8x16_t ya1,
                                       int8x16_t yb0, int8x16_t yb1) {
 #if defined(__clang__)
   // clang's scheduler models the A55's sdot latency and interleaves these itself (and around them
-  // the loads and unpacking, which one asm statement would pin): llvm-mca, packed x4 q4_K decode
-  // 57 cycles / 256 weights / row from the intrinsics against 123 from the asm form.
+  // the loads and unpacking, which one asm statement would pin), so clang gets the intrinsics.
   c0 = sdot_lane_s32<0>(c0, wa[0], ya0);
   c1 = sdot_lane_s32<0>(c1, wa[4], ya1);
   c2 = sdot_lane_s32<0>(c2, wb[0], yb0);

@@ -19,56 +19,6 @@ inline void rmsnorm_ref(float* out, const float* x, const float* w, int n, float
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-// a, b: [n]
-inline float dot_f32_ref(const float* a, const float* b, int n) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// a: [n] F16 bits (KV cache), b: [n]
-inline float dot_f16_f32_ref(const uint16_t* a, const float* b, int n) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += fp16_to_fp32_ref(a[i]) * b[i];
-  return sum;
-}
-
-// y, x: [n]; y += alpha * x
-inline void axpy_ref(float* y, float alpha, const float* x, int n) {
-  for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
-// y: [n], x: [n] F16 bits (KV cache); y += alpha * x
-inline void axpy_f16_ref(float* y, float alpha, const uint16_t* x, int n) {
-  for (int i = 0; i < n; ++i) y[i] += alpha * fp16_to_fp32_ref(x[i]);
-}
-
-// a: [n / 32] block_q8_0 (KV cache), b: [n], n a multiple of 32. One float sum per block, scaled once.
-inline float dot_q8_0_f32_ref(const void* a, const float* b, int n) {
-  const block_q8_0* x = static_cast<const block_q8_0*>(a);
-  float sum = 0.0f;
-  for (int i = 0; i < n / QK8_0; ++i, b += QK8_0) {
-    float s = 0.0f;
-    for (int j = 0; j < QK8_0; ++j) s += float(x[i].qs[j]) * b[j];
-    sum += s * fp16_to_fp32_ref(x[i].d);
-  }
-  return sum;
-}
-
-// y: [n], x: [n / 32] block_q8_0 (KV cache), n a multiple of 32; y += alpha * x
-inline void axpy_q8_0_ref(float* y, float alpha, const void* x, int n) {
-  const block_q8_0* b = static_cast<const block_q8_0*>(x);
-  for (int i = 0; i < n / QK8_0; ++i, y += QK8_0) {
-    const float a = alpha * fp16_to_fp32_ref(b[i].d);
-    for (int j = 0; j < QK8_0; ++j) y[j] += a * float(b[i].qs[j]);
-  }
-}
-
-// y: [n]; y *= alpha
-inline void scale_ref(float* y, float alpha, int n) {
-  for (int i = 0; i < n; ++i) y[i] *= alpha;
-}
-
 // x: [n], n >= 1, in place. Subtracting the max keeps exp() finite; -inf entries become 0.
 inline void softmax_ref(float* x, int n) {
   float mx = x[0];

@@ -39,13 +39,6 @@ inline void register_ref_kernels(KernelTable& t) {
   }
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm_ref;
-  f.dot_f32 = dot_f32_ref;
-  f.dot_f16_f32 = dot_f16_f32_ref;
-  f.axpy = axpy_ref;
-  f.axpy_f16 = axpy_f16_ref;
-  f.dot_q8_0_f32 = dot_q8_0_f32_ref;
-  f.axpy_q8_0 = axpy_q8_0_ref;
-  f.scale = scale_ref;
   f.softmax = softmax_ref;
   f.silu_mul = silu_mul_ref;
   f.rope = rope_ref;

@@ -1,4 +1,4 @@
-// x86 kernels over the row-interleaved Q4_0 / Q8_0 layout of kernels/scalar/packed.hpp: one 32-bit
+// x86 kernels over the row-interleaved Q4_0 / Q8_0 layout of kernels/layouts/packed_legacy.hpp: one 32-bit
 // lane per weight row, so a block costs 8 u8 x s8 4-way dots per token for all rows of the group,
 // then one int->float convert and one FMA — no horizontal sums, one sequential stream per group.
 // 16 rows (64-byte vectors) with AVX-512 VNNI, else 8 rows with AVX2 (VNNI or maddubs). A register
@@ -14,9 +14,9 @@
 #include <cstring>
 
 #include "edgellm/kernels/api.hpp"
-#include "edgellm/kernels/scalar/packed.hpp"
-#include "edgellm/kernels/xsimd/common.hpp"
-#include "edgellm/kernels/xsimd/quantize.hpp"
+#include "edgellm/kernels/layouts/packed_legacy.hpp"
+#include "edgellm/kernels/x86/common.hpp"
+#include "edgellm/kernels/x86/quantize.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)  // g++ 12's false positive inside <immintrin.h>, as in gemm_u8.hpp
 #pragma GCC diagnostic push
@@ -85,19 +85,15 @@ struct PackedVec {
 #endif
 
 // Tokens per register tile: T float accumulators + 8 weight vectors + one token's two int sums fit
-// the 32 AVX-512 registers with T = 8 (measured on the 2-vCPU Xeon dev VM, one thread, 64-token GEMM
-// 2048 x 2048, best of 200: q4_0 171 -> 199 GOP/s and q8_0 181 -> 203 going from 4 to 8 tokens);
-// AVX2 (16 registers) takes 2.
+// the 32 AVX-512 registers with T = 8 (faster than 4: docs/PERF.md, "Kernel constants"); AVX2
+// (16 registers) takes 2.
 inline constexpr int kPackedTileToks = PackedVec::kRows == 16 ? 8 : 2;
 
-// Software prefetch distance in the group stream: every line of the block this far ahead. 2 KB
-// measured ~20% faster than the hardware prefetcher alone from L3; from DRAM (256 MiB matrix, one
-// thread, best of 8 on the 2-vCPU dev VM) 4 KB beat 2 KB (q4_0x16 9.8 -> 10.8 GB/s, q8_0x16 10.9 ->
-// 12.1) and 8 KB was no better. Prefetching past the group's end is harmless.
+// Software prefetch distance in the group stream: every line of the block this far ahead into L1,
+// and a second, farther prefetch into L2 that keeps more DRAM reads in flight than the L1 fill
+// buffers allow (distances chosen by measurement: docs/PERF.md, "Kernel constants"). Prefetching
+// past the group's end is harmless.
 inline constexpr size_t kPrefetchBytes = 4096;
-// A second, farther prefetch into L2 keeps more DRAM reads in flight than the L1 one alone (the
-// L1 fill buffers cap it): DRAM-fed GEMV, 256 MiB, best of 8, three interleaved rounds, 2 threads
-// q4_0x16 22.0-22.7 -> 23.2-25.9 GB/s, q8_0x16 23.8-24.4 -> 25.8-28.2; 1 thread +5-15 %.
 inline constexpr size_t kPrefetchL2Bytes = 16384;
 
 // The 8 words of block b as vectors (lane r = weights 4j .. 4j+3 of row r). kX16: the odd (high
@@ -186,17 +182,17 @@ inline void packed_gemm(int64_t n_in, const void* group, const void* act, int nt
 }  // namespace xs
 
 // Fills packed_of(Q4_0) and, where the dot step is exact for bytes up to 255 (VNNI), packed_of(Q8_0).
-inline void register_xsimd_packed(KernelTable& t) {
+inline void register_x86_packed(KernelTable& t) {
   using V = xs::PackedVec;
   constexpr int R = V::kRows;
   t.packed_of(DType::Q4_0) =
       packed::make_format(R, R == 16 ? "q4_0x16" : "q4_0x8", packed::GeometryQ4_0<R>::group_bytes,
-                          packed::pack_q4_0<R>, packed::prepare_act<quantize_row_q8_0_xsimd, packed::kQ4Offset>,
+                          packed::pack_q4_0<R>, packed::prepare_act<quantize_row_q8_0_x86, packed::kQ4Offset>,
                           xs::packed_gemm<V, true>);
   if constexpr (V::kExactU8)
     t.packed_of(DType::Q8_0) =
         packed::make_format(R, R == 16 ? "q8_0x16" : "q8_0x8", packed::GeometryQ8_0<R>::group_bytes,
-                            packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0_xsimd, packed::kQ8Offset>,
+                            packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0_x86, packed::kQ8Offset>,
                             xs::packed_gemm<V, false>);
 }
 

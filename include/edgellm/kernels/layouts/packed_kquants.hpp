@@ -1,5 +1,6 @@
 // Row-interleaved ("packed") K-quant layouts, Q2_K .. Q6_K x Rows rows: the spec, the packers and
-// plain C++ GEMMs that are the oracle of the AVX-512 kernels (kernels/xsimd/packed_kquants.hpp).
+// plain C++ GEMMs that are the oracle of the AVX-512 (kernels/x86/packed_kquants.hpp, 16 rows) and
+// NEON dotprod (kernels/neon/packed_kquants.hpp, 4 rows) kernels.
 // Plain C++ only; no ISA headers.
 //
 // A group holds Rows consecutive weight rows as n_in / 256 packed super-blocks, one after another (a
@@ -290,32 +291,24 @@ void pack_q6_K_packed(const void* src, size_t row_bytes, int count, int64_t n_in
       });
 }
 
-// Sets t.packed_of(Q2_K .. Q6_K) to an ISA's Rows-row forms: the layouts above, its activation
-// preparer, and per type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K order) a name for -v and the GEMM.
+// Sets t.packed_of(type) (one of Q2_K .. Q6_K) to an ISA's Rows-row form of it: the layout above,
+// the ISA's activation preparer and GEMM, and a name for -v. An ISA registers each type it has a
+// kernel for; the others keep no packed form.
 using PackedGemmFn = void (*)(int64_t, const void*, const void*, int, float*, size_t);
 template <int Rows>
-inline void set_packed_kquant_forms(KernelTable& t, const char* const (&names)[5], const PackedGemmFn (&gemms)[5],
-                                    void (*prepare_act)(const float*, int64_t, void*)) {
-  struct Layout {
-    DType type;
-    size_t (*group_bytes)(int64_t);
-    void (*pack)(const void*, size_t, int, int64_t, void*);
-  };
-  const Layout layouts[5] = {{DType::Q2_K, group_bytes_q2_K_packed<Rows>, pack_q2_K_packed<Rows>},
-                             {DType::Q3_K, group_bytes_q3_K_packed<Rows>, pack_q3_K_packed<Rows>},
-                             {DType::Q4_K, group_bytes_q4_K_packed<Rows>, pack_q4_K_packed<Rows>},
-                             {DType::Q5_K, group_bytes_q5_K_packed<Rows>, pack_q5_K_packed<Rows>},
-                             {DType::Q6_K, group_bytes_q6_K_packed<Rows>, pack_q6_K_packed<Rows>}};
-  for (int i = 0; i < 5; ++i) {
-    PackedFormat& pf = t.packed_of(layouts[i].type);
-    pf.rows = Rows;
-    pf.name = names[i];
-    pf.group_bytes = layouts[i].group_bytes;
-    pf.pack = layouts[i].pack;
-    pf.act_bytes = packed_act_q8_K_bytes;
-    pf.prepare_act = prepare_act;
-    pf.gemm = gemms[i];
+inline void set_packed_kquant_form(KernelTable& t, DType type, const char* name, PackedGemmFn gemm,
+                                   void (*prepare_act)(const float*, int64_t, void*)) {
+  size_t (*group_bytes)(int64_t) = nullptr;
+  decltype(PackedFormat::pack) pack = nullptr;
+  switch (type) {
+    case DType::Q2_K: group_bytes = group_bytes_q2_K_packed<Rows>; pack = pack_q2_K_packed<Rows>; break;
+    case DType::Q3_K: group_bytes = group_bytes_q3_K_packed<Rows>; pack = pack_q3_K_packed<Rows>; break;
+    case DType::Q4_K: group_bytes = group_bytes_q4_K_packed<Rows>; pack = pack_q4_K_packed<Rows>; break;
+    case DType::Q5_K: group_bytes = group_bytes_q5_K_packed<Rows>; pack = pack_q5_K_packed<Rows>; break;
+    case DType::Q6_K: group_bytes = group_bytes_q6_K_packed<Rows>; pack = pack_q6_K_packed<Rows>; break;
+    default: throw_error("set_packed_kquant_form: ", dtype_name(type), " has no packed K-quant layout");
   }
+  t.packed_of(type) = PackedFormat{Rows, name, group_bytes, pack, packed_act_q8_K_bytes, prepare_act, gemm};
 }
 
 // ---- reference GEMMs: out[t * out_stride + r] = dot(row r, activation t), t < ntok, r < Rows ----

@@ -84,7 +84,7 @@ inline __m256i scale_pair16(__m256i scales16, int k) {
 // over R weight rows sharing the activation loads: out[r] = dot(row r, a). w: R rows of nb blocks,
 // w_stride bytes apart; a: [nb] activation blocks.
 template <class Fmt, int R>
-inline void dot_rows_xsimd(int nb, float* out, const void* w, size_t w_stride, const void* a) {
+inline void dot_rows_x86(int nb, float* out, const void* w, size_t w_stride, const void* a) {
   using Block = typename Fmt::Block;
   using ActBlock = typename Fmt::ActBlock;
   const auto* y = static_cast<const ActBlock*>(a);
@@ -101,7 +101,7 @@ inline void dot_rows_xsimd(int nb, float* out, const void* w, size_t w_stride, c
 
 // One row with two accumulators, so consecutive blocks do not wait on each other's FMA.
 template <class Fmt>
-inline float dot_row_xsimd(int nb, const void* w, const void* a) {
+inline float dot_row_x86(int nb, const void* w, const void* a) {
   const auto* x = static_cast<const typename Fmt::Block*>(w);
   const auto* y = static_cast<const typename Fmt::ActBlock*>(a);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -116,12 +116,12 @@ inline float dot_row_xsimd(int nb, const void* w, const void* a) {
 
 // vec_dot_rows in groups of kRowsPerCall rows, then one at a time.
 template <class Fmt, int kRows>
-inline void dot_rows_grouped_xsimd(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+inline void dot_rows_grouped_x86(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   const int nb = n / Fmt::kBlock;
   int r = 0;
   for (; r + kRows <= nrows; r += kRows)
-    dot_rows_xsimd<Fmt, kRows>(nb, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, a);
-  for (; r < nrows; ++r) out[r] = dot_row_xsimd<Fmt>(nb, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
+    dot_rows_x86<Fmt, kRows>(nb, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, a);
+  for (; r < nrows; ++r) out[r] = dot_row_x86<Fmt>(nb, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
 }
 
 }  // namespace xs

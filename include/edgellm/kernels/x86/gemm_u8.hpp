@@ -1,8 +1,8 @@
-// Prefill GEMM on x86 VNNI: weight rows unpacked once per row tile into the common u8 form
-// (kernels/scalar/unpack_u8.hpp: w = s * u + m per 16 elements), activations quantized per 32
-// (int8 + float scale), then a register tile of kGemmRows rows x kGemmToks tokens runs vpdpbusd,
-// each loaded weight vector reused by every token of the tile and each activation vector by every
-// row. AVX-512 (64 bytes per step) when the target has it, else AVX2 with VNNI.
+// The x86 VNNI tile of the prefill GEMM (KernelTable::u8_gemm; the driver is kernels/matmul.hpp):
+// weight rows in the common u8 form (kernels/layouts/unpack_u8.hpp: w = s * u + m per 16
+// elements) against int8 activations, a register tile of kGemmRows rows x kGemmToks tokens running
+// vpdpbusd, each loaded weight vector reused by every token of the tile and each activation vector
+// by every row. AVX-512 (64 bytes per step) when the target has it, else AVX2 with VNNI.
 #pragma once
 #include "edgellm/config.hpp"
 
@@ -13,9 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "edgellm/kernels/scalar/unpack_u8.hpp"
-#include "edgellm/kernels/xsimd/common.hpp"
-#include "edgellm/kernels/xsimd/quantize.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
+#include "edgellm/kernels/x86/common.hpp"
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
@@ -70,60 +69,9 @@ inline constexpr int kGemmRows = 2;
 #endif
 inline constexpr int kGemmToks = 4;
 
-// One row or token in the GEMM's form. Weights: u = unsigned quants, sv = scale of each int32
-// lane (4 weights; per 32 weights: s[2k] x 4, s[2k+1] x 4), m = offset per 16. Activations: u =
-// int8 quants, sv = the block's scale for each lane, m = scale * sum of the 16 quants.
-// Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats.
-inline size_t gemm_row_bytes(int64_t n) { return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4; }
-
-struct GemmRow {
-  uint8_t* u;
-  float* sv;
-  float* m;
-  static GemmRow at(uint8_t* base, int64_t n, int64_t i) {
-    uint8_t* p = base + size_t(i) * gemm_row_bytes(n);
-    return {p, reinterpret_cast<float*>(p + n), reinterpret_cast<float*>(p + n + n)};
-  }
-};
-
-// A weight row into the GEMM form; s16 is scratch of n / 16 floats.
-inline void gemm_pack_weight_row(DType t, const void* row, int64_t n, GemmRow out, float* s16) {
-  unpack_row_u8(t, row, n, out.u, s16, out.m);
-  for (int64_t g = 0; g < n / 16; ++g)
-    for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
-}
-
-// An activation row (n floats) into the GEMM form, quantized exactly as the weight type's
-// vec_dot_type (q8_0: a scale per 32; q8_K: a scale per 256 and its bsums), so the GEMM gives the
-// GEMV's products. scratch: dtype_row_bytes(act, n) bytes.
-inline void gemm_pack_act_row(DType act, const float* x, int64_t n, GemmRow out, void* scratch) {
-  if (act == DType::Q8_K) {
-    auto* q8 = static_cast<block_q8_K*>(scratch);
-    quantize_row_q8_K_xsimd(x, q8, n);
-    for (int64_t b = 0; b < n / QK_K; ++b) {
-      for (int j = 0; j < QK_K; ++j) out.u[b * QK_K + j] = uint8_t(q8[b].qs[j]);
-      for (int l = 0; l < QK_K / 4; ++l) out.sv[b * QK_K / 4 + l] = q8[b].d;
-      for (int g = 0; g < QK_K / 16; ++g) out.m[b * QK_K / 16 + g] = q8[b].d * float(q8[b].bsums[g]);
-    }
-    return;
-  }
-  auto* q8 = static_cast<block_q8_0*>(scratch);
-  quantize_row_q8_0_xsimd(x, q8, n);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float d = fp16_to_fp32(q8[b].d);
-    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
-    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
-    for (int h = 0; h < 2; ++h) {
-      int s = 0;
-      for (int j = 0; j < 16; ++j) s += q8[b].qs[h * 16 + j];
-      out.m[b * 2 + h] = d * float(s);
-    }
-  }
-}
-
 // out[c * out_stride + r] = dot(weight row r, activation row c) for a full kGemmRows x kGemmToks
 // tile; n % 128 == 0. w / a: the rows' GEMM forms.
-inline void gemm_u8_tile_xsimd(int64_t n, const GemmRow* w, const GemmRow* a, float* out, size_t out_stride) {
+inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   using V = GemmVec;
   constexpr int R = kGemmRows, C = kGemmToks;
   typename V::F acc[R][C];

@@ -1,4 +1,4 @@
-// x86 (xsimd AVX2 + FMA) float helpers: the `_xsimd` FloatKernels. Semantics and aliasing rules:
+// x86 (xsimd AVX2 + FMA) float helpers: the `_x86` FloatKernels. Semantics and aliasing rules:
 // kernels/api.hpp and kernels/scalar/float_ops.hpp.
 #pragma once
 #include "edgellm/config.hpp"
@@ -7,14 +7,14 @@
 #include <cmath>
 
 #include "edgellm/kernels/scalar/float_ops.hpp"
-#include "edgellm/kernels/xsimd/common.hpp"
-#include "edgellm/kernels/xsimd/dot_float.hpp"
+#include "edgellm/kernels/x86/common.hpp"
+#include "edgellm/kernels/x86/dot_float.hpp"
 #include "edgellm/quant/fp16.hpp"
 
 namespace edgellm {
 
 // out, x, w: [n]; out may alias x.
-inline void rmsnorm_xsimd(float* out, const float* x, const float* w, int n, float eps) {
+inline void rmsnorm_x86(float* out, const float* x, const float* w, int n, float eps) {
   using B = xs::FloatBatch;
   constexpr int kW = int(B::size);
   B acc(0.0f);
@@ -31,36 +31,8 @@ inline void rmsnorm_xsimd(float* out, const float* x, const float* w, int n, flo
   for (int k = i; k < n; ++k) out[k] = x[k] * scale * w[k];
 }
 
-// a, b: [n]
-inline float dot_f32_xsimd(const float* a, const float* b, int n) { return vec_dot_f32_f32_xsimd(n, a, b); }
-
-// a: [n] F16 bits (KV cache), b: [n]
-inline float dot_f16_f32_xsimd(const uint16_t* a, const float* b, int n) { return vec_dot_f16_f32_xsimd(n, a, b); }
-
-// y, x: [n]; y += alpha * x
-inline void axpy_xsimd(float* y, float alpha, const float* x, int n) {
-  using B = xs::FloatBatch;
-  constexpr int kW = int(B::size);
-  const B va(alpha);
-  int i = 0;
-  for (; i + kW <= n; i += kW)
-    xsimd::fma(va, B::load_unaligned(x + i), B::load_unaligned(y + i)).store_unaligned(y + i);
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-
-// y: [n], x: [n] F16 bits; y += alpha * x
-inline void axpy_f16_xsimd(float* y, float alpha, const uint16_t* x, int n) {
-  const __m256 va = _mm256_set1_ps(alpha);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 xv = _mm256_cvtph_ps(xs::load128(x + i));
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += alpha * fp16_to_fp32(x[i]);
-}
-
 // y: [n]; y *= alpha
-inline void scale_xsimd(float* y, float alpha, int n) {
+inline void scale_x86(float* y, float alpha, int n) {
   using B = xs::FloatBatch;
   constexpr int kW = int(B::size);
   const B va(alpha);
@@ -70,7 +42,7 @@ inline void scale_xsimd(float* y, float alpha, int n) {
 }
 
 // x: [n], n >= 1, in place.
-inline void softmax_xsimd(float* x, int n) {
+inline void softmax_x86(float* x, int n) {
   using B = xs::FloatBatch;
   constexpr int kW = int(B::size);
   float mx = x[0];
@@ -93,11 +65,11 @@ inline void softmax_xsimd(float* x, int n) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
-  scale_xsimd(x, 1.0f / sum, n);
+  scale_x86(x, 1.0f / sum, n);
 }
 
 // gate, up: [n]; gate = silu(gate) * up
-inline void silu_mul_xsimd(float* gate, const float* up, int n) {
+inline void silu_mul_x86(float* gate, const float* up, int n) {
   using B = xs::FloatBatch;
   constexpr int kW = int(B::size);
   const B one(1.0f);
@@ -111,7 +83,7 @@ inline void silu_mul_xsimd(float* gate, const float* up, int n) {
 
 // x: [n_heads, head_dim], cs: [n_rot] interleaved (cos, sin). Even lanes x0*c - x1*s, odd lanes
 // x1*c + x0*s: one fmaddsub on (x, cos) and (swapped x, sin).
-inline void rope_xsimd(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+inline void rope_x86(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + int64_t(h) * head_dim;
     int i = 0;
@@ -160,7 +132,7 @@ struct GemmF32Tile {
 }  // namespace xs
 
 // A: [M, lda], B: [K, ldb], C: [M, ldc]; C (+)= A[:, :K] B[:K, :N]. C must not alias A or B.
-inline void gemm_f32_xsimd(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+inline void gemm_f32_x86(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                            bool accumulate) {
   constexpr int kW = int(xs::FloatBatch::size);
   int j = 0;
@@ -171,7 +143,7 @@ inline void gemm_f32_xsimd(int M, int N, int K, const float* A, int lda, const f
 
 // 8 x 8 tiles transposed in ymm registers (unpack, shuffle, 128-bit lane permute: 24 shuffles per
 // 64 floats, against 64 scalar load/store pairs), the edges by the ref.
-inline void transpose_f32_xsimd(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
+inline void transpose_f32_x86(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
   const int r8 = rows / 8 * 8, c8 = cols / 8 * 8;
   for (int r = 0; r < r8; r += 8)
     for (int c = 0; c < c8; c += 8) {

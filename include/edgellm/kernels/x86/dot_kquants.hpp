@@ -7,7 +7,7 @@
 #if EDGELLM_HAS_XSIMD
 #include <cstring>
 
-#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/kernels/x86/common.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/scales.hpp"
@@ -170,43 +170,43 @@ struct FmtQ6_K {
 
 }  // namespace xs
 
-inline float vec_dot_q2_K_q8_K_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ2_K>(n / QK_K, w, a);
+inline float vec_dot_q2_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ2_K>(n / QK_K, w, a);
 }
-inline float vec_dot_q3_K_q8_K_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ3_K>(n / QK_K, w, a);
+inline float vec_dot_q3_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ3_K>(n / QK_K, w, a);
 }
-inline float vec_dot_q4_K_q8_K_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ4_K>(n / QK_K, w, a);
+inline float vec_dot_q4_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ4_K>(n / QK_K, w, a);
 }
-inline float vec_dot_q5_K_q8_K_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ5_K>(n / QK_K, w, a);
+inline float vec_dot_q5_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ5_K>(n / QK_K, w, a);
 }
-inline float vec_dot_q6_K_q8_K_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ6_K>(n / QK_K, w, a);
+inline float vec_dot_q6_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ6_K>(n / QK_K, w, a);
 }
 
 // Multi-row forms (VecDotRowsFn): rows share each activation load.
-inline constexpr int kRowsKQuantXsimd = 4;
-inline void vec_dot_rows_q2_K_q8_K_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline constexpr int kRowsKQuantX86 = 4;
+inline void vec_dot_rows_q2_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ2_K, kRowsKQuantXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ2_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q3_K_q8_K_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q3_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ3_K, kRowsKQuantXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ3_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q4_K_q8_K_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q4_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ4_K, kRowsKQuantXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ4_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q5_K_q8_K_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q5_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ5_K, kRowsKQuantXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ5_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q6_K_q8_K_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q6_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ6_K, kRowsKQuantXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ6_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm

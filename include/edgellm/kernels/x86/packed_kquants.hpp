@@ -1,5 +1,5 @@
 // AVX-512 VNNI GEMMs of the row-interleaved K-quant groups, Q2_K .. Q6_K (16 rows; layouts and oracle in
-// kernels/scalar/packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16 rows x 4 weights
+// kernels/layouts/packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16 rows x 4 weights
 // against 4 broadcast activation bytes, one scale multiply per sub-block for all 16 rows, mins via
 // the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: without
 // them nothing is registered (no AVX2 form; the per-row kernels of dot_kquants.hpp stay in use).
@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "edgellm/kernels/scalar/packed_kquants.hpp"
-#include "edgellm/kernels/xsimd/quantize.hpp"
+#include "edgellm/kernels/layouts/packed_kquants.hpp"
+#include "edgellm/kernels/x86/quantize.hpp"
 
 // g++ 12 false positive inside <immintrin.h> (see gemm_u8.hpp).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -33,14 +33,10 @@ namespace xs::pk {  // nested: the Q4_0/Q8_0 packed kernels share namespace xs
 constexpr int kRows = 16;
 // Tokens per register tile: 4 keeps accumulators + loaded vectors within the 32 zmm registers.
 constexpr int kToks = 4;
-// Software prefetch distance ahead of the super-block being read: it helped the DRAM-fed
-// single-thread GEMV (q6_K ~8 -> ~6 ns per 256 weights at 1 KB); 4 KB then beat 1 KB from DRAM
-// (256 MiB matrix, one thread, best of 8: q2_Kx16 6.8-9.3 -> 10.0-10.6 GB/s, q4_Kx16 10.2 -> 10.6,
-// q6_Kx16 10.1 -> 10.4) and 8 KB was no better.
+// Software prefetch distance into L1 ahead of the super-block being read, and into L2 farther
+// ahead (more reads in flight than the L1 fill buffers allow): the best of the distances measured
+// on the DRAM-fed GEMV (docs/PERF.md, "Kernel constants").
 constexpr size_t kPrefetch = 4096;
-// And into L2 this far ahead (more reads in flight than the L1 fill buffers allow): DRAM-fed GEMV,
-// 2 threads, q2_Kx16 19.7-21.2 -> 21.3-24.3 GB/s, q4_Kx16 21.0-23.0 -> 24.9-27.8, q6_Kx16
-// 20.8-23.0 -> 22.5-27.6 (three interleaved rounds of best of 8).
 constexpr size_t kPrefetchL2 = 16384;
 
 inline __m512i bcast4(const void* p) {  // 4 activation bytes (or 2 int16) in every int32 lane
@@ -84,8 +80,7 @@ inline __m512i shift_bits_p5(__m512i v) {
 // Bits S .. S+k of every byte moved down to the bits set in M, the rest zero: (v >> S) & M, S >= 0.
 // With GFNI one vgf2p8affineqb does the shift and the mask (output bit j = input bit j + S for
 // the bits j of M: row 7 - j of the 8x8 bit matrix holds 1 << (j + S)), instead of a shift and
-// an AND; kernel timings, q2_Kx16 decode fed from L2, 2.59 -> 2.23 ns per cache line (40
-// interleaved rounds).
+// an AND (faster: docs/PERF.md, "Kernel constants").
 template <int S, int M>
 inline __m512i byte_field(__m512i v) {
   static_assert(S >= 0 && S < 8 && M > 0 && M < 256, "byte_field: a shift right within the byte");
@@ -200,7 +195,7 @@ struct Q2K {
 struct Q3K {
   static constexpr size_t kBytes = packed_k::q3_K_bytes(kRows);
   // The eight quad vectors v0..v7 of a pair of sub-blocks from its vectors a, b, c (layout in
-  // scalar/packed_kquants.hpp): six are a shift and an AND (byte_field), v6 / v7 gather 2 bits of
+  // layouts/packed_kquants.hpp): six are a shift and an AND (byte_field), v6 / v7 gather 2 bits of
   // a / b and one of c by a bit-select and an AND. Shifts by vpmultishiftqb (port 5), junk bits
   // masked off; with GFNI every field is one vgf2p8affineqb.
   static void quads(const uint8_t* pair, __m512i (&q)[2][4]) {
@@ -212,7 +207,7 @@ struct Q3K {
     q[0][3] = byte_field<3, 7>(b);
     q[1][0] = _mm512_and_si512(c, m7);
     q[1][1] = byte_field<3, 7>(c);
-#if defined(__GFNI__)  // two fields and an OR (q3_Kx16 decode fed from L2: 2.29 -> 2.10 ns per cache line)
+#if defined(__GFNI__)  // two fields and an OR (faster than the 3-bit mask: docs/PERF.md, "Kernel constants")
     q[1][2] = _mm512_or_si512(byte_field<6, 3>(a), byte_field<5, 4>(c));
     q[1][3] = _mm512_or_si512(byte_field<6, 3>(b), byte_field<4, 4>(c));
 #else
@@ -387,18 +382,21 @@ void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out
 
 }  // namespace xs::pk
 
-// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_xsimd (bit-exact
+// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_x86 (bit-exact
 // with the ref).
-inline void prepare_act_q8_K_packed_xsimd(const float* x, int64_t n_in, void* dst) {
-  prepare_act_q8_K_packed<quantize_row_q8_K_xsimd>(x, n_in, dst);
+inline void prepare_act_q8_K_packed_x86(const float* x, int64_t n_in, void* dst) {
+  prepare_act_q8_K_packed<quantize_row_q8_K_x86>(x, n_in, dst);
 }
 
 // Sets t.packed_of(Q2_K .. Q6_K) to the 16-row forms.
-inline void register_xsimd_packed_kquants(KernelTable& t) {
+inline void register_x86_packed_kquants(KernelTable& t) {
   using namespace xs::pk;
-  set_packed_kquant_forms<kRows>(t, {"q2_Kx16", "q3_Kx16", "q4_Kx16", "q5_Kx16", "q6_Kx16"},
-                                 {gemm<Q2K>, gemm<Q3K>, gemm<Q45K<false>>, gemm<Q45K<true>>, gemm<Q6K>},
-                                 prepare_act_q8_K_packed_xsimd);
+  constexpr auto prep = prepare_act_q8_K_packed_x86;
+  set_packed_kquant_form<kRows>(t, DType::Q2_K, "q2_Kx16", gemm<Q2K>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q3_K, "q3_Kx16", gemm<Q3K>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q4_K, "q4_Kx16", gemm<Q45K<false>>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q5_K, "q5_Kx16", gemm<Q45K<true>>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q6_K, "q6_Kx16", gemm<Q6K>, prep);
 }
 
 }  // namespace edgellm
@@ -410,7 +408,7 @@ inline void register_xsimd_packed_kquants(KernelTable& t) {
 #else  // no AVX-512 VNNI: no packed K-quant forms
 
 namespace edgellm {
-inline void register_xsimd_packed_kquants(KernelTable&) {}
+inline void register_x86_packed_kquants(KernelTable&) {}
 }  // namespace edgellm
 
 #endif

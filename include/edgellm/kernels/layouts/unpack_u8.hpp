@@ -8,6 +8,7 @@
 
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
+#include "edgellm/kernels/api.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/scales.hpp"
@@ -209,6 +210,59 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
     case DType::Q5_K: return unpack::q5_K(static_cast<const block_q5_K*>(row), nb, u, s, m);
     case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m);
     default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
+  }
+}
+
+// ---- the u8 GEMM's row form (KernelTable::u8_gemm, kernels/matmul.hpp) ----
+// One row or token in the GEMM's form. Weights: u = unsigned quants, sv = scale of each int32
+// lane (4 weights; per 32 weights: s[2k] x 4, s[2k+1] x 4), m = offset per 16. Activations: u =
+// int8 quants, sv = the block's scale for each lane, m = scale * sum of the 16 quants.
+// Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats.
+inline size_t u8_gemm_row_bytes(int64_t n) { return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4; }
+
+struct U8GemmRow {
+  uint8_t* u;
+  float* sv;
+  float* m;
+  static U8GemmRow at(uint8_t* base, int64_t n, int64_t i) {
+    uint8_t* p = base + size_t(i) * u8_gemm_row_bytes(n);
+    return {p, reinterpret_cast<float*>(p + n), reinterpret_cast<float*>(p + n + n)};
+  }
+};
+
+// A weight row into the GEMM form; s16 is scratch of n / 16 floats.
+inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* s16) {
+  unpack_row_u8(t, row, n, out.u, s16, out.m);
+  for (int64_t g = 0; g < n / 16; ++g)
+    for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
+}
+
+// An activation row (n floats) into the GEMM form, quantized by `quantize` (the table's from_float
+// of act, Q8_0 or Q8_K: a scale per 32, or per 256 with bsums) exactly as the GEMV quantizes it,
+// so the GEMM gives the GEMV's products. scratch: dtype_row_bytes(act, n) bytes.
+inline void u8_gemm_pack_act_row(DType act, FromFloatFn quantize, const float* x, int64_t n, U8GemmRow out,
+                                 void* scratch) {
+  quantize(x, scratch, n);
+  if (act == DType::Q8_K) {
+    const auto* q8 = static_cast<const block_q8_K*>(scratch);
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      for (int j = 0; j < QK_K; ++j) out.u[b * QK_K + j] = uint8_t(q8[b].qs[j]);
+      for (int l = 0; l < QK_K / 4; ++l) out.sv[b * QK_K / 4 + l] = q8[b].d;
+      for (int g = 0; g < QK_K / 16; ++g) out.m[b * QK_K / 16 + g] = q8[b].d * float(q8[b].bsums[g]);
+    }
+    return;
+  }
+  EDGELLM_CHECK(act == DType::Q8_0, "u8 GEMM: activations must be q8_0 or q8_K, got ", dtype_name(act));
+  const auto* q8 = static_cast<const block_q8_0*>(scratch);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = fp16_to_fp32(q8[b].d);
+    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
+    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
+    for (int h = 0; h < 2; ++h) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += q8[b].qs[h * 16 + j];
+      out.m[b * 2 + h] = d * float(s);
+    }
   }
 }
 

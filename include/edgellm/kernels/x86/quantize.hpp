@@ -1,4 +1,4 @@
-// x86 (AVX2) activation quantizers: quantize_row_q8_0_xsimd and quantize_row_q8_K_xsimd, bit-exact
+// x86 (AVX2) activation quantizers: quantize_row_q8_0_x86 and quantize_row_q8_K_x86, bit-exact
 // with quant/ref.hpp's quantize_row_q8_0_ref / quantize_row_q8_K_ref (same rounding rules).
 #pragma once
 #include "edgellm/config.hpp"
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/kernels/x86/common.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 
@@ -50,7 +50,7 @@ inline float signed_absmax_256(const float* x) {
 }  // namespace xs
 
 // x: [k] floats -> y: [k/32] block_q8_0. d = amax / 127, q = roundf(x / d) as the ref.
-inline void quantize_row_q8_0_xsimd(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
+inline void quantize_row_q8_0_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
   auto* y = static_cast<block_q8_0*>(vy);
   for (int64_t b = 0; b < k / QK8_0; ++b, x += QK8_0) {
     __m256 v[4];
@@ -70,7 +70,7 @@ inline void quantize_row_q8_0_xsimd(const float* EDGELLM_RESTRICT x, void* EDGEL
 }
 
 // x: [k] floats -> y: [k/256] block_q8_K. iscale = -127 / signed max, q = nearest-even, bsums.
-inline void quantize_row_q8_K_xsimd(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
+inline void quantize_row_q8_K_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
   auto* y = static_cast<block_q8_K*>(vy);
   for (int64_t b = 0; b < k / QK_K; ++b, x += QK_K) {
     const float max = xs::signed_absmax_256(x);

@@ -1,6 +1,6 @@
 // Row-interleaved ("packed") Q4_0 / Q8_0 weights (kernels/api.hpp PackedFormat): the layout, its
 // packer and activation form, and a plain C++ GEMM over it — the oracle the SIMD kernels
-// (kernels/xsimd/packed.hpp) are tested against. Standard library only; no ISA headers.
+// (kernels/x86/packed.hpp) are tested against. Standard library only; no ISA headers.
 //
 // A group holds R rows (R = the SIMD lanes of 32 bits: 16 on AVX-512, 8 on AVX2) so one lane
 // accumulates one row: a u8 x s8 4-way dot (vpdpbusd) of "word" j of a block — lane r = weights
@@ -185,15 +185,7 @@ inline void gemm_q8_0_ref(int64_t n_in, const void* group, const void* act, int 
 inline PackedFormat make_format(int rows, const char* name, size_t (*group_bytes)(int64_t),
                                 decltype(PackedFormat::pack) pack, decltype(PackedFormat::prepare_act) prepare,
                                 decltype(PackedFormat::gemm) gemm) {
-  PackedFormat pf;
-  pf.rows = rows;
-  pf.name = name;
-  pf.group_bytes = group_bytes;
-  pf.pack = pack;
-  pf.act_bytes = act_bytes;
-  pf.prepare_act = prepare;
-  pf.gemm = gemm;
-  return pf;
+  return PackedFormat{rows, name, group_bytes, pack, act_bytes, prepare, gemm};
 }
 
 // The reference formats (R rows per group); the SIMD tables reuse pack and group_bytes.

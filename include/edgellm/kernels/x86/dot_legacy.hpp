@@ -4,7 +4,7 @@
 #include "edgellm/config.hpp"
 
 #if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/kernels/x86/common.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 
@@ -84,43 +84,43 @@ struct FmtQ8_0 {
 
 }  // namespace xs
 
-inline float vec_dot_q4_0_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ4_0>(n / QK4_0, w, a);
+inline float vec_dot_q4_0_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ4_0>(n / QK4_0, w, a);
 }
-inline float vec_dot_q4_1_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ4_1>(n / QK4_1, w, a);
+inline float vec_dot_q4_1_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ4_1>(n / QK4_1, w, a);
 }
-inline float vec_dot_q5_0_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ5_0>(n / QK5_0, w, a);
+inline float vec_dot_q5_0_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ5_0>(n / QK5_0, w, a);
 }
-inline float vec_dot_q5_1_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ5_1>(n / QK5_1, w, a);
+inline float vec_dot_q5_1_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ5_1>(n / QK5_1, w, a);
 }
-inline float vec_dot_q8_0_q8_0_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_xsimd<xs::FmtQ8_0>(n / QK8_0, w, a);
+inline float vec_dot_q8_0_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return xs::dot_row_x86<xs::FmtQ8_0>(n / QK8_0, w, a);
 }
 
 // Multi-row forms (VecDotRowsFn): 4 rows share each activation load.
-inline constexpr int kRowsLegacyXsimd = 4;
-inline void vec_dot_rows_q4_0_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline constexpr int kRowsLegacyX86 = 4;
+inline void vec_dot_rows_q4_0_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ4_0, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ4_0, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q4_1_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q4_1_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ4_1, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ4_1, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q5_0_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q5_0_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ5_0, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ5_0, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q5_1_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q5_1_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ5_1, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ5_1, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q8_0_q8_0_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q8_0_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_xsimd<xs::FmtQ8_0, kRowsLegacyXsimd>(n, out, nrows, w, w_stride, a);
+  xs::dot_rows_grouped_x86<xs::FmtQ8_0, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm

@@ -4,7 +4,7 @@
 #include "edgellm/config.hpp"
 
 #if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/xsimd/common.hpp"
+#include "edgellm/kernels/x86/common.hpp"
 #include "edgellm/quant/fp16.hpp"
 
 namespace edgellm {
@@ -28,7 +28,7 @@ struct LoadBF16 {
 
 // R rows of n weights (w_stride bytes apart) against one F32 row; any n (scalar tail).
 template <class Load, int R>
-inline void float_rows_xsimd(int n, float* out, const void* w, size_t w_stride, const float* a) {
+inline void float_rows_x86(int n, float* out, const void* w, size_t w_stride, const float* a) {
   const void* x[R];
   __m256 acc0[R], acc1[R];
   for (int r = 0; r < R; ++r) {
@@ -51,44 +51,44 @@ inline void float_rows_xsimd(int n, float* out, const void* w, size_t w_stride, 
 }
 
 template <class Load>
-inline void float_rows_grouped_xsimd(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+inline void float_rows_grouped_x86(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   const auto* act = static_cast<const float*>(a);
   int r = 0;
   for (; r + 4 <= nrows; r += 4)
-    float_rows_xsimd<Load, 4>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
+    float_rows_x86<Load, 4>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
   for (; r < nrows; ++r)
-    float_rows_xsimd<Load, 1>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
+    float_rows_x86<Load, 1>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
 }
 
 }  // namespace xs
 
-inline float vec_dot_f32_f32_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_f32_f32_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   float out;
-  xs::float_rows_xsimd<xs::LoadF32, 1>(n, &out, w, 0, static_cast<const float*>(a));
+  xs::float_rows_x86<xs::LoadF32, 1>(n, &out, w, 0, static_cast<const float*>(a));
   return out;
 }
-inline float vec_dot_f16_f32_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_f16_f32_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   float out;
-  xs::float_rows_xsimd<xs::LoadF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
+  xs::float_rows_x86<xs::LoadF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
   return out;
 }
-inline float vec_dot_bf16_f32_xsimd(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_bf16_f32_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   float out;
-  xs::float_rows_xsimd<xs::LoadBF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
+  xs::float_rows_x86<xs::LoadBF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
   return out;
 }
 
-inline void vec_dot_rows_f32_f32_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+inline void vec_dot_rows_f32_f32_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                                        const void* EDGELLM_RESTRICT a) {
-  xs::float_rows_grouped_xsimd<xs::LoadF32>(n, out, nrows, w, w_stride, a);
+  xs::float_rows_grouped_x86<xs::LoadF32>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_f16_f32_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+inline void vec_dot_rows_f16_f32_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                                        const void* EDGELLM_RESTRICT a) {
-  xs::float_rows_grouped_xsimd<xs::LoadF16>(n, out, nrows, w, w_stride, a);
+  xs::float_rows_grouped_x86<xs::LoadF16>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_bf16_f32_xsimd(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+inline void vec_dot_rows_bf16_f32_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                                         const void* EDGELLM_RESTRICT a) {
-  xs::float_rows_grouped_xsimd<xs::LoadBF16>(n, out, nrows, w, w_stride, a);
+  xs::float_rows_grouped_x86<xs::LoadBF16>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm

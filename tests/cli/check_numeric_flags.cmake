@@ -1,0 +1,40 @@
+# Feeds every numeric flag of a tool the values 0, -1, 2^31, 2^32 + 64, 1e30 and "abc" (the model
+# path does not exist, so a value the tool accepts ends in an error about the model instead).
+# Checks, for every run: no crash, exit 1, exactly one "error: " line; "abc", 1e30 and (but for
+# the flags in WIDE) 2^31 and 2^32 + 64 are refused by an error that names the flag - never
+# wrapped into another number. Args: TOOL, EMULATOR, BASE ("|"-separated arguments before the
+# flag), FLAGS ("|"-separated), WIDE ("|"-separated flags whose range holds 2^32 + 64).
+cmake_minimum_required(VERSION 3.19)
+string(REPLACE "|" ";" BASE "${BASE}")
+string(REPLACE "|" ";" FLAGS "${FLAGS}")
+string(REPLACE "|" ";" WIDE "${WIDE}")
+string(REPLACE "|" ";" EMULATOR "${EMULATOR}")
+set(failures "")
+set(runs 0)
+foreach(flag IN LISTS FLAGS)
+  foreach(value 0 -1 2147483648 4294967360 1e30 abc)
+    execute_process(COMMAND ${EMULATOR} ${TOOL} ${BASE} ${flag} ${value} INPUT_FILE /dev/null
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    math(EXPR runs "${runs} + 1")
+    string(REGEX MATCHALL "error: [^\n]*\n" lines "${err}")
+    list(LENGTH lines n)
+    if(NOT rc STREQUAL "1" OR NOT n EQUAL 1)
+      string(APPEND failures "  ${flag} ${value}: exit ${rc}, stderr: ${err}\n")
+      continue()
+    endif()
+    set(must_refuse OFF)
+    if(value STREQUAL "abc" OR value STREQUAL "1e30")
+      set(must_refuse ON)
+    elseif((value STREQUAL "2147483648" OR value STREQUAL "4294967360") AND NOT flag IN_LIST WIDE)
+      set(must_refuse ON)
+    endif()
+    string(FIND "${err}" "${flag}" named)
+    if(must_refuse AND named EQUAL -1)
+      string(APPEND failures "  ${flag} ${value}: accepted or refused without naming the flag: ${err}\n")
+    endif()
+  endforeach()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "numeric flags of ${TOOL}:\n${failures}")
+endif()
+message(STATUS "${runs} runs, every bad value refused with the flag named")
