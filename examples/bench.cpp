@@ -41,7 +41,12 @@ constexpr const char* kUsage =
     "                          (default: what the process may use; a model that fits loads as without a budget)\n"
     "  -o, --output md|csv|json|jsonl|sql  (default md; jsonl: one JSON object per line as each test\n"
     "                          ends; sql: CREATE TABLE test + an INSERT per test, for sqlite3)\n"
-    "  -v, --verbose           kernel variants and tensor types on stderr\n";
+    "  -v, --verbose           kernel variants and tensor types on stderr\n"
+    "  --version               print the version\n"
+    "Columns (md): t/s is tokens per wall-clock second (mean +- stddev over -r runs); t/s (main CPU)\n"
+    "  divides by the main thread's CPU seconds instead, so it shows what a busy or throttled machine\n"
+    "  took away (close to t/s on an idle machine); GB/s is weight bytes read per second and roofline\n"
+    "  its share of --membw; logits is a hash of the last logits row (equal hashes: same results).\n";
 
 // *early: "help" or "version" when one of them was asked for (the other flags are then not checked).
 Options parse(int argc, char** argv, std::string* early) {
@@ -104,11 +109,24 @@ Options parse(int argc, char** argv, std::string* early) {
   return o;
 }
 
+// The llama-quantize mix named by general.file_type; without one (files not written by
+// llama-quantize), the type most of the matrices have, e.g. "F32".
 std::string mix_name_of(const edgellm::GgufFile& f) {
   const int64_t ft = f.get_int_or("general.file_type", -1);
   for (const auto& m : edgellm::quant_mixes())
     if (m.file_type == ft) return m.name;
-  return "ftype" + std::to_string(ft);
+  std::vector<std::pair<edgellm::DType, int>> counts;
+  for (const auto& t : f.tensors()) {
+    if (t.n_dims != 2) continue;
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == t.type; });
+    if (it == counts.end()) counts.emplace_back(t.type, 1);
+    else ++it->second;
+  }
+  if (counts.empty()) return "ftype" + std::to_string(ft);
+  const auto most = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::string name = edgellm::dtype_name(most->first);
+  for (char& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return name;
 }
 
 LoadedModel load(const Options& o) {
@@ -155,6 +173,7 @@ LoadedModel load(const Options& o) {
         for (int g : o.n_gen) n_ctx = std::max(n_ctx, d + p + g);
     for (const auto& pg : o.pg) n_ctx = std::max(n_ctx, pg.first + pg.second + *std::max_element(o.n_depth.begin(), o.n_depth.end()));
     lo.plan.n_ctx = n_ctx;
+    lm.n_ctx = n_ctx;
     lo.plan.n_batch = o.n_batch;
     lo.plan.n_threads = *std::max_element(o.threads.begin(), o.threads.end());
     edgellm::dtype_from_name(o.kv_type, &lo.plan.kv_type);
@@ -168,6 +187,10 @@ LoadedModel load(const Options& o) {
   const edgellm::GgufFile& f = lm.model->file();
   lm.filename = o.preset.empty() ? o.model_path : (o.write_gguf.empty() ? "synthetic-" + o.preset : o.write_gguf);
   lm.type_name = mix_name_of(f);
+  const int n_ctx_train = lm.model->config().n_ctx_train;
+  if (lm.n_ctx > n_ctx_train)
+    std::fprintf(stderr, "warning: the longest test (-d + -p + -n) reaches %d tokens, beyond the model's training "
+                         "context %d: positions it never saw\n", lm.n_ctx, n_ctx_train);
   for (const auto& t : f.tensors()) {
     lm.size_bytes += t.nbytes;
     lm.n_params += static_cast<uint64_t>(t.n_elements());

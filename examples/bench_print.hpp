@@ -10,7 +10,8 @@ std::string model_type(const LoadedModel& lm) {
   char buf[64];
   const double b = double(lm.n_params) / 1e9;
   if (b >= 1.0) std::snprintf(buf, sizeof buf, "%.1fB", b);
-  else std::snprintf(buf, sizeof buf, "%.0fM", b * 1e3);
+  else if (b >= 0.01) std::snprintf(buf, sizeof buf, "%.0fM", b * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.2fM", b * 1e3);
   return lm.model->file().get_string_or("general.architecture", "llama") + " " + buf + " " + lm.type_name;
 }
 

@@ -43,6 +43,7 @@ struct LoadedModel {
   std::shared_ptr<const edgellm::LlamaModel> model;
   std::string filename, type_name;  // type_name: "Q4_K - Medium"-like mix name from general.file_type
   uint64_t size_bytes = 0, n_params = 0;
+  int n_ctx = 0;  // tokens of the longest test (-d + -p + -n)
 };
 
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/memory_plan.hpp>
@@ -44,6 +46,8 @@ const char* kUsage =
     "                         whole KV blocks in between (generation goes on in fixed memory)\n"
     "  --parallel N           N continuations of the prompt (seeds S, S+1, ...) decoded in one batch\n"
     "  --timings              print time to first token, per-token latency and peak RSS\n"
+    "  --no-display-prompt    on a terminal, do not show the prompt before its continuation (stdout\n"
+    "                         that is not a terminal carries the continuation alone either way)\n"
     "  --no-repack            keep every weight matrix as stored in the file (default: matrices of\n"
     "                         types with an interleaved form, e.g. q4_0 / q8_0 on x86, are repacked\n"
     "                         at load; -v lists them)\n"
@@ -63,6 +67,8 @@ int main(int argc, char** argv) {
     std::string prompt, chat_template, system_prompt;
     bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
     int n_parallel = 1;
+    bool display_prompt = true;
+    const bool stdout_is_terminal = ::isatty(STDOUT_FILENO);
     edgellm::GenerateParams gp;
     edgellm::SessionParams sp;
     sp.n_ctx = 0;
@@ -99,6 +105,7 @@ int main(int argc, char** argv) {
       else if (f == "--window") sp.n_window = args.integer32(f, 1, tool::kMaxContext);
       else if (f == "--parallel") n_parallel = args.integer32(f, 1, 256);
       else if (f == "--timings") timings = true;
+      else if (f == "--no-display-prompt") display_prompt = false;
       else if (f == "-v" || f == "--verbose") verbose = true;
       else if (f == "--no-repack") repack = false;
       else tool::unknown(f);
@@ -160,6 +167,12 @@ int main(int argc, char** argv) {
       return true;
     };
     auto report = [&](const edgellm::GenerateResult& r, bool kv_line) {
+      // Stops the user did not ask for are said even without -v.
+      if (!verbose && !timings && r.reason == edgellm::StopReason::ContextFull)
+        std::fprintf(stderr, "\n[stopped: the context of %d tokens is full; a larger -c, or --keep N --window W, goes on]\n",
+                     session.params().n_ctx);
+      if (!verbose && !timings && r.reason == edgellm::StopReason::Deadline)
+        std::fprintf(stderr, "\n[stopped: the --deadline-ms budget ran out]\n");
       if (verbose || timings) {
         std::fprintf(stderr, "\n[stop: %s] prompt %d tokens in %.1f ms (%.1f t/s), %zu tokens generated, decode %.2f t/s\n",
                      edgellm::stop_reason_name(r.reason), r.n_prompt, r.prefill_ms, r.prefill_tps(), r.tokens.size(),
@@ -198,6 +211,9 @@ int main(int argc, char** argv) {
     }
     if (!chat) {
       if (!have_prompt) edgellm::throw_error("-p PROMPT is required (or --chat to read from stdin)");
+      // As llama-cli, the prompt is shown before its continuation — on a terminal only, so what a
+      // script reads from stdout stays the continuation alone.
+      if (display_prompt && stdout_is_terminal) std::fputs(prompt.c_str(), stdout);
       const auto r = session.generate(prompt, gp, emit);
       std::fputc('\n', stdout);
       report(r, true);
@@ -231,8 +247,16 @@ int main(int argc, char** argv) {
       turn(prompt);
       return 0;
     }
-    for (std::string line; std::getline(std::cin, line);)
+    const bool interactive = stdout_is_terminal && ::isatty(STDIN_FILENO);
+    if (interactive) std::fprintf(stderr, "chat (%s template): type a message and Enter; Ctrl-D or an empty line ends\n", chat_template.c_str());
+    for (std::string line;;) {
+      if (interactive) {
+        std::fputs("> ", stdout);
+        std::fflush(stdout);
+      }
+      if (!std::getline(std::cin, line) || (interactive && line.empty())) break;
       if (!line.empty()) turn(line);
+    }
     return 0;
   });
 }

@@ -97,6 +97,7 @@ class Session {
 
   const LlamaModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tok_; }
+  const SessionParams& params() const { return p_; }
   PagedKvCache& kv_cache() { return kv_; }
   int n_past() const { return kv_.n_tokens(seq_); }
   int n_evicted() const { return kv_.n_evicted(seq_); }  // tokens dropped by eviction so far

@@ -23,6 +23,16 @@
 
 namespace edgellm {
 
+// Throws unless `type` can store rows of head_dim elements per head (F32, F16, or Q8_0 when
+// head_dim is a multiple of its 32-element blocks); the message names the tools' flag.
+inline void check_kv_storage(DType type, int head_dim) {
+  EDGELLM_CHECK(type == DType::F32 || type == DType::F16 || type == DType::Q8_0, "KV cache: storage type ",
+                dtype_name(type), " not supported (--kv-type f32, f16 or q8_0)");
+  if (type == DType::Q8_0)
+    EDGELLM_CHECK(head_dim % QK8_0 == 0, "KV cache type q8_0 (--kv-type) needs a head dim that is a multiple of ", QK8_0,
+                  ", the model's is ", head_dim, " (use f16 or f32)");
+}
+
 struct KvCacheParams {
   int n_layer = 0;
   int n_kv_head = 0;
@@ -51,11 +61,7 @@ class PagedKvCache {
     EDGELLM_CHECK(p.block_size >= 1 && p.block_size <= 4096, "KV cache: block size ", p.block_size, " not in 1..4096");
     EDGELLM_CHECK(p.max_tokens >= 0, "KV cache: max_tokens must be >= 0, got ", p.max_tokens);
     EDGELLM_CHECK(p.n_recent_f32 >= 0, "KV cache: n_recent_f32 must be >= 0, got ", p.n_recent_f32);
-    EDGELLM_CHECK(p.type == DType::F32 || p.type == DType::F16 || p.type == DType::Q8_0, "KV cache: storage type ",
-                  dtype_name(p.type), " not supported (f32, f16 or q8_0)");
-    if (p.type == DType::Q8_0)
-      EDGELLM_CHECK(p.head_dim % QK8_0 == 0, "KV cache: q8_0 storage needs a head dim that is a multiple of ", QK8_0,
-                    ", the model's is ", p.head_dim, " (use f16 or f32)");
+    check_kv_storage(p.type, p.head_dim);
     kv_dim_ = p.n_kv_head * p.head_dim;
     row_bytes_ = dtype_row_bytes(p.type, p.head_dim);
     n_shadow_ = p.type == DType::F32 ? 0 : p.n_recent_f32;

@@ -13,6 +13,7 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/gguf/reader.hpp"
+#include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/quant/mix.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
@@ -74,6 +75,7 @@ inline uint64_t memory_headroom_bytes(uint64_t ram) {
 
 // Bytes of one token's keys and values over all layers (PagedKvCache::bytes_per_token).
 inline uint64_t kv_bytes_per_token(const LlamaConfig& c, DType kv_type) {
+  check_kv_storage(kv_type, c.head_dim);
   return uint64_t(2) * uint64_t(c.n_layer) * uint64_t(c.n_head_kv) * dtype_row_bytes(kv_type, c.head_dim);
 }
 

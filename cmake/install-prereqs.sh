@@ -1,0 +1,22 @@
+#!/bin/sh
+# install-prereqs.sh [--tests]: the Debian / Ubuntu packages edgellm's build needs (cmake, g++,
+# libxsimd-dev for the fast x86 kernels; with --tests also doctest-dev), installed only when
+# missing, as root or through sudo. Used by README's two commands and .ci/run.
+set -eu
+pkgs="cmake g++ libxsimd-dev"
+[ "${1:-}" = "--tests" ] && pkgs="$pkgs doctest-dev"
+missing=""
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+[ -z "$missing" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-prereqs.sh: no apt-get here; install:$missing" >&2
+  exit 1
+fi
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "install-prereqs.sh: run as root or install sudo (needed:$missing)" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "installing:$missing" >&2
+$sudo apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
