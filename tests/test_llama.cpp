@@ -7,6 +7,7 @@
 #include <cmath>
 #include <dirent.h>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -247,6 +248,85 @@ TEST_CASE("a batch gives the same logits as feeding tokens one by one") {
   }
 }
 
+namespace {
+
+// src without tensor `drop_tensor`, its metadata edited by `edit`.
+GgufFile rewritten(const GgufFile& src, const std::string& drop_tensor, const std::function<void(GgufWriter&)>& edit) {
+  GgufWriter w;
+  w.copy_metadata(src);
+  edit(w);
+  for (const auto& t : src.tensors())
+    if (t.name != drop_tensor) w.add_tensor(t.name, t.type, t.shape(), t.data);
+  return GgufFile::from_bytes(w.to_bytes(), "edited.gguf");
+}
+
+template <class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("qwen: a missing bias or Q/K norm, or an unknown architecture, is an Error naming it") {
+  const std::string q2 = kData + "/qwen/models/tiny-qwen2-256-f32.gguf", q3 = kData + "/qwen/models/tiny-qwen3-256-f32.gguf";
+  if (!path_exists(q2) || !path_exists(q3)) {
+    MESSAGE("shared qwen data not found: skipped");
+    return;
+  }
+  const GgufFile f2 = GgufFile::open(q2), f3 = GgufFile::open(q3);
+  auto keep = [](GgufWriter&) {};
+  CHECK(message_of([&] { LlamaModel m(rewritten(f2, "blk.1.attn_k.bias", keep)); }).find("'blk.1.attn_k.bias' not found") !=
+        std::string::npos);
+  CHECK(message_of([&] { LlamaModel m(rewritten(f3, "blk.0.attn_q_norm.weight", keep)); })
+            .find("'blk.0.attn_q_norm.weight' not found") != std::string::npos);
+  const std::string unknown = message_of([&] {
+    LlamaModel m(rewritten(f3, "", [](GgufWriter& w) { w.set_string("general.architecture", "phi3"); }));
+  });
+  CHECK(unknown.find("'phi3'") != std::string::npos);
+  CHECK(unknown.find("'qwen3'") != std::string::npos);  // the known ones are listed
+  // head_dim from qwen3.attention.key_length (128): q_dim 512, KV rows of 128.
+  const auto m3 = LlamaModel::load(q3);
+  CHECK(m3->config().head_dim == 128);
+  CHECK(m3->config().q_dim() == 512);
+  CHECK(m3->config().rope_form() == RopeForm::Neox);
+  CHECK(m3->weights().layers[0].q_norm.size() == 128);
+  CHECK(m3->weights().layers[0].bq.empty());
+  const auto m2 = LlamaModel::load(q2);
+  CHECK(m2->config().tied_embeddings);
+  CHECK(m2->weights().layers[1].bv.size() == size_t(m2->config().kv_dim()));
+  CHECK(m2->weights().layers[1].k_norm.empty());
+
+  // The KV cache in F16 and Q8_0 (rows of head_dim 128 = 4 Q8_0 blocks), paged in blocks of 16:
+  // the F32 cache's logits within the storage's rounding.
+  const std::vector<int32_t> toks = {4094, 872, 198, 2061, 318, 1105, 1343, 4095, 198, 4094, 562, 396, 198};
+  auto logits_with = [&](DType kv_type) {
+    PagedKvCache kv(m3->kv_params(64, 16, 0, kv_type));
+    const int s = kv.create_sequence();
+    LlamaContext ctx;
+    Batch b;
+    for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], int32_t(i), s, i + 1 == toks.size());
+    m3->forward(ctx, kv, b);
+    return std::vector<float>(ctx.logits(0), ctx.logits(0) + m3->config().n_vocab);
+  };
+  const auto f32 = logits_with(DType::F32);
+  for (const DType t : {DType::F16, DType::Q8_0}) {
+    const auto got = logits_with(t);
+    double worst = 0, amax = 0;
+    for (size_t j = 0; j < f32.size(); ++j) {
+      worst = std::max(worst, double(std::fabs(got[j] - f32[j])));
+      amax = std::max(amax, double(std::fabs(f32[j])));
+    }
+    MESSAGE("qwen3 KV " << std::string(dtype_name(t)) << ": max |d| " << worst << " (largest logit " << amax << ")");
+    CHECK(worst > 0);  // the cache really stored another type
+    CHECK(worst <= (t == DType::F16 ? 0.005 : 0.02) * amax);
+  }
+}
+
 TEST_CASE("bad models and bad batches give Error, and the cache is left as it was") {
   const std::string path = kData + "/models/stories260K.gguf";
   if (!path_exists(path)) {
@@ -255,20 +335,9 @@ TEST_CASE("bad models and bad batches give Error, and the cache is left as it wa
   }
   const GgufFile src = GgufFile::open(path);
   auto rewrite = [&](const std::string& drop_tensor, const std::string& key, int64_t value) {
-    GgufWriter w;
-    w.copy_metadata(src);
-    if (!key.empty()) w.set_u32(key, static_cast<uint32_t>(value));
-    for (const auto& t : src.tensors())
-      if (t.name != drop_tensor) w.add_tensor(t.name, t.type, t.shape(), t.data);
-    return GgufFile::from_bytes(w.to_bytes(), "edited.gguf");
-  };
-  auto message_of = [](auto&& fn) -> std::string {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    return rewritten(src, drop_tensor, [&](GgufWriter& w) {
+      if (!key.empty()) w.set_u32(key, static_cast<uint32_t>(value));
+    });
   };
   CHECK(message_of([&] { LlamaModel m(rewrite("blk.3.ffn_up.weight", "", 0)); }).find("blk.3.ffn_up.weight") != std::string::npos);
   CHECK(message_of([&] { LlamaModel m(rewrite("", "llama.embedding_length", 128)); }).find("token_embd.weight") != std::string::npos);
@@ -328,9 +397,20 @@ TEST_CASE("repacked weights give the logits of the weights read in place, prefil
   // rounding of one activation quant and move later logits by ~1% (seen between the u8 GEMM and the
   // GEMV of the same Q8_0 weights), so: worst difference <= 2% and mean <= 0.2% of the largest logit.
   constexpr float kMaxRepackDiff = 0.02f, kMeanRepackDiff = 0.002f;
-  for (const std::string mix : {"Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "Q2_K"}) {
-    CAPTURE(mix);
-    const auto bytes = build_synthetic_gguf(synthetic_preset("tiny"), quant_mix(mix));
+  // tiny llama, and qwen2 / qwen3 shapes whose q_dim (4 x 64) is not n_embd (128).
+  SyntheticSpec qwen2 = synthetic_preset("tiny"), qwen3 = qwen2;
+  qwen2.arch = "qwen2";
+  qwen2.head_dim = 64;
+  qwen3.arch = "qwen3";
+  qwen3.head_dim = 64;
+  for (const auto& [spec, mix] : {std::pair{synthetic_preset("tiny"), "Q8_0"}, {synthetic_preset("tiny"), "Q4_0"},
+                                  {synthetic_preset("tiny"), "Q4_K_M"}, {synthetic_preset("tiny"), "Q6_K"},
+                                  {synthetic_preset("tiny"), "Q2_K"}, {qwen2, "Q8_0"}, {qwen2, "Q4_K_M"},
+                                  {qwen3, "Q8_0"}, {qwen3, "Q4_0"}}) {
+    const std::string arch = spec.arch, mix_name = mix;
+    CAPTURE(arch);
+    CAPTURE(mix_name);
+    const auto bytes = build_synthetic_gguf(spec, quant_mix(mix));
     for (const KernelTable* kt : {&native, static_cast<const KernelTable*>(&stubbed)}) {
       const LlamaModel plain(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/false);
       const LlamaModel packed(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/true);
