@@ -1,7 +1,7 @@
-// LlamaModel: a loaded LLaMA-family model (read-only after load, shareable between threads) and
-// forward() over a batch of tokens of one or more sequences, through the KernelTable and thread
-// pool, with K/V kept in a PagedKvCache. Scratch buffers live in a LlamaContext (one per thread
-// of use).
+// LlamaModel: a loaded LLaMA-family model (llama, qwen2, qwen3: the table of model/arch.hpp;
+// read-only after load, shareable between threads) and forward() over a batch of tokens of one or
+// more sequences, through the KernelTable and thread pool, with K/V kept in a PagedKvCache.
+// Scratch buffers live in a LlamaContext (one per thread of use).
 #pragma once
 #include <algorithm>
 #include <atomic>
