@@ -2,10 +2,13 @@
 // model builder (mix types, same file for any thread count).
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <edgellm/core/error.hpp>
 #include <edgellm/gguf/reader.hpp>
-#include <edgellm/tools/synthetic.hpp>
+#include <edgellm/model/llama.hpp>
 #include <edgellm/tools/bench_stats.hpp>
+#include <edgellm/tools/synthetic.hpp>
 #include <edgellm/runtime/thread_pool.hpp>
 
 using namespace edgellm;
@@ -119,4 +122,53 @@ TEST_CASE("synthetic: mix types follow llama.cpp's rules, file independent of th
   const GgufFile f = GgufFile::from_bytes(one);
   CHECK(f.tensors().size() == ts.size());
   CHECK(build_synthetic_gguf(s, quant_mix("Q4_K_M"), 8) != one);
+}
+
+TEST_CASE("qwen: bench presets qwen2.5-1.5b / qwen3-1.7b have the published shapes, and shrunk copies load as qwen2 / qwen3") {
+  for (const char* name : {"qwen2.5-1.5b", "qwen3-1.7b"}) {
+    CAPTURE(name);
+    const SyntheticSpec s = synthetic_preset(name);
+    const bool q2 = s.arch == "qwen2";
+    CHECK(s.arch == (q2 ? "qwen2" : "qwen3"));
+    CHECK(s.n_vocab == 151936);
+    CHECK(s.head_size() == 128);
+    CHECK(s.tied);
+    CHECK(s.rope_base == 1e6f);
+    CHECK(s.rms_eps == 1e-6f);
+    CHECK(s.n_embd == (q2 ? 1536 : 2048));
+    CHECK(s.n_ff == (q2 ? 8960 : 6144));
+    CHECK(s.n_head_kv == (q2 ? 2 : 8));
+    size_t biases = 0, qk_norms = 0;
+    for (const SyntheticTensor& t : synthetic_tensors(s)) {
+      biases += t.name.find(".bias") != std::string::npos;
+      qk_norms += t.name.find("attn_q_norm") != std::string::npos || t.name.find("attn_k_norm") != std::string::npos;
+      CHECK(t.name != "output.weight");  // tied
+    }
+    CHECK(biases == (q2 ? 3u * 28 : 0u));
+    CHECK(qk_norms == (q2 ? 0u : 2u * 28));
+    // The same architecture at a size a test can run: 1 layer, small vocabulary, head_dim 64 with
+    // n_embd 128 and 4 heads (q_dim 256 != n_embd).
+    SyntheticSpec small = s;
+    small.n_vocab = 512;
+    small.n_embd = 128;
+    small.n_layer = 1;
+    small.n_head = 4;
+    small.n_head_kv = 2;
+    small.n_ff = 256;
+    small.head_dim = 64;
+    const auto bytes = build_synthetic_gguf(small, quant_mix("Q8_0"));
+    const LlamaModel m(GgufFile::from_bytes(bytes, "small.gguf"));
+    CHECK(m.config().arch == s.arch);
+    CHECK(m.config().q_dim() == 256);
+    CHECK(m.config().rope_form() == RopeForm::Neox);
+    CHECK(m.config().rms_eps == 1e-6f);
+    CHECK(m.weights().layers[0].bq.size() == (q2 ? 256u : 0u));
+    CHECK(m.weights().layers[0].q_norm.size() == (q2 ? 0u : 64u));
+    PagedKvCache kv(m.kv_params(16));
+    LlamaContext ctx;
+    Batch b;
+    b.add(5, 0, kv.create_sequence(), true);
+    m.forward(ctx, kv, b);
+    CHECK(std::isfinite(ctx.logits(0)[0]));
+  }
 }

@@ -117,3 +117,34 @@ TEST_CASE("chat templates: recognition of Jinja sources") {
   CHECK(detect_chat_template("") == "");
   CHECK(detect_chat_template("{{ messages }}") == "");
 }
+
+// Qwen2.5 and Qwen3 ship Jinja ChatML templates; like llama.cpp, --chat recognises them as its
+// built-in "chatml". Qwen3's template also handles a <think> block (it strips the reasoning of
+// earlier assistant turns and, with enable_thinking false, opens the reply with an empty one);
+// llama.cpp's built-in chatml does neither, and neither do we: message contents are kept as
+// given and the generation prompt is "<|im_start|>assistant\n" alone.
+TEST_CASE("qwen: Qwen2.5 / Qwen3 templates are ChatML, and Qwen3's <think> blocks are kept as llama.cpp's chatml keeps them") {
+  const std::string qwen25 =
+      "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+      "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}"
+      "{%- endif %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+  const std::string qwen3 =
+      "{%- for message in messages %}{%- set content = message.content %}{%- if '</think>' in content %}"
+      "{%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
+      "{%- endif %}{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}{%- endfor %}"
+      "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and "
+      "enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+  CHECK(edgellm::detect_chat_template(qwen25) == "chatml");
+  CHECK(edgellm::detect_chat_template(qwen3) == "chatml");
+  const std::vector<ChatMessage> msgs = {{"system", "Be brief."},
+                                         {"user", "What is 12 + 345?"},
+                                         {"assistant", "<think>\n12 + 345 = 357\n</think>\n\n357."},
+                                         {"user", "And 1 + 1?"}};
+  CHECK(edgellm::render_chat("chatml", msgs, true) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 12 + 345?<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n12 + 345 = 357\n</think>\n\n357.<|im_end|>\n"
+        "<|im_start|>user\nAnd 1 + 1?<|im_end|>\n"
+        "<|im_start|>assistant\n");
+  CHECK(edgellm::render_chat("chatml", {msgs[1]}, false) == "<|im_start|>user\nWhat is 12 + 345?<|im_end|>\n");
+}

@@ -211,13 +211,17 @@ TEST_CASE("eviction keeps sink blocks and the window, drops whole blocks between
   struct Case {
     int bs, n_sink, window, n_tokens, recent;
     DType type;
+    KvRopeFn rope = rope_ref;  // rope_neox_ref: qwen2 / qwen3's pairing of the halves
   };
   const Case cases[] = {{4, 2, 5, 20, 0, DType::F32},  {1, 0, 1, 50, 0, DType::F32},   {16, 4, 24, 100, 0, DType::F32},
-                        {3, 7, 10, 40, 0, DType::F32}, {16, 4, 24, 100, 8, DType::F16}, {8, 1, 9, 60, 12, DType::Q8_0}};
+                        {3, 7, 10, 40, 0, DType::F32}, {16, 4, 24, 100, 8, DType::F16}, {8, 1, 9, 60, 12, DType::Q8_0},
+                        {4, 2, 5, 20, 0, DType::F32, rope_neox_ref}, {8, 1, 9, 60, 12, DType::Q8_0, rope_neox_ref}};
   for (const Case& c : cases) {
     CAPTURE(c.bs);
     CAPTURE(c.n_sink);
     CAPTURE(c.window);
+    const bool neox = c.rope == rope_neox_ref;
+    CAPTURE(neox);
     const std::string type_name = dtype_name(c.type);
     CAPTURE(type_name);
     KvCacheParams p = small(c.bs, c.type, 32);
@@ -229,7 +233,7 @@ TEST_CASE("eviction keeps sink blocks and the window, drops whole blocks between
     const std::vector<float> base = row(0, 0, 0, 64);
     auto key_at = [&](int pos) {
       std::vector<float> k = base;
-      rope_ref(k.data(), 2, 32, 32, rot_table(pos, 32).data());
+      c.rope(k.data(), 2, 32, 32, rot_table(pos, 32).data());
       return k;
     };
     for (int pos = 0; pos < c.n_tokens; ++pos)
@@ -242,7 +246,7 @@ TEST_CASE("eviction keeps sink blocks and the window, drops whole blocks between
     CHECK(kv.n_tokens(s) == c.n_tokens - e.count);
     CHECK(kv.n_tokens(s) >= c.window + std::min(c.n_sink, c.n_tokens));
     CHECK(kv.blocks_used() == (kv.n_tokens(s) + c.bs - 1) / c.bs);
-    kv.rotate_keys(s, e.begin, rope_ref, 32, rot_table(-e.count, 32).data());
+    kv.rotate_keys(s, e.begin, c.rope, 32, rot_table(-e.count, 32).data());
     const float tol = c.type == DType::F32 ? 0.0f : c.type == DType::F16 ? 2 * kMaxF16RelErr : 2 * kMaxQ8StepFrac / 127.0f;
     for (int pos = 0; pos < kv.n_tokens(s); ++pos) {
       CAPTURE(pos);

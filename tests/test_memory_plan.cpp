@@ -163,6 +163,27 @@ TEST_CASE("weight bytes from the shape equal the tensor bytes of the shared quan
   }
 }
 
+TEST_CASE("qwen: the projected tensor list and bytes of the qwen2 / qwen3 shapes equal llama-quantize's files") {
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    std::string f32_path;
+    if (!shared_file(std::string("qwen/models/tiny-") + arch + "-256-f32.gguf", f32_path))
+      EDGELLM_SKIP("no shared qwen data at ", edgellm_test::kData, "/qwen");
+    const auto f32 = edgellm::GgufFile::open(f32_path);
+    const auto cfg = edgellm::LlamaConfig::from_gguf(f32);
+    CHECK(edgellm::llama_tensor_list(cfg).size() == f32.tensors().size());  // biases / Q-K norms included
+    for (const char* mix : {"Q8_0", "Q4_K_M"}) {
+      std::string path;
+      if (!shared_file(std::string("qwen/models/tiny-") + arch + "-256-" + mix + ".gguf", path)) continue;
+      const auto q = edgellm::GgufFile::open(path);
+      uint64_t bytes = 0;
+      for (const auto& t : q.tensors()) bytes += t.nbytes;
+      CAPTURE(arch);
+      CAPTURE(mix);
+      CHECK(edgellm::llama_weight_bytes(cfg, edgellm::quant_mix(mix)) == bytes);
+    }
+  }
+}
+
 TEST_CASE("plan of a real model: weights = file size, KV = the model's cache") {
   std::string path;
   if (!shared_file("models/stories260K.gguf", path)) EDGELLM_SKIP("no shared data at ", edgellm_test::kData);

@@ -108,17 +108,43 @@ TEST_CASE("tokenizer: llama.cpp test vectors, BPE llama-bpe (Llama 3 rules)") {
   run_vocab_file("ggml-vocab-gpt-2-llama3pre.gguf");
 }
 
+TEST_CASE("qwen: tokenizer: llama.cpp test vectors, BPE qwen2 pre-tokenizer (digits one by one)") {
+  run_vocab_file("ggml-vocab-gpt-2-qwen2pre.gguf");
+}
+
+TEST_CASE("qwen: vocabulary of the qwen files: no BOS, <|im_end|> and <|endoftext|> end generation") {
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    const std::string path = kData + "/qwen/models/tiny-" + arch + "-256-Q8_0.gguf";
+    EDGELLM_SKIP_WITHOUT(path);
+    const GgufFile f = GgufFile::open(path);
+    const Vocab v = Vocab::from_gguf(f);
+    const Tokenizer tok(Vocab::from_gguf(f));
+    CHECK_FALSE(tok.add_bos());
+    CHECK(v.pre_type == PreTokenizer::Qwen2);
+    const int32_t im_end = v.find_token("<|im_end|>"), eot = v.find_token("<|endoftext|>"), im_start = v.find_token("<|im_start|>");
+    REQUIRE(im_end >= 0);
+    REQUIRE(eot >= 0);
+    CHECK(tok.is_eog(im_end));  // the ChatML turn end (here also tokenizer.ggml.eos_token_id)
+    CHECK(tok.is_eog(eot));
+    CHECK_FALSE(tok.is_eog(im_start));
+    CHECK(tok.encode("<|im_start|>user\n", false, true).front() == im_start);
+  }
+}
+
 TEST_CASE("tokenizer: reference prompts (BOS where the vocab adds one, parse_special on)") {
-  const std::string dir = kData + "/reference";
-  EDGELLM_SKIP_WITHOUT(dir);
-  // Every <model>.p<N>.json, tokenized with models/<model>.gguf.
+  EDGELLM_SKIP_WITHOUT(kData + "/reference");
+  // Every <folder>reference/<model>.p<N>.json, tokenized with <folder>models/<model>.gguf; the
+  // folders: the llama files and qwen/ (qwen2 / qwen3: no BOS, ChatML specials).
   std::vector<std::pair<std::string, std::string>> refs;  // (json, gguf)
-  if (DIR* d = ::opendir(dir.c_str())) {
+  for (const std::string folder : {"", "qwen/"}) {
+    const std::string dir = kData + "/" + folder + "reference";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
     while (const dirent* e = ::readdir(d)) {
       const std::string f = e->d_name;
       const size_t p = f.rfind(".p");
       if (p == std::string::npos || f.size() < 5 || f.compare(f.size() - 5, 5, ".json") != 0) continue;
-      refs.emplace_back(dir + "/" + f, kData + "/models/" + f.substr(0, p) + ".gguf");
+      refs.emplace_back(dir + "/" + f, kData + "/" + folder + "models/" + f.substr(0, p) + ".gguf");
     }
     ::closedir(d);
   }
@@ -137,7 +163,11 @@ TEST_CASE("tokenizer: reference prompts (BOS where the vocab adds one, parse_spe
       CAPTURE(ref_path);
       const auto ids = tok.encode(prompt, /*add_bos=*/true, /*parse_special=*/true);
       CHECK_MESSAGE(ids == expected, "got" << ids_str(ids) << "\nexpected" << ids_str(expected));
-      CHECK(tok.decode(ids, /*remove_special=*/true) == " " + prompt);  // llama.cpp keeps the space after BOS
+      if (tok.add_bos()) {
+        CHECK(tok.decode(ids, /*remove_special=*/true) == " " + prompt);  // llama.cpp keeps the space after BOS
+      } else {  // BPE without BOS (qwen): the text itself, ChatML specials included
+        CHECK(tok.decode(ids, /*remove_special=*/true, /*unparse_special=*/true) == prompt);
+      }
       ++n_checked;
     }
   }

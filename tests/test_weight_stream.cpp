@@ -162,12 +162,17 @@ TEST_CASE("streamed weights give the resident model's logits bit for bit, within
   KernelTable stubbed = native;
   stubbed.packed_of(DType::Q8_0) = test_stub::stub_format(stubbed);
   ThreadPool pool(2);
-  for (const bool tied : {false, true}) {
+  // llama untied and tied; qwen2 (tied, Q/K/V biases) and qwen3 (Q/K norms, head_dim 128 so
+  // q_dim 512 != n_embd 256): their biases and norms stay resident, the matrices stream.
+  for (const char* variant : {"llama", "llama-tied", "qwen2", "qwen3"}) {
     SyntheticSpec spec = stream_spec();
-    spec.tied = tied;
+    const std::string v = variant;
+    spec.tied = v == "llama-tied" || v == "qwen2";
+    if (v.compare(0, 4, "qwen") == 0) spec.arch = v;
+    if (v == "qwen3") spec.head_dim = 128;
     for (const std::string mix : {"Q8_0", "Q4_0", "Q4_K_M", "Q2_K"}) {
-      if (tied && mix != "Q4_K_M") continue;  // tied: one mix is enough (the output is token_embd)
-      CAPTURE(tied);
+      if (v != "llama" && mix != "Q4_K_M") continue;  // one mix is enough for the other variants
+      CAPTURE(v);
       CAPTURE(mix);
       const auto bytes = model_bytes(spec, mix.c_str());
       TempFile file;

@@ -81,7 +81,7 @@ TEST_CASE("float helpers of every ISA match the ref") {
   }
 }
 
-TEST_CASE("rope of every ISA matches the ref, including partial rotation") {
+TEST_CASE("rope (normal and NEOX) of every ISA matches the ref, including partial rotation") {
   const FloatKernels r = make_kernel_table(Isa::Ref).f;
   std::mt19937 rng(11);
   struct Shape {
@@ -111,6 +111,24 @@ TEST_CASE("rope of every ISA matches the ref, including partial rotation") {
         CHECK(std::fabs(x1[i] - x2[i]) <= kMaxAbsErrRope * 4);
         if (int(i % size_t(s.head_dim)) >= s.n_rot) CHECK(x1[i] == x0[i]);  // beyond n_rot: untouched
       }
+      // NEOX: the same rotations applied to (x[i], x[i + n_rot/2]) = the normal form on the
+      // permuted head [x0, x_half, x1, x_half+1, ...].
+      auto n1 = x0;
+      f.rope_neox(n1.data(), s.n_heads, s.head_dim, s.n_rot, cs.data());
+      auto perm = x0;
+      const int half = s.n_rot / 2;
+      for (int h = 0; h < s.n_heads; ++h)
+        for (int i = 0; i < half; ++i) {
+          perm[size_t(h * s.head_dim + 2 * i)] = x0[size_t(h * s.head_dim + i)];
+          perm[size_t(h * s.head_dim + 2 * i + 1)] = x0[size_t(h * s.head_dim + i + half)];
+        }
+      r.rope(perm.data(), s.n_heads, s.head_dim, s.n_rot, cs.data());
+      for (int h = 0; h < s.n_heads; ++h)
+        for (int d = 0; d < s.head_dim; ++d) {
+          const size_t at = size_t(h * s.head_dim + d);
+          const float want = d >= s.n_rot ? x0[at] : perm[size_t(h * s.head_dim) + size_t(d < half ? 2 * d : 2 * (d - half) + 1)];
+          CHECK(std::fabs(n1[at] - want) <= kMaxAbsErrRope * 4);
+        }
     }
   }
 }

@@ -81,6 +81,8 @@ struct FloatKernels {
   // Rotates pairs (x[2i], x[2i+1]) of each of n_heads heads (head_dim apart) by the angle whose
   // cos/sin are cs[2i] / cs[2i+1], for i < n_rot / 2 (ggml's "normal" rope, used by llama).
   void (*rope)(float* x, int n_heads, int head_dim, int n_rot, const float* cs) = nullptr;
+  // The same rotations of the halves: pair i is (x[i], x[i + n_rot/2]) (ggml's NEOX rope: qwen2, qwen3).
+  void (*rope_neox)(float* x, int n_heads, int head_dim, int n_rot, const float* cs) = nullptr;
   // Small f32 GEMM for attention: C[m * ldc + j] = sum_k A[m * lda + k] * B[k * ldb + j] for m < M,
   // j < N, k < K, added to C when accumulate is true (else C is overwritten). C must not alias A or B.
   void (*gemm_f32)(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,

@@ -1,7 +1,7 @@
-// LlamaModel: a loaded LLaMA-family model (read-only after load, shareable between threads) and
-// forward() over a batch of tokens of one or more sequences, through the KernelTable and thread
-// pool, with K/V kept in a PagedKvCache. Scratch buffers live in a LlamaContext (one per thread
-// of use).
+// LlamaModel: a loaded LLaMA-family model (llama, qwen2, qwen3: the table of model/arch.hpp;
+// read-only after load, shareable between threads) and forward() over a batch of tokens of one or
+// more sequences, through the KernelTable and thread pool, with K/V kept in a PagedKvCache.
+// Scratch buffers live in a LlamaContext (one per thread of use).
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -142,7 +142,7 @@ class LlamaModel {
     if (e.count == 0) return e;
     std::vector<float> cs(static_cast<size_t>(cfg_.n_rot));
     rope_delta_table(-e.count, cs.data());
-    kv.rotate_keys(seq, e.begin, kt_->f.rope, cfg_.n_rot, cs.data());
+    kv.rotate_keys(seq, e.begin, rope_fn(), cfg_.n_rot, cs.data());
     return e;
   }
 
@@ -196,6 +196,9 @@ class LlamaModel {
       if (!first.count(b.seq[i])) first[b.seq[i]] = b.pos[i];
     for (const auto& [s, p] : first) kv.truncate(s, p);
   }
+
+  // The table's rotation for the architecture's RoPE form (model/arch.hpp).
+  KvRopeFn rope_fn() const { return cfg_.rope_form() == RopeForm::Neox ? kt_->f.rope_neox : kt_->f.rope; }
 
   void mm(LlamaContext& ctx, const MatmulWeight& w, const float* x, int n_tok, float* y) const {
     matmul(*kt_, ctx.pool(), w, x, n_tok, y, ctx.mm_scratch_);
@@ -272,6 +275,10 @@ class LlamaModel {
     ctx.up_.resize(N * FF);
     ctx.cs_.resize(N * static_cast<size_t>(c.n_rot));
     float* x = ctx.x_.data();
+    const KvRopeFn rope = rope_fn();
+    auto add_bias = [](float* y, const std::vector<float>& bias) {
+      for (size_t j = 0; j < bias.size(); ++j) y[j] += bias[j];
+    };
 
     // 1. token embeddings; rope tables for each token's position
     for (int i = 0; i < n; ++i) {
@@ -292,12 +299,23 @@ class LlamaModel {
         const MatmulTask qkv[] = {{&w(L.wq), ctx.q_.data()}, {&w(L.wk), ctx.k_.data()}, {&w(L.wv), ctx.v_.data()}};
         matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for Q, K, V
       }
-      // 4. RoPE on Q and K; K and V appended to each token's sequence
+      // 4. Q/K/V biases (qwen2), per-head RMSNorm of Q and K (qwen3), RoPE on Q and K; K and V
+      //    appended to each token's sequence
       for (int i = 0; i < n; ++i) {
+        float* q = ctx.q_.data() + i * QD;
+        float* k = ctx.k_.data() + i * KVD;
+        float* v = ctx.v_.data() + i * KVD;
+        if (!L.bq.empty()) add_bias(q, L.bq);
+        if (!L.bk.empty()) add_bias(k, L.bk);
+        if (!L.bv.empty()) add_bias(v, L.bv);
+        if (!L.q_norm.empty())
+          for (int h = 0; h < c.n_head; ++h) f.rmsnorm(q + h * c.head_dim, q + h * c.head_dim, L.q_norm.data(), c.head_dim, c.rms_eps);
+        if (!L.k_norm.empty())
+          for (int h = 0; h < c.n_head_kv; ++h) f.rmsnorm(k + h * c.head_dim, k + h * c.head_dim, L.k_norm.data(), c.head_dim, c.rms_eps);
         const float* cs = ctx.cs_.data() + static_cast<size_t>(i) * c.n_rot;
-        f.rope(ctx.q_.data() + i * QD, c.n_head, c.head_dim, c.n_rot, cs);
-        f.rope(ctx.k_.data() + i * KVD, c.n_head_kv, c.head_dim, c.n_rot, cs);
-        kv.write(b.seq[i], l, b.pos[i], ctx.k_.data() + i * KVD, ctx.v_.data() + i * KVD);
+        rope(q, c.n_head, c.head_dim, c.n_rot, cs);
+        rope(k, c.n_head_kv, c.head_dim, c.n_rot, cs);
+        kv.write(b.seq[i], l, b.pos[i], k, v);
       }
       // 5. causal attention of every (token, head) over its sequence's positions 0..pos
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed

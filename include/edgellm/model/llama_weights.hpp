@@ -91,6 +91,9 @@ struct LlamaLayerWeights {
   MatmulWeight wq;               // [n_embd -> n_head * head_dim]
   MatmulWeight wk;               // [n_embd -> n_head_kv * head_dim]
   MatmulWeight wv;               // [n_embd -> n_head_kv * head_dim]
+  std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim] biases; empty when the file has none
+  std::vector<float> q_norm;     // [head_dim] per-head RMSNorm of Q (qwen3); empty when absent
+  std::vector<float> k_norm;     // [head_dim] per-head RMSNorm of K
   MatmulWeight wo;               // [n_head * head_dim -> n_embd]
   std::vector<float> ffn_norm;   // [n_embd]
   MatmulWeight w_gate;           // [n_embd -> n_ff]
@@ -132,27 +135,36 @@ struct LlamaWeights {
       ::madvise(reinterpret_cast<void*>(b), e - b, advice);  // advice only: a refusal changes nothing
     };
     advise_data(MADV_RANDOM);
-    const GgufTensorInfo& emb = expect(f, "token_embd.weight", c.n_embd, c.n_vocab);
-    EDGELLM_CHECK(can_dequantize(emb.type), "file ", f.path(), ": tensor 'token_embd.weight' has type ",
+    if (c.spec) w.names_ = c.spec->tensors;
+    const TensorNames& tn = w.names_;
+    const GgufTensorInfo& emb = expect(f, tn.token_embd, c.n_embd, c.n_vocab);
+    EDGELLM_CHECK(can_dequantize(emb.type), "file ", f.path(), ": tensor '", tn.token_embd, "' has type ",
                   dtype_name(emb.type), ", which cannot be dequantized");
     w.token_embd = emb.view();
-    w.output_norm = vector_f32(f, "output_norm.weight", c.n_embd);
-    w.output = c.tied_embeddings ? matmul_weight(f, kt, "token_embd.weight", c.n_embd, c.n_vocab)
-                                 : matmul_weight(f, kt, "output.weight", c.n_embd, c.n_vocab);
-    if (c.has_rope_freqs) w.rope_freqs = vector_f32(f, "rope_freqs.weight", c.n_rot / 2);
+    w.output_norm = vector_f32(f, tn.output_norm, c.n_embd);
+    w.output = matmul_weight(f, kt, c.tied_embeddings ? tn.token_embd : tn.output, c.n_embd, c.n_vocab);
+    if (c.has_rope_freqs) w.rope_freqs = vector_f32(f, tn.rope_freqs, c.n_rot / 2);
+    // The small per-layer vectors (norms, biases) are F32 copies: always resident, whatever the budget.
+    const Presence bias = c.spec ? c.spec->qkv_bias : Presence::Absent;
+    const Presence qk_norm = c.spec ? c.spec->qk_norm : Presence::Absent;
     w.layers.resize(static_cast<size_t>(c.n_layer));
     for (int l = 0; l < c.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
-      L.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd);
-      L.wq = matmul_weight(f, kt, p + "attn_q.weight", c.n_embd, c.q_dim());
-      L.wk = matmul_weight(f, kt, p + "attn_k.weight", c.n_embd, c.kv_dim());
-      L.wv = matmul_weight(f, kt, p + "attn_v.weight", c.n_embd, c.kv_dim());
-      L.wo = matmul_weight(f, kt, p + "attn_output.weight", c.q_dim(), c.n_embd);
-      L.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
-      L.w_gate = matmul_weight(f, kt, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-      L.w_up = matmul_weight(f, kt, p + "ffn_up.weight", c.n_embd, c.n_ff);
-      L.w_down = matmul_weight(f, kt, p + "ffn_down.weight", c.n_ff, c.n_embd);
+      L.attn_norm = vector_f32(f, p + tn.attn_norm, c.n_embd);
+      L.wq = matmul_weight(f, kt, p + tn.attn_q, c.n_embd, c.q_dim());
+      L.wk = matmul_weight(f, kt, p + tn.attn_k, c.n_embd, c.kv_dim());
+      L.wv = matmul_weight(f, kt, p + tn.attn_v, c.n_embd, c.kv_dim());
+      L.bq = vector_f32_if(f, p + tn.attn_q_bias, c.q_dim(), bias);
+      L.bk = vector_f32_if(f, p + tn.attn_k_bias, c.kv_dim(), bias);
+      L.bv = vector_f32_if(f, p + tn.attn_v_bias, c.kv_dim(), bias);
+      L.q_norm = vector_f32_if(f, p + tn.attn_q_norm, c.head_dim, qk_norm);
+      L.k_norm = vector_f32_if(f, p + tn.attn_k_norm, c.head_dim, qk_norm);
+      L.wo = matmul_weight(f, kt, p + tn.attn_output, c.q_dim(), c.n_embd);
+      L.ffn_norm = vector_f32(f, p + tn.ffn_norm, c.n_embd);
+      L.w_gate = matmul_weight(f, kt, p + tn.ffn_gate, c.n_embd, c.n_ff);
+      L.w_up = matmul_weight(f, kt, p + tn.ffn_up, c.n_embd, c.n_ff);
+      L.w_down = matmul_weight(f, kt, p + tn.ffn_down, c.n_ff, c.n_embd);
     }
     w.tied_ = c.tied_embeddings;
     w.residency = w.plan_residency(c, kt, opt);
@@ -311,7 +323,7 @@ struct LlamaWeights {
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < list.size(); ++i) {
       MatmulWeight& m = *list[i].second;
-      if (list[i].first == "token_embd.weight" && f.mapped()) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
+      if (list[i].first == names_.token_embd && f.mapped()) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
       if (offset[i] == SIZE_MAX) continue;
       StreamPiece piece;
       piece.w = &m;
@@ -369,6 +381,7 @@ struct LlamaWeights {
     return nullptr;
   }
   bool tied_ = false;        // output is token_embd
+  TensorNames names_{};      // the architecture's tensor names (model/arch.hpp)
   double load_read_bps = 0;  // storage read rate seen while loading the resident matrices (0: not measured)
 
   // Streaming mode: builds the units of the streamed matrices and starts the I/O thread. Call once
@@ -419,18 +432,19 @@ struct LlamaWeights {
   // Every matrix with its tensor name, in file-load order.
   std::vector<std::pair<std::string, MatmulWeight*>> matrices(bool tied_embeddings) {
     std::vector<std::pair<std::string, MatmulWeight*>> v;
+    const TensorNames& tn = names_;
     for (size_t l = 0; l < layers.size(); ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       LlamaLayerWeights& L = layers[l];
-      v.insert(v.end(), {{p + "attn_q.weight", &L.wq},
-                         {p + "attn_k.weight", &L.wk},
-                         {p + "attn_v.weight", &L.wv},
-                         {p + "attn_output.weight", &L.wo},
-                         {p + "ffn_gate.weight", &L.w_gate},
-                         {p + "ffn_up.weight", &L.w_up},
-                         {p + "ffn_down.weight", &L.w_down}});
+      v.insert(v.end(), {{p + tn.attn_q, &L.wq},
+                         {p + tn.attn_k, &L.wk},
+                         {p + tn.attn_v, &L.wv},
+                         {p + tn.attn_output, &L.wo},
+                         {p + tn.ffn_gate, &L.w_gate},
+                         {p + tn.ffn_up, &L.w_up},
+                         {p + tn.ffn_down, &L.w_down}});
     }
-    v.emplace_back(tied_embeddings ? "token_embd.weight" : "output.weight", &output);
+    v.emplace_back(tied_embeddings ? tn.token_embd : tn.output, &output);
     return v;
   }
 
@@ -532,7 +546,7 @@ struct LlamaWeights {
         const uint64_t off = uint64_t(static_cast<const uint8_t*>(m.data) - f.base());
         ::posix_fadvise(cache.fd, off_t(off), off_t(size_t(m.n_out) * m.row_bytes), POSIX_FADV_DONTNEED);
       }
-      if (list[i].first == "token_embd.weight") advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
+      if (list[i].first == names_.token_embd) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
     }
   }
 
@@ -558,6 +572,12 @@ struct LlamaWeights {
     std::vector<float> v(static_cast<size_t>(n));
     dequantize_row(t.type, t.data, v.data(), n);
     return v;
+  }
+  // A vector the architecture may or may not have: empty when Absent, or Optional and not in the
+  // file; a Required one that is missing is an Error naming it.
+  static std::vector<float> vector_f32_if(const GgufFile& f, const std::string& name, int64_t n, Presence need) {
+    if (need == Presence::Absent || (need == Presence::Optional && !f.find_tensor(name))) return {};
+    return vector_f32(f, name, n);
   }
   static MatmulWeight matmul_weight(const GgufFile& f, const KernelTable& kt, const std::string& name, int64_t n_in,
                                     int64_t n_out) {

@@ -169,7 +169,8 @@ inline std::string format_memory_plan(const MemoryPlan& m) {
 
 // ---- weight bytes of a LLaMA shape at a mix, without a file (DEPLOY.md's table) ----
 
-// The tensors a llama GGUF holds for this shape, in llama.cpp's order, with their F16/F32 source types.
+// The tensors a GGUF of this shape and architecture holds (qwen2's Q/K/V biases and qwen3's Q/K
+// norms included), in llama.cpp's order, with their F16/F32 source types.
 inline std::vector<GgufTensorInfo> llama_tensor_list(const LlamaConfig& c) {
   std::vector<GgufTensorInfo> ts;
   auto add = [&](const std::string& name, int64_t ne0, int64_t ne1) {
@@ -190,6 +191,15 @@ inline std::vector<GgufTensorInfo> llama_tensor_list(const LlamaConfig& c) {
     add(p + "attn_q.weight", c.n_embd, c.q_dim());
     add(p + "attn_k.weight", c.n_embd, c.kv_dim());
     add(p + "attn_v.weight", c.n_embd, c.kv_dim());
+    if (c.spec && c.spec->qkv_bias == Presence::Required) {
+      add(p + c.spec->tensors.attn_q_bias, c.q_dim(), 1);
+      add(p + c.spec->tensors.attn_k_bias, c.kv_dim(), 1);
+      add(p + c.spec->tensors.attn_v_bias, c.kv_dim(), 1);
+    }
+    if (c.spec && c.spec->qk_norm == Presence::Required) {
+      add(p + c.spec->tensors.attn_q_norm, c.head_dim, 1);
+      add(p + c.spec->tensors.attn_k_norm, c.head_dim, 1);
+    }
     add(p + "attn_output.weight", c.q_dim(), c.n_embd);
     add(p + "ffn_norm.weight", c.n_embd, 1);
     add(p + "ffn_gate.weight", c.n_embd, c.n_ff);

@@ -1,5 +1,5 @@
-// Synthetic LLaMA models: a published shape (TinyLlama-1.1B, Llama-3.2-1B, Llama-2-7B,
-// Llama-3.1-8B, or a tiny demo) with random weights, quantized to a chosen type and written as a
+// Synthetic models: a published shape (TinyLlama-1.1B, Llama-3.2-1B, Llama-2-7B, Llama-3.1-8B,
+// Qwen2.5-1.5B, Qwen3-1.7B, or a tiny demo) with random weights, quantized to a chosen type and written as a
 // real GGUF by our writer — tensor by tensor, so an 8B model never needs F32 in memory. Used by
 // edgellm-bench --preset, edgellm-cli without -m, and tests. Random text in, random text out.
 #pragma once
@@ -13,6 +13,7 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/gguf/writer.hpp"
+#include "edgellm/model/arch.hpp"
 #include "edgellm/quant/mix.hpp"
 #include "edgellm/quant/ref.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
@@ -23,7 +24,12 @@ struct SyntheticSpec {
   std::string name;
   int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
   float rope_base;
-  bool tied;  // no output.weight
+  bool tied;                   // no output.weight
+  std::string arch = "llama";  // general.architecture (model/arch.hpp): qwen2 adds Q/K/V biases, qwen3 Q/K norms
+  int head_dim = 0;            // 0: n_embd / n_head
+  float rms_eps = 1e-5f;
+
+  int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 inline std::vector<SyntheticSpec> synthetic_presets() {
@@ -34,6 +40,8 @@ inline std::vector<SyntheticSpec> synthetic_presets() {
       {"llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, true},
       {"llama-2-7b", 32000, 4096, 32, 32, 32, 11008, 4096, 10000.f, false},
       {"llama-3.1-8b", 128256, 4096, 32, 32, 8, 14336, 131072, 500000.f, false},
+      {"qwen2.5-1.5b", 151936, 1536, 28, 12, 2, 8960, 32768, 1000000.f, true, "qwen2", 128, 1e-6f},
+      {"qwen3-1.7b", 151936, 2048, 28, 16, 8, 6144, 40960, 1000000.f, true, "qwen3", 128, 1e-6f},
   };
 }
 
@@ -47,24 +55,27 @@ inline SyntheticSpec synthetic_preset(const std::string& name) {
 }
 
 // The per-tensor type of the simple rule used with a plain DType: `type` for the matrices, F32 for
-// norms, and Q6_K for output.weight when `type` is a K-quant.
+// norms and biases, and Q6_K for output.weight when `type` is a K-quant.
 inline DType synthetic_tensor_type(const std::string& name, DType type) {
-  if (name.find("norm") != std::string::npos) return DType::F32;
+  if (name.find("norm") != std::string::npos || name.find(".bias") != std::string::npos) return DType::F32;
   if (name == "output.weight" && dtype_block_size(type) == 256 && type != DType::Q6_K) return DType::Q6_K;
   return type;
 }
 
-// One tensor of a synthetic model: n_out rows of n_in N(0, stddev) values (stddev 0: all ones).
+// One tensor of a synthetic model: n_out rows of n_in N(0, stddev) values (stddev 0: all ones);
+// n_out 1 is a vector (norm, bias).
 struct SyntheticTensor {
   std::string name;
   int64_t n_in, n_out;
   float stddev;
 };
 
-// The tensors of a LLaMA model of this shape, in llama.cpp's file order.
+// The tensors of a model of this shape and architecture, in llama.cpp's file order.
 inline std::vector<SyntheticTensor> synthetic_tensors(const SyntheticSpec& s) {
   std::vector<SyntheticTensor> ts;
-  const int hd = s.n_embd / s.n_head;
+  const ArchSpec& a = arch_spec(s.arch, "synthetic model '" + s.name + "'");
+  const TensorNames& tn = a.tensors;
+  const int hd = s.head_size();
   const float si = 1.0f / std::sqrt(float(s.n_embd)), sf = 1.0f / std::sqrt(float(s.n_ff));
   ts.push_back({"token_embd.weight", s.n_embd, s.n_vocab, 1.0f});
   ts.push_back({"output_norm.weight", s.n_embd, 1, 0});
@@ -75,6 +86,15 @@ inline std::vector<SyntheticTensor> synthetic_tensors(const SyntheticSpec& s) {
     ts.push_back({p + "attn_q.weight", s.n_embd, int64_t(s.n_head) * hd, si});
     ts.push_back({p + "attn_k.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
     ts.push_back({p + "attn_v.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
+    if (a.qkv_bias == Presence::Required) {
+      ts.push_back({p + tn.attn_q_bias, int64_t(s.n_head) * hd, 1, 0.25f});
+      ts.push_back({p + tn.attn_k_bias, int64_t(s.n_head_kv) * hd, 1, 0.25f});
+      ts.push_back({p + tn.attn_v_bias, int64_t(s.n_head_kv) * hd, 1, 0.25f});
+    }
+    if (a.qk_norm == Presence::Required) {
+      ts.push_back({p + tn.attn_q_norm, hd, 1, 0});
+      ts.push_back({p + tn.attn_k_norm, hd, 1, 0});
+    }
     ts.push_back({p + "attn_output.weight", int64_t(s.n_head) * hd, s.n_embd, si});
     ts.push_back({p + "ffn_norm.weight", s.n_embd, 1, 0});
     ts.push_back({p + "ffn_gate.weight", s.n_embd, s.n_ff, si});
@@ -92,6 +112,7 @@ inline std::vector<DType> synthetic_mix_types(const SyntheticSpec& s, const Quan
   for (const auto& t : ts) names.push_back(t.name);
   const std::vector<size_t> order = llama_tensor_order(names);
   MixModelInfo info;
+  info.arch = s.arch;
   info.n_layer = s.n_layer;
   info.n_head = s.n_head;
   info.n_head_kv = s.n_head_kv;
@@ -132,17 +153,23 @@ inline void synthetic_row(const SyntheticTensor& t, uint64_t seed, size_t i, int
 }
 
 inline void set_synthetic_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t file_type) {
-  w.set_string("general.architecture", "llama");
+  const ConfigKeys& k = arch_spec(s.arch, "synthetic model '" + s.name + "'").keys;
+  const std::string p = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
   w.set_string("general.name", "synthetic-" + s.name);
-  w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_f32("llama.rope.freq_base", s.rope_base);
+  w.set_u32(p + k.context_length, static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(p + k.embedding_length, static_cast<uint32_t>(s.n_embd));
+  w.set_u32(p + k.block_count, static_cast<uint32_t>(s.n_layer));
+  w.set_u32(p + k.feed_forward_length, static_cast<uint32_t>(s.n_ff));
+  w.set_u32(p + k.head_count, static_cast<uint32_t>(s.n_head));
+  w.set_u32(p + k.head_count_kv, static_cast<uint32_t>(s.n_head_kv));
+  if (s.head_size() * s.n_head != s.n_embd) {
+    w.set_u32(p + k.key_length, static_cast<uint32_t>(s.head_size()));
+    w.set_u32(p + k.value_length, static_cast<uint32_t>(s.head_size()));
+  }
+  w.set_u32(p + k.rope_dims, static_cast<uint32_t>(s.head_size()));
+  w.set_f32(p + k.rms_eps, s.rms_eps);
+  w.set_f32(p + k.rope_freq_base, s.rope_base);
   w.set_u32("general.file_type", static_cast<uint32_t>(file_type));
   // SPM vocabulary: <unk> <s> </s>, the 256 byte tokens, then filler pieces.
   std::vector<std::string> tokens;

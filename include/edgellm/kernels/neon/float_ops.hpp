@@ -161,6 +161,26 @@ inline void rope_neon(float* x, int n_heads, int head_dim, int n_rot, const floa
   }
 }
 
+// NEOX form: pair i is (v[i], v[i + n_rot/2]); vld2q splits 4 (cos, sin) pairs.
+inline void rope_neox_neon(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    int i = 0;
+    for (; i + 4 <= half; i += 4) {
+      const float32x4x2_t c = vld2q_f32(cs + 2 * i);
+      const float32x4_t x0 = vld1q_f32(v + i), x1 = vld1q_f32(v + i + half);
+      vst1q_f32(v + i, vfmsq_f32(vmulq_f32(x0, c.val[0]), x1, c.val[1]));
+      vst1q_f32(v + i + half, vfmaq_f32(vmulq_f32(x0, c.val[1]), x1, c.val[0]));
+    }
+    for (; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * c - x1 * s;
+      v[i + half] = x0 * s + x1 * c;
+    }
+  }
+}
+
 // ---- small GEMM for attention (FloatKernels::gemm_f32) ----
 
 namespace neon {

@@ -74,6 +74,7 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
   f.softmax = softmax_neon;
   f.silu_mul = silu_mul_neon;
   f.rope = rope_neon;
+  f.rope_neox = rope_neox_neon;
   f.gemm_f32 = gemm_f32_neon;
   f.transpose_f32 = transpose_f32_neon;
   f.variant = "neon";

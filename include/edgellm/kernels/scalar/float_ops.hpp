@@ -50,6 +50,20 @@ inline void rope_ref(float* x, int n_heads, int head_dim, int n_rot, const float
   }
 }
 
+// NEOX form: pair i is (v[i], v[i + n_rot/2]), same cs. Dimensions from n_rot on untouched.
+inline void rope_neox_ref(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const float x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * c - x1 * s;
+      v[i + half] = x0 * s + x1 * c;
+    }
+  }
+}
+
 // dst[c * ldd + r] = src[r * lds + c]; the SIMD forms transpose square tiles in registers and use
 // this for the edges.
 inline void transpose_f32_ref(const float* src, int rows, int cols, int lds, float* dst, int ldd) {

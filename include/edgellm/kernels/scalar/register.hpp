@@ -42,6 +42,7 @@ inline void register_ref_kernels(KernelTable& t) {
   f.softmax = softmax_ref;
   f.silu_mul = silu_mul_ref;
   f.rope = rope_ref;
+  f.rope_neox = rope_neox_ref;  // also the x86 tables' (one pass over q and k per token: not worth SIMD there)
   f.gemm_f32 = gemm_f32_ref;
   f.transpose_f32 = transpose_f32_ref;
   f.variant = "ref";
