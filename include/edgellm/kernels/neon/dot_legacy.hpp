@@ -1,6 +1,7 @@
 // NEON dot products of the legacy 32-weight formats (q4_0, q4_1, q5_0, q5_1, q8_0) against Q8_0
-// activations (q4_1 / q5_1: Q8_1, as ggml): one body per shape (one row / four rows) templated on the format and on the int8
-// dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and *_dotprod. Semantics: kernels/scalar/dot.hpp.
+// activations (q4_1 / q5_1: Q8_1, as ggml): one body per shape (one row / four rows) templated on
+// the format and on the int8 dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and *_dotprod.
+// Semantics: kernels/scalar/dot.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -132,6 +133,8 @@ struct FmtQ8_0 {
 // first = [block 0 .. 3's first], second = [... second]: one 32-bit load per block, two widenings
 // and two unzips, instead of eight 16-bit loads and their assembly (llvm-mca: q4_1 one row 176 ->
 // 160 cycles per 256 weights).
+static_assert(offsetof(block_q4_1, m) == 2 && offsetof(block_q5_1, m) == 2 && offsetof(block_q8_1, s) == 2,
+              "half_pairs4 reads d and m / s as one 32-bit word");
 template <class B>
 EDGELLM_NEON_INLINE void half_pairs4(const B& b0, const B& b1, const B& b2, const B& b3, float32x4_t* first,
                                      float32x4_t* second) {
