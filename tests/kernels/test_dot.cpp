@@ -15,6 +15,7 @@
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/ref.hpp"
+#include "q8_1_float_model.hpp"
 
 using namespace edgellm;
 
@@ -30,7 +31,8 @@ constexpr double kMaxDotErrQ5K = 2e-6;
 constexpr double kMaxDotErrQ6K = 2e-6;
 constexpr double kMaxDotErrFloat = 2e-6;
 // |ref dot - float dot of the dequantized rows| / sum |w_i * a_i|: the ref applies scales after the
-// integer sums (ggml's order), the float dot before, so only rounding differs.
+// integer sums (ggml's order), the float dot before, so only rounding differs. (Against Q8_1 the
+// float dot takes the min term from the activation's s: q8_1_float_model.hpp.)
 constexpr double kMaxRefVsDequantErr = 1e-5;
 // A SIMD activation quantizer may differ from the ref by one quantization step per element.
 constexpr double kMaxActQuantSteps = 1.001;
@@ -83,7 +85,7 @@ double abs_dot_dequantized(DType wt, const void* w, DType at, const void* a, int
     s += std::fabs(double(fw[size_t(i)]) * fa[size_t(i)]);
     d += double(fw[size_t(i)]) * fa[size_t(i)];
   }
-  *dot = d;
+  *dot = d + edgellm_test::q8_1_min_correction(wt, w, at, a, fa.data(), n);
   return s;
 }
 
@@ -265,7 +267,7 @@ TEST_CASE("every ISA's activation quantizers match the ref within one step") {
     const KernelTable t = make_kernel_table(isa);
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
-    for (DType at : {DType::Q8_0, DType::Q8_K}) {
+    for (DType at : {DType::Q8_0, DType::Q8_1, DType::Q8_K}) {
       const std::string type_s = dtype_name(at);
       CAPTURE(type_s);
       REQUIRE(static_cast<bool>(t.of(at).from_float));
@@ -287,6 +289,17 @@ TEST_CASE("every ISA's activation quantizers match the ref within one step") {
           const double step = amax / 127.0;
           for (int i = b * bs; i < (b + 1) * bs; ++i)
             CHECK(std::fabs(double(fa[size_t(i)]) - fr[size_t(i)]) <= kMaxActQuantSteps * step + 1e-12);
+        }
+        if (at == DType::Q8_1) {  // bit-exact with the ref (same rounding), s = fp16(sum(q) * unrounded d)
+          CHECK(qa == qr);
+          const auto* blocks = reinterpret_cast<const block_q8_1*>(qa.data());
+          for (int b = 0; b < n / bs; ++b) {
+            float amax = 0.0f;
+            for (int i = b * bs; i < (b + 1) * bs; ++i) amax = std::max(amax, std::fabs(x[size_t(i)]));
+            int s = 0;
+            for (int l = 0; l < bs; ++l) s += blocks[b].qs[l];
+            CHECK(blocks[b].s == fp32_to_fp16(float(s) * (amax / 127.0f)));
+          }
         }
         if (at == DType::Q8_K) {  // bsums must be the sums of the stored quants
           const auto* blocks = reinterpret_cast<const block_q8_K*>(qa.data());
@@ -311,6 +324,8 @@ TEST_CASE("kernel tables describe their variants") {
     CHECK(static_cast<bool>(t.f.rmsnorm));
     CHECK(t.of(DType::Q4_K).vec_dot_type == DType::Q8_K);
     CHECK(t.of(DType::Q4_0).vec_dot_type == DType::Q8_0);
+    CHECK(t.of(DType::Q4_1).vec_dot_type == DType::Q8_1);
+    CHECK(t.of(DType::Q5_1).vec_dot_type == DType::Q8_1);
     CHECK(t.of(DType::F16).vec_dot_type == DType::F32);
     CHECK(static_cast<bool>(t.of(DType::Q4_K).to_float));
   }

@@ -1,6 +1,7 @@
 // The prefill GEMM's common weight form (kernels/layouts/unpack_u8.hpp) against each type's
 // dequantizer, and the GEMM (several tokens) against the GEMV (one token at a time) for shapes
-// the GEMM takes (rows a multiple of 128) with row and token tails; the x86 K-quant scale unpack;
+// the GEMM takes (rows a multiple of 128) with row and token tails, and the forms' arithmetic in
+// scalar code against the ref GEMV on every machine; the x86 K-quant scale unpack;
 // matmul_multi (fused Q/K/V, gate/up) against separate matmuls.
 #include <doctest/doctest.h>
 
@@ -81,6 +82,60 @@ TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for ever
 }
 #endif
 
+namespace {
+
+// The u8 GEMM tile's arithmetic in scalar code (x86's runs only with VNNI): per 4-weight lane
+// sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a.
+double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
+  double sum = 0.0;
+  for (int64_t l = 0; l < n / 4; ++l) {
+    int32_t d = 0;
+    for (int j = 0; j < 4; ++j) d += int32_t(w.u[4 * l + j]) * int32_t(int8_t(a.u[4 * l + j]));
+    sum += double(d) * w.sv[l] * a.sv[l];
+  }
+  for (int64_t g = 0; g < n / 16; ++g) sum += double(w.m[g]) * a.m[g];
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("the u8 GEMM forms of weights and activations give the GEMV's dot for every type") {
+  // Checks the forms themselves (kernels/layouts/unpack_u8.hpp) on every machine: for Q8_1
+  // activations (q4_1 / q5_1) the offsets must carry the block's s, not d * sum of the quants.
+  const KernelTable ref = make_kernel_table(Isa::Ref);
+  std::mt19937 rng(15);
+  const int64_t n = 512;
+  const size_t rb = u8_gemm_row_bytes(n);
+  std::vector<uint8_t> wrow(rb), arow(rb);
+  std::vector<float> s16(size_t(n / 16));
+  for (DType t : kTypes) {
+    const std::string name = dtype_name(t);
+    CAPTURE(name);
+    const DType act = ref.of(t).vec_dot_type;
+    for (int it = 0; it < 8; ++it) {
+      const auto wf = randv(rng, n), x = randv(rng, n);
+      std::vector<uint8_t> w(dtype_row_bytes(t, n)), q(dtype_row_bytes(act, n)), scratch(q.size());
+      quantize_row(t, wf.data(), w.data(), n);
+      ref.of(act).from_float(x.data(), q.data(), n);
+      const U8GemmRow wr = U8GemmRow::at(wrow.data(), n, 0), ar = U8GemmRow::at(arow.data(), n, 0);
+      u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data());
+      u8_gemm_pack_act_row(act, ref.of(act).from_float, x.data(), n, ar, scratch.data());
+      const double want = ref.of(t).vec_dot(int(n), w.data(), q.data());
+      std::vector<float> wd(static_cast<size_t>(n)), ad(static_cast<size_t>(n));
+      dequantize_row(t, w.data(), wd.data(), n);
+      dequantize_row(act, q.data(), ad.data(), n);
+      double scale = 0.0;
+      for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(wd[size_t(i)]) * ad[size_t(i)]);
+      CHECK(std::fabs(gemm_form_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
+    }
+  }
+  std::vector<float> x(64, 1.0f);
+  std::vector<uint8_t> scratch(dtype_row_bytes(DType::Q8_0, 64));
+  CHECK_THROWS_AS(u8_gemm_pack_act_row(DType::F16, ref.of(DType::Q8_0).from_float, x.data(), 64,
+                                       U8GemmRow::at(arow.data(), 64, 0), scratch.data()),
+                  Error);
+}
+
 TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
   const KernelTable& kt = kernels();
   std::mt19937 rng(12);
@@ -122,7 +177,9 @@ TEST_CASE("matmul_multi gives each matrix's own matmul, fused or not") {
     int64_t n_out;
   };
   for (const auto& set : {std::vector<M>{{DType::Q4_K, 300}, {DType::Q4_K, 77}, {DType::Q4_K, 77}},
-                          std::vector<M>{{DType::Q8_0, 600}, {DType::Q6_K, 5}}}) {
+                          std::vector<M>{{DType::Q8_0, 600}, {DType::Q6_K, 5}},
+                          std::vector<M>{{DType::Q4_1, 300}, {DType::Q4_1, 77}},  // fused, Q8_1 activations
+                          std::vector<M>{{DType::Q5_1, 100}, {DType::Q5_0, 60}, {DType::Q8_0, 7}}}) {
     std::vector<std::vector<uint8_t>> data;
     std::vector<MatmulWeight> ws;
     for (const M& m : set) {

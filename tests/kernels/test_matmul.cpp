@@ -14,6 +14,7 @@
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/quant/ref.hpp"
 #include "../packed_stub.hpp"
+#include "q8_1_float_model.hpp"
 
 using namespace edgellm;
 
@@ -33,7 +34,8 @@ std::vector<float> randv(std::mt19937& rng, int64_t n) {
   return v;
 }
 
-// y_ref[t, r] and sum |w * a| from dequantized weights and the ref-quantized activations.
+// y_ref[t, r] and sum |w * a| from dequantized weights and the ref-quantized activations (against
+// Q8_1, with the min term from the activation's s: q8_1_float_model.hpp).
 void naive_matmul(const KernelTable& ref, DType type, const std::vector<uint8_t>& w, size_t row_bytes, int64_t n_in,
                   int64_t n_out, const std::vector<float>& x, int64_t n_tok, std::vector<double>& y,
                   std::vector<double>& scale) {
@@ -53,7 +55,8 @@ void naive_matmul(const KernelTable& ref, DType type, const std::vector<uint8_t>
         s += p;
         a += std::fabs(p);
       }
-      y[size_t(t * n_out + r)] = s;
+      y[size_t(t * n_out + r)] =
+          s + edgellm_test::q8_1_min_correction(type, w.data() + size_t(r) * row_bytes, act, q.data(), xf.data(), n_in);
       scale[size_t(t * n_out + r)] = a;
     }
   }

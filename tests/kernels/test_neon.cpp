@@ -243,7 +243,7 @@ TEST_CASE("neon: kernel table picks dotprod exactly when the CPU has it") {
   CHECK(std::string(t.of(DType::F16).variant) == "neon");
   CHECK(std::string(t.f.variant) == "neon");
   CHECK(t.of(DType::Q2_K).vec_dot_type == DType::Q8_K);
-  CHECK(t.of(DType::Q4_1).vec_dot_type == DType::Q8_0);
+  CHECK(t.of(DType::Q4_1).vec_dot_type == DType::Q8_1);
   // multi-row kernels of the same variant as vec_dot, with their group size
   const VecDotRowsFn q4_0_rows = hw_dp ? vec_dot_rows_q4_0_q8_0_dotprod : vec_dot_rows_q4_0_q8_0_neon;
   const VecDotRowsFn q6_K_rows = hw_dp ? vec_dot_rows_q6_K_q8_K_dotprod : vec_dot_rows_q6_K_q8_K_neon;

@@ -220,7 +220,7 @@ inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest regis
 inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok) {
   const DType act = kt.of(w.type).vec_dot_type;
   return kt.u8_gemm.tile != nullptr && n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
-         (act == DType::Q8_0 || act == DType::Q8_K) && kt.of(act).from_float != nullptr;
+         (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K) && kt.of(act).from_float != nullptr;
 }
 
 // y[t, r] for all tokens: activations packed once; each thread unpacks a tile of weight rows

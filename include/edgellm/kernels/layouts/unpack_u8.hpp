@@ -237,11 +237,28 @@ inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmR
     for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
 }
 
+// The 32-quant activation blocks (Q8_0, Q8_1) into the GEMM form: quants, the block's scale per
+// lane, and m per 16 from half_m(block, h).
+template <class B, class HalfM>
+inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM half_m) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = fp16_to_fp32(q8[b].d);
+    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
+    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
+    for (int h = 0; h < 2; ++h) out.m[b * 2 + h] = half_m(q8[b], h);
+  }
+}
+
 // An activation row (n floats) into the GEMM form, quantized by `quantize` (the table's from_float
-// of act, Q8_0 or Q8_K: a scale per 32, or per 256 with bsums) exactly as the GEMV quantizes it,
-// so the GEMM gives the GEMV's products. scratch: dtype_row_bytes(act, n) bytes.
+// of act: Q8_0 / Q8_1, a scale per 32, or Q8_K, per 256 with bsums) exactly as the GEMV quantizes
+// it, so the GEMM gives the GEMV's products. scratch: dtype_row_bytes(act, n) bytes.
+// Q8_1 (the activations of q4_1 / q5_1, whose offset m is the same for both halves of a block):
+// m = s / 2 for each half, so m_w * s / 2 + m_w * s / 2 is the GEMV's m_w * s exactly (halving is
+// exact in float), where d * sum(half) would use the fp16-rounded d instead of the block's s.
 inline void u8_gemm_pack_act_row(DType act, FromFloatFn quantize, const float* x, int64_t n, U8GemmRow out,
                                  void* scratch) {
+  EDGELLM_CHECK(act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K,
+                "u8 GEMM: activations must be q8_0, q8_1 or q8_K, got ", dtype_name(act));
   quantize(x, scratch, n);
   if (act == DType::Q8_K) {
     const auto* q8 = static_cast<const block_q8_K*>(scratch);
@@ -252,18 +269,16 @@ inline void u8_gemm_pack_act_row(DType act, FromFloatFn quantize, const float* x
     }
     return;
   }
-  EDGELLM_CHECK(act == DType::Q8_0, "u8 GEMM: activations must be q8_0 or q8_K, got ", dtype_name(act));
-  const auto* q8 = static_cast<const block_q8_0*>(scratch);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float d = fp16_to_fp32(q8[b].d);
-    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
-    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
-    for (int h = 0; h < 2; ++h) {
-      int s = 0;
-      for (int j = 0; j < 16; ++j) s += q8[b].qs[h * 16 + j];
-      out.m[b * 2 + h] = d * float(s);
-    }
+  if (act == DType::Q8_1) {
+    u8_gemm_pack_blocks32(static_cast<const block_q8_1*>(scratch), n, out,
+                          [](const block_q8_1& b, int) { return 0.5f * fp16_to_fp32(b.s); });
+    return;
   }
+  u8_gemm_pack_blocks32(static_cast<const block_q8_0*>(scratch), n, out, [](const block_q8_0& b, int h) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += b.qs[h * 16 + j];
+    return fp16_to_fp32(b.d) * float(s);
+  });
 }
 
 }  // namespace edgellm

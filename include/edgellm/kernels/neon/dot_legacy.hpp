@@ -1,6 +1,7 @@
 // NEON dot products of the legacy 32-weight formats (q4_0, q4_1, q5_0, q5_1, q8_0) against Q8_0
-// activations: one body per shape (one row / four rows) templated on the format and on the int8
-// dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and *_dotprod. Semantics: kernels/scalar/dot.hpp.
+// activations (q4_1 / q5_1: Q8_1, as ggml): one body per shape (one row / four rows) templated on
+// the format and on the int8 dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and *_dotprod.
+// Semantics: kernels/scalar/dot.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -50,10 +51,12 @@ EDGELLM_NEON_INLINE int32x4_t hsum4(int32x4_t p0, int32x4_t p1, int32x4_t p2, in
 
 // Per-format policies: dot<D>(x, y0, y1) = integer dot of block x with the activation halves
 // y0 (weights 0..15) and y1 (16..31), spread over 4 lanes; kPost multiplies the final result
-// (q4_0 works on 16 * q). Formats with a min (kMin) add m * d8 * sum(q8) per block. kGroups:
+// (q4_0 works on 16 * q). Formats with a min (kMin) take Q8_1 activations (Act) and add m_w * s_a
+// per block, s_a the activation block's scaled sum. kGroups:
 // the cheap formats run eight blocks per step (llvm-mca: fewer stalls), the others four.
 struct FmtQ4_0 {
   using Block = block_q4_0;
+  using Act = block_q8_0;
   static constexpr bool kMin = false;
   static constexpr float kPost = 1.0f / 16.0f;
   static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
@@ -67,6 +70,7 @@ struct FmtQ4_0 {
 
 struct FmtQ4_1 {
   using Block = block_q4_1;
+  using Act = block_q8_1;
   static constexpr bool kMin = true;
   static constexpr float kPost = 1.0f;
   static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
@@ -80,6 +84,7 @@ struct FmtQ4_1 {
 
 struct FmtQ5_0 {
   using Block = block_q5_0;
+  using Act = block_q8_0;
   static constexpr bool kMin = false;
   static constexpr float kPost = 1.0f;
   static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
@@ -97,6 +102,7 @@ struct FmtQ5_0 {
 
 struct FmtQ5_1 {
   using Block = block_q5_1;
+  using Act = block_q8_1;
   static constexpr bool kMin = true;
   static constexpr float kPost = 1.0f;
   static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
@@ -113,6 +119,7 @@ struct FmtQ5_1 {
 
 struct FmtQ8_0 {
   using Block = block_q8_0;
+  using Act = block_q8_0;
   static constexpr bool kMin = false;
   static constexpr float kPost = 1.0f;
   static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
@@ -122,43 +129,54 @@ struct FmtQ8_0 {
   }
 };
 
-template <class F>
-EDGELLM_NEON_INLINE float32x4_t min4(const typename F::Block* x) {
-  if constexpr (F::kMin) return half4_to_f32(x[0].m, x[1].m, x[2].m, x[3].m);
-  else return vdupq_n_f32(0.0f);
-}
-
-// sum(y0) + sum(y1) spread over 4 lanes (the min term of q4_1 / q5_1).
-template <class D>
-EDGELLM_NEON_INLINE int32x4_t sum_q8(int8x16_t y0, int8x16_t y1) {
-  const int8x16_t ones = vdupq_n_s8(1);
-  return D::dot(D::dot0(y0, ones), y1, ones);
+// The two F16 values that open each of four blocks (q4_1 / q5_1: d, m; Q8_1: d, s) as floats,
+// first = [block 0 .. 3's first], second = [... second]: one 32-bit load per block, two widenings
+// and two unzips, instead of eight 16-bit loads and their assembly (llvm-mca: q4_1 one row 176 ->
+// 160 cycles per 256 weights).
+static_assert(offsetof(block_q4_1, m) == 2 && offsetof(block_q5_1, m) == 2 && offsetof(block_q8_1, s) == 2,
+              "half_pairs4 reads d and m / s as one 32-bit word");
+template <class B>
+EDGELLM_NEON_INLINE void half_pairs4(const B& b0, const B& b1, const B& b2, const B& b3, float32x4_t* first,
+                                     float32x4_t* second) {
+  uint32_t w0, w1, w2, w3;
+  std::memcpy(&w0, &b0, 4);
+  std::memcpy(&w1, &b1, 4);
+  std::memcpy(&w2, &b2, 4);
+  std::memcpy(&w3, &b3, 4);
+  const uint64x2_t v = vcombine_u64(vcreate_u64(uint64_t(w0) | uint64_t(w1) << 32),
+                                    vcreate_u64(uint64_t(w2) | uint64_t(w3) << 32));
+  const float16x8_t h = vreinterpretq_f16_u64(v);  // d0 m0 d1 m1 | d2 m2 d3 m3
+  const float32x4_t lo = vcvt_f32_f16(vget_low_f16(h)), hi = vcvt_high_f32_f16(h);
+  *first = vuzp1q_f32(lo, hi);
+  *second = vuzp2q_f32(lo, hi);
 }
 
 // acc (+ accm) += four blocks x[0..3] . y[0..3], scales applied as one vector (one convert, one
 // fma for four blocks: the A55 is in-order and single-issues 128-bit NEON ops).
 template <class F, class D>
-EDGELLM_NEON_INLINE void legacy_group4(const typename F::Block* x, const block_q8_0* y, float32x4_t* acc,
+EDGELLM_NEON_INLINE void legacy_group4(const typename F::Block* x, const typename F::Act* y, float32x4_t* acc,
                                        float32x4_t* accm) {
-  int32x4_t p[4], s[4];
-  for (int i = 0; i < 4; ++i) {
-    const int8x16_t y0 = vld1q_s8(y[i].qs), y1 = vld1q_s8(y[i].qs + 16);
-    p[i] = F::template dot<D>(x[i], y0, y1);
-    if constexpr (F::kMin) s[i] = sum_q8<D>(y0, y1);
+  int32x4_t p[4];
+  for (int i = 0; i < 4; ++i) p[i] = F::template dot<D>(x[i], vld1q_s8(y[i].qs), vld1q_s8(y[i].qs + 16));
+  float32x4_t dx, dy;
+  if constexpr (F::kMin) {
+    float32x4_t mx, sy;
+    half_pairs4(x[0], x[1], x[2], x[3], &dx, &mx);
+    half_pairs4(y[0], y[1], y[2], y[3], &dy, &sy);
+    *accm = vfmaq_f32(*accm, mx, sy);
+  } else {
+    dy = half4_to_f32(y[0].d, y[1].d, y[2].d, y[3].d);
+    dx = half4_to_f32(x[0].d, x[1].d, x[2].d, x[3].d);
   }
-  const float32x4_t dy = half4_to_f32(y[0].d, y[1].d, y[2].d, y[3].d);
-  const float32x4_t dx = half4_to_f32(x[0].d, x[1].d, x[2].d, x[3].d);
   *acc = vfmaq_f32(*acc, vcvtq_f32_s32(hsum4(p[0], p[1], p[2], p[3])), vmulq_f32(dx, dy));
-  if constexpr (F::kMin)
-    *accm = vfmaq_f32(*accm, vcvtq_f32_s32(hsum4(s[0], s[1], s[2], s[3])), vmulq_f32(min4<F>(x), dy));
 }
 
-// One weight row: w [n/32] F::Block, a [n/32] block_q8_0. G groups of four blocks per step
+// One weight row: w [n/32] F::Block, a [n/32] F::Act. G groups of four blocks per step
 // (more independent work for the in-order schedule), then groups of four, then single blocks.
 template <class F, class D, int G = F::kGroups>
 EDGELLM_NEON_INLINE float legacy_row(int n, const void* w, const void* a) {
   const auto* x = static_cast<const typename F::Block*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
+  const auto* y = static_cast<const typename F::Act*>(a);
   const int nb = n / QK8_0;
   float32x4_t acc[G], accm[G];
   for (int g = 0; g < G; ++g) acc[g] = accm[g] = vdupq_n_f32(0.0f);
@@ -168,10 +186,9 @@ EDGELLM_NEON_INLINE float legacy_row(int n, const void* w, const void* a) {
   for (; b + 4 <= nb; b += 4) legacy_group4<F, D>(x + b, y + b, &acc[0], &accm[0]);
   float sum = 0.0f, summ = 0.0f;
   for (; b < nb; ++b) {
-    const int8x16_t y0 = vld1q_s8(y[b].qs), y1 = vld1q_s8(y[b].qs + 16);
-    const float dy = fp16_to_fp32(y[b].d);
-    sum += float(vaddvq_s32(F::template dot<D>(x[b], y0, y1))) * fp16_to_fp32(x[b].d) * dy;
-    if constexpr (F::kMin) summ += float(vaddvq_s32(sum_q8<D>(y0, y1))) * fp16_to_fp32(x[b].m) * dy;
+    const int32x4_t p = F::template dot<D>(x[b], vld1q_s8(y[b].qs), vld1q_s8(y[b].qs + 16));
+    sum += float(vaddvq_s32(p)) * fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
+    if constexpr (F::kMin) summ += fp16_to_fp32(x[b].m) * fp16_to_fp32(y[b].s);
   }
   for (int g = 1; g < G; ++g) {
     acc[0] = vaddq_f32(acc[0], acc[g]);
@@ -184,18 +201,21 @@ EDGELLM_NEON_INLINE float legacy_row(int n, const void* w, const void* a) {
 // load serves four rows, and the four rows' block sums share one scale vector (lane r = row r).
 // Two blocks per step give the in-order core independent work between a load and its use.
 template <class F, class D>
-EDGELLM_NEON_INLINE void legacy_rows4_block(const typename F::Block* const x[4], const block_q8_0& y, int b,
+EDGELLM_NEON_INLINE void legacy_rows4_block(const typename F::Block* const x[4], const typename F::Act& y, int b,
                                             float32x4_t* acc, float32x4_t* accm) {
   const int8x16_t y0 = vld1q_s8(y.qs), y1 = vld1q_s8(y.qs + 16);
   const int32x4_t p0 = F::template dot<D>(x[0][b], y0, y1), p1 = F::template dot<D>(x[1][b], y0, y1);
   const int32x4_t p2 = F::template dot<D>(x[2][b], y0, y1), p3 = F::template dot<D>(x[3][b], y0, y1);
   const float dy = fp16_to_fp32(y.d);
-  const float32x4_t dx = half4_to_f32(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d);
-  *acc = vfmaq_f32(*acc, vcvtq_f32_s32(hsum4(p0, p1, p2, p3)), vmulq_n_f32(dx, dy));
+  float32x4_t dx;
   if constexpr (F::kMin) {
-    const float ys = float(vaddvq_s32(sum_q8<D>(y0, y1))) * dy;
-    *accm = vfmaq_n_f32(*accm, half4_to_f32(x[0][b].m, x[1][b].m, x[2][b].m, x[3][b].m), ys);
+    float32x4_t mx;
+    half_pairs4(x[0][b], x[1][b], x[2][b], x[3][b], &dx, &mx);
+    *accm = vfmaq_n_f32(*accm, mx, fp16_to_fp32(y.s));
+  } else {
+    dx = half4_to_f32(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d);
   }
+  *acc = vfmaq_f32(*acc, vcvtq_f32_s32(hsum4(p0, p1, p2, p3)), vmulq_n_f32(dx, dy));
 }
 
 template <class F, class D>
@@ -205,7 +225,7 @@ EDGELLM_NEON_INLINE void legacy_rows4(int n, float* out, const void* w, size_t w
   const B* const x[4] = {reinterpret_cast<const B*>(base), reinterpret_cast<const B*>(base + w_stride),
                          reinterpret_cast<const B*>(base + 2 * w_stride),
                          reinterpret_cast<const B*>(base + 3 * w_stride)};
-  const auto* y = static_cast<const block_q8_0*>(a);
+  const auto* y = static_cast<const typename F::Act*>(a);
   const int nb = n / QK8_0;
   float32x4_t acc0 = vdupq_n_f32(0.0f), accm0 = acc0, acc1 = acc0, accm1 = acc0;
   int b = 0;
@@ -249,18 +269,18 @@ EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* 
                                                                   const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
-inline float vec_dot_q4_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_q4_1_q8_1_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ4_1, neon::DotV80>(n, w, a);
 }
-inline void vec_dot_rows_q4_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q4_1_q8_1_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_1_dotprod(int n, const void* EDGELLM_RESTRICT w,
                                                               const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_1_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
                                                                   const void* w, size_t w_stride,
                                                                   const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
@@ -281,18 +301,18 @@ EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* 
                                                                   const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
-inline float vec_dot_q5_1_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_q5_1_q8_1_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ5_1, neon::DotV80>(n, w, a);
 }
-inline void vec_dot_rows_q5_1_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q5_1_q8_1_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_1_dotprod(int n, const void* EDGELLM_RESTRICT w,
                                                               const void* EDGELLM_RESTRICT a) {
   return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot>(n, w, a);
 }
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_1_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
                                                                   const void* w, size_t w_stride,
                                                                   const void* EDGELLM_RESTRICT a) {
   neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);

@@ -26,12 +26,12 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
   const Entry entries[] = {
       {DType::Q4_0, vec_dot_q4_0_q8_0_neon, vec_dot_q4_0_q8_0_dotprod, vec_dot_rows_q4_0_q8_0_neon,
        vec_dot_rows_q4_0_q8_0_dotprod, kLegacy, DType::Q8_0},
-      {DType::Q4_1, vec_dot_q4_1_q8_0_neon, vec_dot_q4_1_q8_0_dotprod, vec_dot_rows_q4_1_q8_0_neon,
-       vec_dot_rows_q4_1_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q4_1, vec_dot_q4_1_q8_1_neon, vec_dot_q4_1_q8_1_dotprod, vec_dot_rows_q4_1_q8_1_neon,
+       vec_dot_rows_q4_1_q8_1_dotprod, kLegacy, DType::Q8_1},
       {DType::Q5_0, vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_dotprod, vec_dot_rows_q5_0_q8_0_neon,
        vec_dot_rows_q5_0_q8_0_dotprod, kLegacy, DType::Q8_0},
-      {DType::Q5_1, vec_dot_q5_1_q8_0_neon, vec_dot_q5_1_q8_0_dotprod, vec_dot_rows_q5_1_q8_0_neon,
-       vec_dot_rows_q5_1_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::Q5_1, vec_dot_q5_1_q8_1_neon, vec_dot_q5_1_q8_1_dotprod, vec_dot_rows_q5_1_q8_1_neon,
+       vec_dot_rows_q5_1_q8_1_dotprod, kLegacy, DType::Q8_1},
       {DType::Q8_0, vec_dot_q8_0_q8_0_neon, vec_dot_q8_0_q8_0_dotprod, vec_dot_rows_q8_0_q8_0_neon,
        vec_dot_rows_q8_0_q8_0_dotprod, kLegacy, DType::Q8_0},
       {DType::Q2_K, vec_dot_q2_K_q8_K_neon, vec_dot_q2_K_q8_K_dotprod, vec_dot_rows_q2_K_q8_K_neon,
@@ -65,6 +65,7 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
     register_neon_packed_kquants(t);
   }
   t.of(DType::Q8_0).from_float = quantize_row_q8_0_neon;
+  t.of(DType::Q8_1).from_float = quantize_row_q8_1_neon;
   t.of(DType::Q8_K).from_float = quantize_row_q8_K_neon;
   t.of(DType::F16).to_float = fp16_to_fp32_row_neon;  // KV cache rows (attention)
   t.of(DType::Q8_0).to_float = dequantize_row_q8_0_neon;

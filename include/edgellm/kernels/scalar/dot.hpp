@@ -12,7 +12,7 @@
 
 namespace edgellm {
 
-// ---- legacy types: 32-weight blocks against Q8_0 activations ----
+// ---- legacy types: 32-weight blocks against Q8_0 (q4_1 / q5_1: Q8_1) activations ----
 
 // w: [n/32] block_q4_0, a: [n/32] block_q8_0
 inline float vec_dot_q4_0_q8_0_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
@@ -30,20 +30,17 @@ inline float vec_dot_q4_0_q8_0_ref(int n, const void* EDGELLM_RESTRICT w, const 
   return sum;
 }
 
-// w: [n/32] block_q4_1, a: [n/32] block_q8_0. The min term is m * d8 * sum(q8) per block
-// (we use Q8_0 activations for q4_1, not ggml's Q8_1).
-inline float vec_dot_q4_1_q8_0_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+// w: [n/32] block_q4_1, a: [n/32] block_q8_1. Per block d_w * d_a * isum + m_w * s_a, where the
+// activation's s = fp16(d * sum(q8)) carries the min term (ggml's generic kernel, same float order).
+inline float vec_dot_q4_1_q8_1_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   const auto* x = static_cast<const block_q4_1*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
+  const auto* y = static_cast<const block_q8_1*>(a);
   float sum = 0.0f;
   for (int b = 0; b < n / QK4_1; ++b) {
-    int32_t isum = 0, ysum = 0;
-    for (int j = 0; j < QK4_1 / 2; ++j) {
+    int32_t isum = 0;
+    for (int j = 0; j < QK4_1 / 2; ++j)
       isum += (x[b].qs[j] & 0xF) * y[b].qs[j] + (x[b].qs[j] >> 4) * y[b].qs[j + QK4_1 / 2];
-      ysum += y[b].qs[j] + y[b].qs[j + QK4_1 / 2];
-    }
-    const float d8 = fp16_to_fp32(y[b].d);
-    sum += float(isum) * fp16_to_fp32(x[b].d) * d8 + fp16_to_fp32(x[b].m) * d8 * float(ysum);
+    sum += (fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d)) * float(isum) + fp16_to_fp32(x[b].m) * fp16_to_fp32(y[b].s);
   }
   return sum;
 }
@@ -74,21 +71,19 @@ inline float vec_dot_q5_0_q8_0_ref(int n, const void* EDGELLM_RESTRICT w, const 
   return sum;
 }
 
-// w: [n/32] block_q5_1, a: [n/32] block_q8_0 (min term as in q4_1)
-inline float vec_dot_q5_1_q8_0_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+// w: [n/32] block_q5_1, a: [n/32] block_q8_1 (min term as in q4_1)
+inline float vec_dot_q5_1_q8_1_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   const auto* x = static_cast<const block_q5_1*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
+  const auto* y = static_cast<const block_q8_1*>(a);
   float sum = 0.0f;
   for (int b = 0; b < n / QK5_1; ++b) {
-    int32_t isum = 0, ysum = 0;
+    int32_t isum = 0;
     for (int j = 0; j < QK5_1 / 2; ++j) {
       int h0, h1;
       q5_high_bits_ref(x[b].qh, j, &h0, &h1);
       isum += ((x[b].qs[j] & 0xF) | h0) * y[b].qs[j] + ((x[b].qs[j] >> 4) | h1) * y[b].qs[j + QK5_1 / 2];
-      ysum += y[b].qs[j] + y[b].qs[j + QK5_1 / 2];
     }
-    const float d8 = fp16_to_fp32(y[b].d);
-    sum += float(isum) * fp16_to_fp32(x[b].d) * d8 + fp16_to_fp32(x[b].m) * d8 * float(ysum);
+    sum += (fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d)) * float(isum) + fp16_to_fp32(x[b].m) * fp16_to_fp32(y[b].s);
   }
   return sum;
 }

@@ -14,8 +14,8 @@ inline void register_ref_kernels(KernelTable& t) {
     DType act;
   };
   const Entry entries[] = {
-      {DType::Q4_0, vec_dot_q4_0_q8_0_ref, DType::Q8_0}, {DType::Q4_1, vec_dot_q4_1_q8_0_ref, DType::Q8_0},
-      {DType::Q5_0, vec_dot_q5_0_q8_0_ref, DType::Q8_0}, {DType::Q5_1, vec_dot_q5_1_q8_0_ref, DType::Q8_0},
+      {DType::Q4_0, vec_dot_q4_0_q8_0_ref, DType::Q8_0}, {DType::Q4_1, vec_dot_q4_1_q8_1_ref, DType::Q8_1},
+      {DType::Q5_0, vec_dot_q5_0_q8_0_ref, DType::Q8_0}, {DType::Q5_1, vec_dot_q5_1_q8_1_ref, DType::Q8_1},
       {DType::Q8_0, vec_dot_q8_0_q8_0_ref, DType::Q8_0}, {DType::Q2_K, vec_dot_q2_K_q8_K_ref, DType::Q8_K},
       {DType::Q3_K, vec_dot_q3_K_q8_K_ref, DType::Q8_K}, {DType::Q4_K, vec_dot_q4_K_q8_K_ref, DType::Q8_K},
       {DType::Q5_K, vec_dot_q5_K_q8_K_ref, DType::Q8_K}, {DType::Q6_K, vec_dot_q6_K_q8_K_ref, DType::Q8_K},
@@ -30,7 +30,7 @@ inline void register_ref_kernels(KernelTable& t) {
     k.vec_dot_type = e.act;
     k.variant = "ref";
   }
-  // Converters for every type quant/ref.hpp knows (activations Q8_0 / Q8_K / F32 included).
+  // Converters for every type quant/ref.hpp knows (activations Q8_0 / Q8_1 / Q8_K / F32 included).
   for (uint32_t id = 0; id < kDTypeCount; ++id) {
     if (!dtype_valid(id)) continue;
     TypeKernels& k = t.types[id];

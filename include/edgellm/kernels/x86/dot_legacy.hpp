@@ -1,5 +1,5 @@
-// x86 (AVX2 / VNNI) dot products of the 32-weight legacy types against Q8_0 activations, single-row
-// and multi-row. Block layouts: quant/blocks.hpp; semantics: kernels/scalar/dot.hpp.
+// x86 (AVX2 / VNNI) dot products of the 32-weight legacy types against Q8_0 activations (q4_1 / q5_1:
+// Q8_1, as ggml), single-row and multi-row. Block layouts: quant/blocks.hpp; semantics: kernels/scalar/dot.hpp.
 #pragma once
 #include "edgellm/config.hpp"
 
@@ -28,18 +28,19 @@ struct FmtQ4_0 {
   }
 };
 
-// Min term m * d8 * sum(q8): sum(q8) comes from a dot with ones.
+// Min formats against Q8_1: d_w * d_a * isum into the vector, m_w * s_a (the activation block's
+// scaled sum) into lane 0, so the final horizontal sum adds it once.
+inline __m256 min_block(__m256i isum, ggml_half dx, ggml_half mx, const block_q8_1& y, __m256 acc) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale_of(dx, y.d), acc);
+  return _mm256_add_ps(acc, _mm256_setr_ps(fp16_to_fp32(mx) * fp16_to_fp32(y.s), 0, 0, 0, 0, 0, 0, 0));
+}
+
 struct FmtQ4_1 {
   using Block = block_q4_1;
-  using ActBlock = block_q8_0;
+  using ActBlock = block_q8_1;
   static constexpr int kBlock = QK4_1;
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const __m256i yv = load256(y.qs);
-    const __m256i s = dot_u8s8(nibbles_to_bytes32(x.qs), yv);
-    const __m256i ys = dot_u8s8(_mm256_set1_epi8(1), yv);
-    const float dy = fp16_to_fp32(y.d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(fp16_to_fp32(x.d) * dy), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(ys), _mm256_set1_ps(fp16_to_fp32(x.m) * dy), acc);
+    return min_block(dot_u8s8(nibbles_to_bytes32(x.qs), load256(y.qs)), x.d, x.m, y, acc);
   }
 };
 
@@ -56,16 +57,11 @@ struct FmtQ5_0 {
 
 struct FmtQ5_1 {
   using Block = block_q5_1;
-  using ActBlock = block_q8_0;
+  using ActBlock = block_q8_1;
   static constexpr int kBlock = QK5_1;
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const __m256i yv = load256(y.qs);
     const __m256i q = _mm256_or_si256(nibbles_to_bytes32(x.qs), bits_to_0x10(x.qh));
-    const __m256i s = dot_u8s8(q, yv);
-    const __m256i ys = dot_u8s8(_mm256_set1_epi8(1), yv);
-    const float dy = fp16_to_fp32(y.d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(fp16_to_fp32(x.d) * dy), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(ys), _mm256_set1_ps(fp16_to_fp32(x.m) * dy), acc);
+    return min_block(dot_u8s8(q, load256(y.qs)), x.d, x.m, y, acc);
   }
 };
 
@@ -87,13 +83,13 @@ struct FmtQ8_0 {
 inline float vec_dot_q4_0_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return xs::dot_row_x86<xs::FmtQ4_0>(n / QK4_0, w, a);
 }
-inline float vec_dot_q4_1_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_q4_1_q8_1_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return xs::dot_row_x86<xs::FmtQ4_1>(n / QK4_1, w, a);
 }
 inline float vec_dot_q5_0_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return xs::dot_row_x86<xs::FmtQ5_0>(n / QK5_0, w, a);
 }
-inline float vec_dot_q5_1_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_q5_1_q8_1_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return xs::dot_row_x86<xs::FmtQ5_1>(n / QK5_1, w, a);
 }
 inline float vec_dot_q8_0_q8_0_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
@@ -106,7 +102,7 @@ inline void vec_dot_rows_q4_0_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int n
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ4_0, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q4_1_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q4_1_q8_1_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ4_1, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
@@ -114,7 +110,7 @@ inline void vec_dot_rows_q5_0_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int n
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ5_0, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_q5_1_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
+inline void vec_dot_rows_q5_1_q8_1_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ5_1, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }

@@ -1,5 +1,6 @@
-// x86 (AVX2) activation quantizers: quantize_row_q8_0_x86 and quantize_row_q8_K_x86, bit-exact
-// with quant/ref.hpp's quantize_row_q8_0_ref / quantize_row_q8_K_ref (same rounding rules).
+// x86 (AVX2) activation quantizers: quantize_row_q8_0_x86, quantize_row_q8_1_x86 and
+// quantize_row_q8_K_x86, bit-exact with quant/ref.hpp's quantize_row_q8_0_ref / _q8_1_ref /
+// _q8_K_ref (same rounding rules).
 #pragma once
 #include "edgellm/config.hpp"
 
@@ -47,25 +48,47 @@ inline float signed_absmax_256(const float* x) {
   return hi;
 }
 
+// One 32-float block as the legacy ref quantizes it: returns d = amax / 127, q = roundf(x * (1 / d))
+// as four vectors of 8 int32.
+inline float quantize_block32(const float* x, __m256i (&q)[4]) {
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_loadu_ps(x + 8 * j);
+    amax = _mm256_max_ps(amax, abs_ps(v[j]));
+  }
+  const float d = hmax_ps(amax) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m256 vid = _mm256_set1_ps(id);
+  for (int j = 0; j < 4; ++j) q[j] = round_half_away_epi32(_mm256_mul_ps(v[j], vid));
+  return d;
+}
+
 }  // namespace xs
 
 // x: [k] floats -> y: [k/32] block_q8_0. d = amax / 127, q = roundf(x / d) as the ref.
 inline void quantize_row_q8_0_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
   auto* y = static_cast<block_q8_0*>(vy);
   for (int64_t b = 0; b < k / QK8_0; ++b, x += QK8_0) {
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int j = 0; j < 4; ++j) {
-      v[j] = _mm256_loadu_ps(x + 8 * j);
-      amax = _mm256_max_ps(amax, xs::abs_ps(v[j]));
-    }
-    const float d = xs::hmax_ps(amax) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = fp32_to_fp16(d);
-    const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
-    for (int j = 0; j < 4; ++j) q[j] = xs::round_half_away_epi32(_mm256_mul_ps(v[j], vid));
+    y[b].d = fp32_to_fp16(xs::quantize_block32(x, q));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), xs::pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
+  }
+}
+
+// x: [k] floats -> y: [k/32] block_q8_1: as q8_0, plus s = fp16(sum(q) * d) with the unrounded d.
+inline void quantize_row_q8_1_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
+  auto* y = static_cast<block_q8_1*>(vy);
+  for (int64_t b = 0; b < k / QK8_1; ++b, x += QK8_1) {
+    __m256i q[4];
+    const float d = xs::quantize_block32(x, q);
+    y[b].d = fp32_to_fp16(d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), xs::pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+    y[b].s = fp32_to_fp16(float(_mm_cvtsi128_si32(s4)) * d);
   }
 }
 

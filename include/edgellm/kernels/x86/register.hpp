@@ -26,9 +26,9 @@ inline void register_x86_kernels(KernelTable& t) {
   };
   const Entry entries[] = {
       {DType::Q4_0, vec_dot_q4_0_q8_0_x86, vec_dot_rows_q4_0_q8_0_x86, kRowsLegacyX86},
-      {DType::Q4_1, vec_dot_q4_1_q8_0_x86, vec_dot_rows_q4_1_q8_0_x86, kRowsLegacyX86},
+      {DType::Q4_1, vec_dot_q4_1_q8_1_x86, vec_dot_rows_q4_1_q8_1_x86, kRowsLegacyX86},
       {DType::Q5_0, vec_dot_q5_0_q8_0_x86, vec_dot_rows_q5_0_q8_0_x86, kRowsLegacyX86},
-      {DType::Q5_1, vec_dot_q5_1_q8_0_x86, vec_dot_rows_q5_1_q8_0_x86, kRowsLegacyX86},
+      {DType::Q5_1, vec_dot_q5_1_q8_1_x86, vec_dot_rows_q5_1_q8_1_x86, kRowsLegacyX86},
       {DType::Q8_0, vec_dot_q8_0_q8_0_x86, vec_dot_rows_q8_0_q8_0_x86, kRowsLegacyX86},
       {DType::Q2_K, vec_dot_q2_K_q8_K_x86, vec_dot_rows_q2_K_q8_K_x86, kRowsKQuantX86},
       {DType::Q3_K, vec_dot_q3_K_q8_K_x86, vec_dot_rows_q3_K_q8_K_x86, kRowsKQuantX86},
@@ -47,6 +47,7 @@ inline void register_x86_kernels(KernelTable& t) {
     k.variant = EDGELLM_X86_LEVEL;
   }
   t.of(DType::Q8_0).from_float = quantize_row_q8_0_x86;
+  t.of(DType::Q8_1).from_float = quantize_row_q8_1_x86;
   t.of(DType::Q8_K).from_float = quantize_row_q8_K_x86;
   t.of(DType::F16).to_float = fp16_to_fp32_row_x86;  // KV cache rows (attention)
   t.of(DType::Q8_0).to_float = dequantize_row_q8_0_x86;
