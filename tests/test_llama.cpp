@@ -480,7 +480,8 @@ TEST_CASE("golden tiny model (committed): top-k logits and greedy tokens on ever
   if (std::getenv("EDGELLM_WRITE_GOLDEN")) {
     const auto bytes = build_synthetic_gguf(synthetic_preset("tiny"), DType::Q4_0);
     std::ofstream(model_path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    const LlamaModel model(GgufFile::open(model_path), make_kernel_table(Isa::Ref));
+    const KernelTable ref_table = make_kernel_table(Isa::Ref);  // the model keeps a pointer to it
+    const LlamaModel model(GgufFile::open(model_path), ref_table);
     const GoldenRun g = run_golden(model);
     Json ref = Json::object(), prompt = Json::array(), greedy = Json::array(), top = Json::array();
     for (int32_t t : kGoldenPrompt) prompt.push_back(Json(t));
@@ -508,7 +509,8 @@ TEST_CASE("golden tiny model (committed): top-k logits and greedy tokens on ever
   for (Isa isa : available_isas()) {
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
-    const LlamaModel model(GgufFile::open(model_path), make_kernel_table(isa));
+    const KernelTable table = make_kernel_table(isa);  // the model keeps a pointer to it
+    const LlamaModel model(GgufFile::open(model_path), table);
     const GoldenRun g = run_golden(model);
     CHECK(g.greedy == want_greedy);
     REQUIRE(g.rows.size() == want_rows.size());

@@ -106,6 +106,11 @@ class LlamaModel {
       : file_(std::move(file)), kt_(&kt), cfg_(LlamaConfig::from_gguf(file_)), w_(LlamaWeights::from_gguf(file_, cfg_, kt, opt)) {
     w_.start_stream(file_, kt, cfg_, opt);  // the stream's units point at w_'s matrices: not movable from here on
   }
+  // The model keeps a pointer to its kernel table: a temporary table would dangle.
+  LlamaModel(GgufFile, const KernelTable&&, bool = true) = delete;
+  LlamaModel(GgufFile, const LoadOptions&, const KernelTable&&) = delete;
+  static std::shared_ptr<const LlamaModel> load(const std::string&, const KernelTable&&, bool = true) = delete;
+  static std::shared_ptr<const LlamaModel> load(const std::string&, const LoadOptions&, const KernelTable&&) = delete;
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
