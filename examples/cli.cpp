@@ -147,11 +147,11 @@ int main(int argc, char** argv) {
       const double kv_tok = static_cast<double>(probe.bytes_per_token());
       std::fprintf(stderr, "memory plan: weights %s (%s); KV %s %s per token (%d layers x 2 x %d), blocks of %d tokens = %s, "
                            "allocated as tokens arrive: %s at -c %d if full",
-                   tool::format_bytes(static_cast<double>(model->file().file_size())).c_str(), model->file().mapped() ? "mapped" : "in memory",
-                   edgellm::dtype_name(sp.kv_type), tool::format_bytes(kv_tok).c_str(), cfg.n_layer, cfg.kv_dim(), sp.kv_block_size,
-                   tool::format_bytes(static_cast<double>(probe.block_bytes())).c_str(), tool::format_bytes(kv_tok * sp.n_ctx).c_str(), sp.n_ctx);
-      if (probe.shadow_bytes()) std::fprintf(stderr, "; f32 copy of the last %d positions %s per sequence", sp.kv_recent_f32, tool::format_bytes(static_cast<double>(probe.shadow_bytes())).c_str());
-      if (sp.kv_max_bytes) std::fprintf(stderr, "; budget %s", tool::format_bytes(static_cast<double>(sp.kv_max_bytes)).c_str());
+                   edgellm::format_bytes(model->file().file_size()).c_str(), model->file().mapped() ? "mapped" : "in memory",
+                   edgellm::dtype_name(sp.kv_type), edgellm::format_bytes(static_cast<uint64_t>(kv_tok)).c_str(), cfg.n_layer, cfg.kv_dim(), sp.kv_block_size,
+                   edgellm::format_bytes(probe.block_bytes()).c_str(), edgellm::format_bytes(static_cast<uint64_t>(kv_tok * sp.n_ctx)).c_str(), sp.n_ctx);
+      if (probe.shadow_bytes()) std::fprintf(stderr, "; f32 copy of the last %d positions %s per sequence", sp.kv_recent_f32, edgellm::format_bytes(probe.shadow_bytes()).c_str());
+      if (sp.kv_max_bytes) std::fprintf(stderr, "; budget %s", edgellm::format_bytes(sp.kv_max_bytes).c_str());
       if (sp.n_window) std::fprintf(stderr, "; eviction keeps %d sink + %d recent tokens", sp.n_keep, sp.n_window);
       std::fputc('\n', stderr);
     }
@@ -168,11 +168,13 @@ int main(int argc, char** argv) {
     };
     auto report = [&](const edgellm::GenerateResult& r, bool kv_line) {
       // Stops the user did not ask for are said even without -v.
-      if (!verbose && !timings && r.reason == edgellm::StopReason::ContextFull)
-        std::fprintf(stderr, "\n[stopped: the context of %d tokens is full; a larger -c, or --keep N --window W, goes on]\n",
-                     session.params().n_ctx);
-      if (!verbose && !timings && r.reason == edgellm::StopReason::Deadline)
-        std::fprintf(stderr, "\n[stopped: the --deadline-ms budget ran out]\n");
+      if (!verbose && !timings) {
+        if (r.reason == edgellm::StopReason::ContextFull)
+          std::fprintf(stderr, "\n[stopped: the context of %d tokens is full; a larger -c, or --keep N --window W, goes on]\n",
+                       session.params().n_ctx);
+        else if (r.reason == edgellm::StopReason::Deadline)
+          std::fprintf(stderr, "\n[stopped: the --deadline-ms budget ran out]\n");
+      }
       if (verbose || timings) {
         std::fprintf(stderr, "\n[stop: %s] prompt %d tokens in %.1f ms (%.1f t/s), %zu tokens generated, decode %.2f t/s\n",
                      edgellm::stop_reason_name(r.reason), r.n_prompt, r.prefill_ms, r.prefill_tps(), r.tokens.size(),
@@ -181,13 +183,13 @@ int main(int argc, char** argv) {
       if ((verbose || timings) && kv_line) {
         const auto& kv = session.kv_cache();
         std::fprintf(stderr, "KV cache: %d blocks in use (%d allocated at peak), %s, %d tokens held, %d evicted\n",
-                     kv.blocks_used(), kv.blocks_allocated(), tool::format_bytes(static_cast<double>(kv.bytes_allocated())).c_str(),
+                     kv.blocks_used(), kv.blocks_allocated(), edgellm::format_bytes(kv.bytes_allocated()).c_str(),
                      session.n_past(), session.n_evicted());
       }
       if (timings)
         std::fprintf(stderr, "timings: ttft %.1f ms, per token p50 %.2f ms p90 %.2f ms p99 %.2f ms, peak RSS %s\n",
                      r.ttft_ms, edgellm::stats_percentile(r.token_ms, 50), edgellm::stats_percentile(r.token_ms, 90), edgellm::stats_percentile(r.token_ms, 99),
-                     tool::format_bytes(static_cast<double>(r.peak_rss_bytes)).c_str());
+                     edgellm::format_bytes(r.peak_rss_bytes).c_str());
     };
 
     if (!chat && n_parallel > 1) {

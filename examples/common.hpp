@@ -1,5 +1,5 @@
 // Shared by the tools in examples/: argument parsing, the flags several tools take (model, threads,
-// context, KV type, memory budget), byte formatting, and the tool contract (result on stdout, logs
+// context, KV type, memory budget), and the tool contract (result on stdout, logs
 // on stderr, exit 0 on success, exit 1 with one "error: ..." line otherwise).
 #pragma once
 #include <cerrno>
@@ -109,16 +109,6 @@ inline edgellm::DType kv_type_from(const std::string& name, const std::string& f
 inline uint64_t mem_budget_bytes(Args& args, const std::string& flag) {
   const double mib = args.number(flag, 1, 1024.0 * 1024 * 1024);
   return static_cast<uint64_t>(mib * 1024 * 1024);
-}
-
-// Bytes for people: "812 B", "12.3 KiB", "45.6 MiB", "1.23 GiB".
-inline std::string format_bytes(double bytes) {
-  char b[32];
-  if (bytes < 1024.0) std::snprintf(b, sizeof b, "%.0f B", bytes);
-  else if (bytes < 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f KiB", bytes / 1024.0);
-  else if (bytes < 1024.0 * 1024.0 * 1024.0) std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  else std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return b;
 }
 
 // The whole file, or an error naming it and the flag that gave it (-f PROMPT_FILE and similar).

@@ -52,19 +52,14 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// A comma list of positive numbers up to hi ("64,256"); integral when `integral`.
-std::vector<double> parse_list(const std::string& flag, const std::string& v, double hi, bool integral) {
+// --deadline-ms: a comma list of positive numbers up to hi ("500,2000").
+std::vector<double> parse_number_list(const std::string& flag, const std::string& v, double hi) {
   std::vector<double> out;
-  size_t i = 0;
-  while (i <= v.size()) {
-    const size_t j = std::min(v.find(',', i), v.size());
-    const std::string item = v.substr(i, j - i);
+  for (const std::string& item : split_list(v, flag)) {
     char* end = nullptr;
     const double x = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end || !(x > 0 && x <= hi) || (integral && x != std::floor(x)))
-      throw_error("option ", flag, ": '", item, "' is not ", integral ? "an integer" : "a number", " in [1, ", hi, "]");
+    if (item.empty() || *end || !(x > 0 && x <= hi)) throw_error("option ", flag, ": '", item, "' is not a number in (0, ", hi, "]");
     out.push_back(x);
-    i = j + 1;
   }
   return out;
 }
@@ -180,10 +175,8 @@ int main(int argc, char** argv) {
       else if (f == "--task") o.task = args.value(f);
       else if (f == "--limit") o.limit = args.integer32(f, 0, INT32_MAX);
       else if (f == "-c" || f == "--ctx-size") o.n_ctx = tool::ctx_flag(args, f);
-      else if (f == "--max-tokens" || f == "-n") {
-        o.max_tokens.clear();
-        for (double x : parse_list(f, args.value(f), double(tool::kMaxTokens), true)) o.max_tokens.push_back(int(x));
-      } else if (f == "--deadline-ms") o.deadlines = parse_list(f, args.value(f), 1e12, false);
+      else if (f == "--max-tokens" || f == "-n") o.max_tokens = parse_int_list(args.value(f), f, 1, int(tool::kMaxTokens));
+      else if (f == "--deadline-ms") o.deadlines = parse_number_list(f, args.value(f), 1e12);
       else if (f == "--budget-hint") o.hint = true;
       else if (f == "--template") o.tmpl = args.value(f);
       else if (f == "--stop") { o.stops.push_back(args.value(f)); o.stop_given = true; }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <edgellm/gguf/reader.hpp>
+#include <edgellm/model/memory_plan.hpp>  // format_bytes
 
 #include "common.hpp"
 
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
     std::printf("file: %s\n", f.path().c_str());
     std::printf("gguf version: %u, alignment: %u, data offset: %llu, size: %zu bytes (%s, %s)\n", f.version(),
                 f.alignment(), static_cast<unsigned long long>(f.data_offset()), f.file_size(),
-                tool::format_bytes(double(f.file_size())).c_str(), f.mapped() ? "mapped" : "read");
+                edgellm::format_bytes(f.file_size()).c_str(), f.mapped() ? "mapped" : "read");
     std::printf("metadata: %zu keys\n", f.metadata().size());
     for (const auto& kv : f.metadata())
       std::printf("  %-40s %-16s %s\n", kv.key.c_str(), kv.value.type_string().c_str(), kv.value.to_display().c_str());
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(t.nbytes));
       total += t.nbytes;
     }
-    std::printf("total tensor bytes: %llu (%s)\n", total, tool::format_bytes(double(total)).c_str());
+    std::printf("total tensor bytes: %llu (%s)\n", total, edgellm::format_bytes(total).c_str());
     return 0;
   });
 }

@@ -18,9 +18,8 @@ constexpr uint64_t kGiB = uint64_t(1) << 30;
 constexpr uint64_t kMiB = uint64_t(1) << 20;
 
 bool shared_file(const std::string& rel, std::string& path) {
-  path = std::string(EDGELLM_SHARED_DATA) + "/" + rel;
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
+  path = edgellm_test::kData + "/" + rel;
+  return edgellm_test::path_exists(path);
 }
 
 // Llama-2-7B's shape (MHA, 32 layers, head_dim 128).
