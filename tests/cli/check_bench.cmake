@@ -136,8 +136,11 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES "^CREATE TABLE IF NOT EXISTS test \\(" OR N
 endif()
 find_program(SQLITE3 sqlite3)
 if(SQLITE3)
-  file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/bench_sql_check.sql" "${out}SELECT n_prompt, n_gen, avg_ts > 0 FROM test ORDER BY rowid;\n")
-  execute_process(COMMAND ${SQLITE3} ":memory:" INPUT_FILE "${CMAKE_CURRENT_BINARY_DIR}/bench_sql_check.sql"
+  # One file per model: the tests of several models run this script at the same time (ctest -j).
+  string(MAKE_C_IDENTIFIER "${MODEL}" sql_id)
+  set(sql_file "${CMAKE_CURRENT_BINARY_DIR}/bench_sql_check_${sql_id}.sql")
+  file(WRITE "${sql_file}" "${out}SELECT n_prompt, n_gen, avg_ts > 0 FROM test ORDER BY rowid;\n")
+  execute_process(COMMAND ${SQLITE3} ":memory:" INPUT_FILE "${sql_file}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE rows ERROR_VARIABLE err)
   string(STRIP "${rows}" rows)
   if(NOT rc EQUAL 0 OR NOT rows STREQUAL "8|0|1\n0|4|1")
