@@ -281,6 +281,14 @@ TEST_CASE("qwen: a missing bias or Q/K norm, or an unknown architecture, is an E
   });
   CHECK(unknown.find("'phi3'") != std::string::npos);
   CHECK(unknown.find("'qwen3'") != std::string::npos);  // the known ones are listed
+  // An output bias (which the forward pass does not apply) is refused, not ignored.
+  const std::string bias = message_of([&] {
+    LlamaModel m(rewritten(f2, "", [](GgufWriter& w) {
+      static const std::vector<float> zeros(4096, 0.0f);
+      w.add_tensor("output.bias", DType::F32, Shape{int64_t(zeros.size())}, zeros.data());
+    }));
+  });
+  CHECK(bias.find("'output.bias' is not supported") != std::string::npos);
   // head_dim from qwen3.attention.key_length (128): q_dim 512, KV rows of 128.
   const auto m3 = LlamaModel::load(q3);
   CHECK(m3->config().head_dim == 128);

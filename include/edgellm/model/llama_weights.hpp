@@ -143,6 +143,9 @@ struct LlamaWeights {
     w.token_embd = emb.view();
     w.output_norm = vector_f32(f, tn.output_norm, c.n_embd);
     w.output = matmul_weight(f, kt, c.tied_embeddings ? tn.token_embd : tn.output, c.n_embd, c.n_vocab);
+    // The forward pass has no output bias: a file that carries one would be run without it.
+    EDGELLM_CHECK(!f.find_tensor("output.bias"), "file ", f.path(),
+                  ": tensor 'output.bias' is not supported (the output projection has no bias here)");
     if (c.has_rope_freqs) w.rope_freqs = vector_f32(f, tn.rope_freqs, c.n_rot / 2);
     // The small per-layer vectors (norms, biases) are F32 copies: always resident, whatever the budget.
     const Presence bias = c.spec ? c.spec->qkv_bias : Presence::Absent;
