@@ -1,18 +1,7 @@
 // x86 (AVX2) dot products of the K-quants against Q8_K activations, single-row and multi-row.
 // Sub-block scales are folded into the int16 madd; minimums and constant offsets (q3_K: -4,
 // q6_K: -32) go through the activation's bsums. Semantics: kernels/scalar/dot.hpp.
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include <cstring>
-
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-#include "edgellm/quant/scales.hpp"
-
-namespace edgellm {
 namespace xs {
 
 // sum_g bsums[g] * v16[g] over the 16 groups of a block, as 8 int32 lanes.
@@ -208,6 +197,3 @@ inline void vec_dot_rows_q6_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int n
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ6_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
-
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

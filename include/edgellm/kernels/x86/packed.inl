@@ -3,27 +3,12 @@
 // then one int->float convert and one FMA — no horizontal sums, one sequential stream per group.
 // 16 rows (64-byte vectors) with AVX-512 VNNI, else 8 rows with AVX2 (VNNI or maddubs). A register
 // tile of up to kPackedTileToks tokens shares each unpacked weight vector (prefill).
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include <immintrin.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-
-#include "edgellm/kernels/api.hpp"
-#include "edgellm/kernels/layouts/packed_legacy.hpp"
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/kernels/x86/quantize.hpp"
-
-#if defined(__GNUC__) && !defined(__clang__)  // g++ 12's false positive inside <immintrin.h>, as in gemm_u8.hpp
+#if defined(__GNUC__) && !defined(__clang__)  // g++ 12's false positive inside <immintrin.h>, as in gemm_u8.inl
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-namespace edgellm {
 namespace xs {
 
 inline int32_t load_i32(const void* p) {
@@ -32,7 +17,7 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#if EDGELLM_X86_AVX512VNNI
 struct PackedVec {
   static constexpr int kRows = 16;
   static constexpr bool kExactU8 = true;  // vpdpbusd: no int16 saturation, u8 up to 255 is fine
@@ -58,7 +43,7 @@ struct PackedVec {
 #else
 struct PackedVec {
   static constexpr int kRows = 8;
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#if EDGELLM_X86_VNNI
   static constexpr bool kExactU8 = true;
 #else
   static constexpr bool kExactU8 = false;  // maddubs: u8 x s8 pair sums saturate at 2^15
@@ -196,9 +181,7 @@ inline void register_x86_packed(KernelTable& t) {
                             xs::packed_gemm<V, false>);
 }
 
-}  // namespace edgellm
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-#endif  // EDGELLM_HAS_XSIMD
