@@ -1,4 +1,4 @@
-// Row-interleaved K-quant groups (kernels/layouts/packed_kquants.hpp, kernels/x86/packed_kquants.hpp,
+// Row-interleaved K-quant groups (kernels/layouts/packed_kquants.hpp, kernels/x86/packed_kquants.inl,
 // kernels/neon/packed_kquants.hpp): the scalar layouts' GEMM and, when compiled in and the CPU has
 // them, the AVX-512 (x16) and NEON dotprod (x4) GEMMs against the per-row vec_dot_*_q8_K_ref on
 // random rows, partial groups and several token counts; prepare_act's quantization against
