@@ -4,9 +4,10 @@
 #   x86_dispatch_checks.sh level-env PLAIN_BIN
 #     EDGELLM_X86_LEVEL=avx2 / ref give that table; an unknown level fails naming the variable
 #     and the levels available.
-#   x86_dispatch_checks.sh same-bits PLAIN_BIN CXX INCLUDE_DIR SOURCE OUT_BIN MODEL
-#     builds SOURCE with -march=native, runs MODEL through both builds (the plain one at the native
-#     build's level) and compares their logits hashes: the same level gives the same bits.
+#   x86_dispatch_checks.sh same-bits CXX INCLUDE_DIR SOURCE OUT_PREFIX MODEL
+#     builds SOURCE (with its logits hash) plain and with -march=native, runs MODEL through both
+#     (the plain one at the native build's level) and compares the hashes: the same level must give
+#     the same bits.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 case "$1" in
@@ -21,8 +22,12 @@ level-env)
   echo "$out" | grep -q '^error: EDGELLM_X86_LEVEL=avx3: .*(available: ref, avx2' || fail "no error naming the variable and the levels"
   ;;
 same-bits)
-  plain=$2 cxx=$3 inc=$4 src=$5 native=$6 model=$7
-  "$cxx" -std=c++17 -O2 -march=native -Wall -Wextra -Werror -I "$inc" "$src" -pthread -o "$native" || fail "native build"
+  cxx=$2 inc=$3 src=$4 plain=$5-plain native=$5-native model=$6
+  for build in "$plain" "$native -march=native"; do
+    set -- $build
+    "$cxx" -std=c++17 -O2 ${2:-} -DEDGELLM_CONSUMER_LOGITS_HASH -Wall -Wextra -Werror -I "$inc" "$src" -pthread -o "$1" ||
+      fail "build $build"
+  done
   n=$("$native" "$model") || fail "native run: $n"
   level=$(echo "$n" | sed -n 's/^kernels: \([^,]*\),.*/\1/p')
   d=$(EDGELLM_X86_LEVEL=$level "$plain" "$model") || fail "plain run at $level: $d"
@@ -33,6 +38,6 @@ same-bits)
   [ -n "$hn" ] && [ "$hn" = "$hd" ] || fail "the two builds differ at level $level"
   ;;
 *)
-  fail "usage: $0 level-env BIN | same-bits PLAIN_BIN CXX INCLUDE_DIR SOURCE OUT_BIN MODEL"
+  fail "usage: $0 level-env BIN | same-bits CXX INCLUDE_DIR SOURCE OUT_PREFIX MODEL"
   ;;
 esac
