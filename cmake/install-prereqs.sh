@@ -1,9 +1,8 @@
 #!/bin/sh
-# install-prereqs.sh [--tests]: the Debian / Ubuntu packages edgellm's build needs (cmake, g++,
-# libxsimd-dev for the fast x86 kernels; with --tests also doctest-dev), installed only when
-# missing, as root or through sudo. Used by README's two commands and .ci/run.
+# install-prereqs.sh [--tests]: the Debian / Ubuntu packages edgellm's build needs (cmake, g++;
+# with --tests also doctest-dev), installed only when missing, as root or through sudo. Used by README's two commands and .ci/run.
 set -eu
-pkgs="cmake g++ libxsimd-dev"
+pkgs="cmake g++"
 [ "${1:-}" = "--tests" ] && pkgs="$pkgs doctest-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

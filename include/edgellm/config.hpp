@@ -21,27 +21,21 @@
 #define EDGELLM_HAS_NEON_FP16 0
 #endif
 
-// xsimd is optional: used only by kernels/x86/, and only where its headers are visible and the
-// target is x86 (arm64 has hand-written NEON kernels). Define EDGELLM_NO_XSIMD to switch it off.
-#if !defined(EDGELLM_NO_XSIMD) && (defined(__x86_64__) || defined(_M_X64)) && defined(__has_include)
-#if __has_include(<xsimd/xsimd.hpp>) && defined(__AVX2__) && defined(__FMA__)
-#define EDGELLM_HAS_XSIMD 1
-#endif
-#endif
-#ifndef EDGELLM_HAS_XSIMD
-#define EDGELLM_HAS_XSIMD 0
-#endif
-
-// The x86 level the kernels of kernels/x86/ are compiled for, as -v and edgellm-bench name it:
-// the forms each level adds are listed in docs/ARCHITECTURE.md ("Kernels").
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
-#define EDGELLM_X86_LEVEL "avx512-vnni"
-#elif defined(__AVX512F__) && defined(__AVX512BW__)
-#define EDGELLM_X86_LEVEL "avx512"
-#elif defined(__AVXVNNI__)
-#define EDGELLM_X86_LEVEL "avx2-vnni"
+// x86 SIMD kernels (kernels/x86/, intrinsics) with GCC or clang on x86-64; define
+// EDGELLM_NO_X86_KERNELS to leave them out (scalar reference kernels only). A translation unit
+// compiled for an AVX2 + FMA + F16C target (-march=native, -march=haswell, ...) carries its target's
+// level only; any other (a plain -O2 build) is a dispatch build: every level compiled with function
+// target attributes, the best one this CPU runs chosen at run time (kernels/x86/register.hpp).
+#if !defined(EDGELLM_NO_X86_KERNELS) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define EDGELLM_HAS_X86_KERNELS 1
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define EDGELLM_X86_DISPATCH 0
 #else
-#define EDGELLM_X86_LEVEL "avx2"
+#define EDGELLM_X86_DISPATCH 1
+#endif
+#else
+#define EDGELLM_HAS_X86_KERNELS 0
+#define EDGELLM_X86_DISPATCH 0
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -329,4 +330,35 @@ TEST_CASE("kernel tables describe their variants") {
     CHECK(t.of(DType::F16).vec_dot_type == DType::F32);
     CHECK(static_cast<bool>(t.of(DType::Q4_K).to_float));
   }
+}
+
+TEST_CASE("the process-wide table: the best ISA, or the x86 level EDGELLM_X86_LEVEL names") {
+  const std::vector<Isa> isas = available_isas();
+  CHECK(default_isa(nullptr) == isas.back());
+  CHECK(default_isa("") == isas.back());
+  CHECK(kernels().isa == default_isa(std::getenv("EDGELLM_X86_LEVEL")));
+#if EDGELLM_HAS_X86_KERNELS
+  for (Isa isa : isas) CHECK(default_isa(isa_name(isa)) == isa);
+  CHECK_THROWS_WITH_AS(default_isa("avx3"), doctest::Contains("EDGELLM_X86_LEVEL=avx3"), Error);
+  CHECK_THROWS_WITH_AS(default_isa("avx3"), doctest::Contains("available: ref"), Error);
+  CHECK_THROWS_WITH_AS(default_isa("neon"), doctest::Contains("EDGELLM_X86_LEVEL=neon"), Error);
+  // A compiled level this CPU does not run (dispatch build on a CPU without AVX-512 VNNI, say):
+  // named in the error, never handed out.
+  for (Isa level : x86_compiled_levels()) {
+    if (x86_cpu_runs(level)) continue;
+    const std::string name = isa_name(level);
+    CAPTURE(name);
+    const std::string env_msg = "EDGELLM_X86_LEVEL=" + name, table_msg = "x86 kernel level " + name;
+    CHECK_THROWS_WITH_AS(default_isa(name.c_str()), doctest::Contains(env_msg.c_str()), Error);
+    CHECK_THROWS_WITH_AS(make_kernel_table(level), doctest::Contains(table_msg.c_str()), Error);
+  }
+  // Every x86 table names its level in every variant it sets.
+  for (Isa isa : isas) {
+    if (isa == Isa::Ref) continue;
+    const KernelTable t = make_kernel_table(isa);
+    CHECK(std::string(t.f.variant) == isa_name(isa));
+    CHECK(std::string(t.of(DType::Q4_0).variant) == isa_name(isa));
+    CHECK(describe_kernels(t).rfind(std::string("kernels: ") + isa_name(isa) + ",", 0) == 0);
+  }
+#endif
 }

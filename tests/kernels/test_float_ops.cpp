@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgellm/kernels/select.hpp"
@@ -18,6 +19,8 @@ namespace {
 constexpr float kMaxRelErrReduce = 1e-5f;   // rmsnorm: summation order differs
 constexpr float kMaxRelErrExp = 2e-6f;      // softmax / silu: vector exp vs libm expf
 constexpr float kMaxAbsErrRope = 1e-6f;
+// x86 exp_ps vs std::exp where e^x is a normal float: relative, 2 ulp (2^-23 = 1.19e-7; measured 1).
+constexpr float kMaxRelErrExpPs = 2.4e-7f;
 
 const int kLengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 4096 + 3};
 
@@ -36,7 +39,58 @@ std::vector<uint16_t> to_f16(const std::vector<float>& v) {
 
 bool close_rel(float got, float want, float rel, float scale) { return std::fabs(got - want) <= rel * scale + 1e-30f; }
 
+#if EDGELLM_HAS_X86_KERNELS
+// The x86 levels' row exp (exp_ps), for the levels this CPU runs.
+std::vector<std::pair<Isa, void (*)(float*, const float*, int)>> x86_exps() {
+  std::vector<std::pair<Isa, void (*)(float*, const float*, int)>> v;
+#if EDGELLM_X86_DISPATCH
+  v = {{Isa::Avx2, x86_avx2::exp_row_x86}, {Isa::Avx2Vnni, x86_avx2_vnni::exp_row_x86},
+       {Isa::Avx512Vnni, x86_avx512_vnni::exp_row_x86}};
+#else
+  v = {{x86_native::kIsa, x86_native::exp_row_x86}};
+#endif
+  std::vector<std::pair<Isa, void (*)(float*, const float*, int)>> runs;
+  for (const auto& e : v)
+    if (x86_cpu_runs(e.first)) runs.push_back(e);
+  return runs;
+}
+#endif
+
 }  // namespace
+
+#if EDGELLM_HAS_X86_KERNELS
+TEST_CASE("x86 vector exp matches std::exp: 2 ulp over the normal range, exact 0 / inf / NaN beyond") {
+  const auto exps = x86_exps();
+  REQUIRE(!exps.empty());
+  std::vector<float> x;
+  for (float v = -87.3f; v < 88.72f; v += 0.000731f) x.push_back(v);  // ~240k points, every exponent
+  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, 0.5f * 0.693147f, 88.72f, -87.33f}) x.push_back(v);
+  while (x.size() % 8) x.push_back(0.25f);
+  for (const auto& [isa, exp_row] : exps) {
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    std::vector<float> y(x.size());
+    exp_row(y.data(), x.data(), int(x.size()));
+    float worst = 0.0f, at = 0.0f;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = std::exp(x[i]), err = std::fabs(y[i] - want) / want;
+      if (err > worst) worst = err, at = x[i];
+    }
+    CAPTURE(at);
+    CHECK(worst <= kMaxRelErrExpPs);
+    const float inf = INFINITY;
+    const std::vector<float> edge = {-inf, -1000.0f, -87.4f, -100.0f, 88.8f, 1000.0f, inf, NAN};
+    std::vector<float> e(edge.size());
+    exp_row(e.data(), edge.data(), int(edge.size()));
+    for (size_t i = 0; i < 4; ++i) CHECK(e[i] == 0.0f);  // std::exp: 0 or a subnormal below 1.2e-38
+    for (size_t i = 4; i < 7; ++i) CHECK(e[i] == inf);
+    CHECK(std::isnan(e[7]));
+    std::vector<float> zero(8, 0.0f);
+    exp_row(zero.data(), zero.data(), 8);  // in place
+    for (float z : zero) CHECK(z == 1.0f);
+  }
+}
+#endif
 
 TEST_CASE("float helpers of every ISA match the ref") {
   const FloatKernels r = make_kernel_table(Isa::Ref).f;

@@ -13,9 +13,6 @@
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/kernels/layouts/unpack_u8.hpp"
 #include "edgellm/kernels/select.hpp"
-#if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/x86/dot_kquants.hpp"
-#endif
 #include "edgellm/quant/ref.hpp"
 
 using namespace edgellm;
@@ -66,15 +63,21 @@ TEST_CASE("unpack_row_u8 gives the dequantized values for every type") {
   CHECK_THROWS_AS(unpack_row_u8(DType::F16, u.data(), 32, u.data(), s.data(), m.data()), Error);
 }
 
-#if EDGELLM_HAS_XSIMD
+#if EDGELLM_HAS_X86_KERNELS
 TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for every byte pattern") {
+#if EDGELLM_X86_DISPATCH
+  namespace x86 = x86_avx2;  // the lowest level, if this CPU runs it
+  if (!x86_cpu_runs(Isa::Avx2)) return;
+#else
+  namespace x86 = x86_native;
+#endif
   std::mt19937 rng(13);
   for (int it = 0; it < 20000; ++it) {
     uint8_t q[12];
     for (auto& b : q) b = uint8_t(rng());
     uint8_t sc[8], mn[8], sc2[8], mn2[8];
     unpack_scales_mins_k4(q, sc, mn);
-    xs::scales_mins_k4_words(q, sc2, mn2);
+    x86::xs::scales_mins_k4_words(q, sc2, mn2);
     bool same = true;
     for (int j = 0; j < 8; ++j) same = same && sc[j] == sc2[j] && mn[j] == mn2[j];
     REQUIRE(same);

@@ -35,13 +35,16 @@ std::vector<FormatCase> formats_to_test() {
                             {"ref x8", DType::Q4_0, packed::format_q4_0_ref<8>()},
                             {"ref x16", DType::Q8_0, packed::format_q8_0_ref<16>()},
                             {"ref x8", DType::Q8_0, packed::format_q8_0_ref<8>()}};
-#if EDGELLM_HAS_XSIMD
-  const KernelTable t = make_kernel_table(Isa::X86);
-  const PackedFormat& q4 = t.packed_of(DType::Q4_0);
-  REQUIRE(q4.rows > 0);  // every x86 build has the Q4_0 form
-  v.push_back({std::string(EDGELLM_X86_LEVEL " ") + q4.name, DType::Q4_0, q4});
-  const PackedFormat& q8 = t.packed_of(DType::Q8_0);
-  if (q8.rows > 0) v.push_back({std::string(EDGELLM_X86_LEVEL " ") + q8.name, DType::Q8_0, q8});
+#if EDGELLM_HAS_X86_KERNELS
+  for (Isa isa : available_isas()) {  // every x86 level this CPU runs
+    if (isa == Isa::Ref) continue;
+    const KernelTable t = make_kernel_table(isa);
+    const PackedFormat& q4 = t.packed_of(DType::Q4_0);
+    REQUIRE(q4.rows > 0);  // every x86 level has the Q4_0 form
+    v.push_back({std::string(isa_name(isa)) + " " + q4.name, DType::Q4_0, q4});
+    const PackedFormat& q8 = t.packed_of(DType::Q8_0);
+    if (q8.rows > 0) v.push_back({std::string(isa_name(isa)) + " " + q8.name, DType::Q8_0, q8});
+  }
 #endif
 #if EDGELLM_HAS_NEON
   if (cpu_has_dotprod()) {  // the x4 forms need sdot; an ARMv8.0 table has none

@@ -1,4 +1,4 @@
-// Row-interleaved K-quant groups (kernels/layouts/packed_kquants.hpp, kernels/x86/packed_kquants.hpp,
+// Row-interleaved K-quant groups (kernels/layouts/packed_kquants.hpp, kernels/x86/packed_kquants.inl,
 // kernels/neon/packed_kquants.hpp): the scalar layouts' GEMM and, when compiled in and the CPU has
 // them, the AVX-512 (x16) and NEON dotprod (x4) GEMMs against the per-row vec_dot_*_q8_K_ref on
 // random rows, partial groups and several token counts; prepare_act's quantization against
@@ -16,7 +16,6 @@
 #include "edgellm/kernels/scalar/dot.hpp"
 #include "edgellm/kernels/layouts/packed_kquants.hpp"
 #include "edgellm/kernels/select.hpp"
-#include "edgellm/kernels/x86/packed_kquants.hpp"
 #if EDGELLM_HAS_NEON
 #include "edgellm/kernels/neon/packed_kquants.hpp"
 #endif
@@ -64,13 +63,15 @@ std::vector<TypeCase> type_cases() {
       {DType::Q5_K, vec_dot_q5_K_q8_K_ref, kMaxPackedErrQ5K, EDGELLM_PACKED_REF_FORMS(q5_K)},
       {DType::Q6_K, vec_dot_q6_K_q8_K_ref, kMaxPackedErrQ6K, EDGELLM_PACKED_REF_FORMS(q6_K)},
   };
-#if defined(EDGELLM_HAS_PACKED_KQUANTS_X16)
-  KernelTable t = make_kernel_table(Isa::X86);
-  register_x86_packed_kquants(t);
-  for (TypeCase& tc : cases) {
-    const PackedFormat& pf = t.packed_of(tc.type);
-    REQUIRE(pf.rows == 16);
-    tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
+#if EDGELLM_HAS_X86_KERNELS
+  for (Isa isa : available_isas()) {  // the x16 forms of the AVX-512 VNNI levels this CPU runs
+    if (isa == Isa::Ref || make_kernel_table(isa).packed_of(DType::Q2_K).rows == 0) continue;
+    const KernelTable t = make_kernel_table(isa);
+    for (TypeCase& tc : cases) {
+      const PackedFormat& pf = t.packed_of(tc.type);
+      REQUIRE(pf.rows == 16);
+      tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
+    }
   }
 #endif
 #if EDGELLM_HAS_NEON
@@ -223,8 +224,10 @@ TEST_CASE("packed K-quant packers reject a row length that is not a multiple of 
 TEST_CASE("packed K-quant activations are quantize_row_q8_K_ref's blocks plus their sums per 32") {
   std::mt19937 rng(5);
   std::vector<PrepareActFn> preps = {prepare_act_q8_K_packed_ref};
-#if defined(EDGELLM_HAS_PACKED_KQUANTS_X16)
-  preps.push_back(prepare_act_q8_K_packed_x86);
+#if EDGELLM_HAS_X86_KERNELS
+  for (Isa isa : available_isas())
+    if (isa != Isa::Ref && make_kernel_table(isa).packed_of(DType::Q2_K).rows == 16)
+      preps.push_back(make_kernel_table(isa).packed_of(DType::Q2_K).prepare_act);
 #endif
 #if EDGELLM_HAS_NEON
   preps.push_back(prepare_act_q8_K_packed_neon);  // plain NEON: runs on every arm64 CPU

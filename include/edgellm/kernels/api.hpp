@@ -32,7 +32,7 @@ struct TypeKernels {
   DType vec_dot_type = DType::F32;     // the activation format vec_dot expects
   FromFloatFn from_float = nullptr;    // to this type (fast variant; used for activations)
   ToFloatFn to_float = nullptr;        // from this type (dequantize a row)
-  const char* variant = "";            // "ref", "avx2" (EDGELLM_X86_LEVEL), "neon", "dotprod"
+  const char* variant = "";            // "ref", "avx2" (the x86 level), "neon", "dotprod"
 };
 
 // A weight type's row-interleaved form, made once at load (model/llama_weights.hpp) where the ISA
@@ -93,12 +93,18 @@ struct FloatKernels {
   const char* variant = "";
 };
 
-enum class Isa { Ref, X86, Neon, Dotprod };
+// The kernel sets: the scalar reference, the x86 levels (kernels/x86/register.hpp: each adds to
+// the one before it, but avx2-vnni and avx512-vnni are not ordered: an AVX-512 VNNI Xeon has no
+// AVX-VNNI), arm64 NEON and NEON + dotprod.
+enum class Isa { Ref, Avx2, Avx2Vnni, Avx512, Avx512Vnni, Neon, Dotprod };
 
 inline const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Ref: return "ref";
-    case Isa::X86: return EDGELLM_X86_LEVEL;
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx2Vnni: return "avx2-vnni";
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512-vnni";
     case Isa::Neon: return "neon";
     case Isa::Dotprod: return "dotprod";
   }

@@ -1,10 +1,15 @@
-// select_kernels(): fills the KernelTable once. x86 SIMD (kernels/x86/) is chosen at compile time;
-// on arm64 the dotprod kernels are used directly when the target has dotprod, and in a baseline
-// build chosen at run time from getauxval(AT_HWCAP) & HWCAP_ASIMDDP.
+// kernels(): fills the process-wide KernelTable once with the best kernels this build carries and
+// this CPU runs. x86: the build target's level, or in a dispatch build (no AVX2 compile flags) the
+// best level cpuid allows (kernels/x86/register.hpp), which the environment variable
+// EDGELLM_X86_LEVEL can lower (to test another level). arm64: the dotprod kernels directly when
+// the target has dotprod, and in a baseline build chosen at run time from getauxval(AT_HWCAP) &
+// HWCAP_ASIMDDP.
 #pragma once
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "edgellm/core/error.hpp"
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/scalar/register.hpp"
 #include "edgellm/kernels/neon/register.hpp"
@@ -33,8 +38,9 @@ inline bool cpu_has_dotprod() {
 // The instruction sets this build carries and this CPU can run, best last.
 inline std::vector<Isa> available_isas() {
   std::vector<Isa> v{Isa::Ref};
-#if EDGELLM_HAS_XSIMD
-  v.push_back(Isa::X86);
+#if EDGELLM_HAS_X86_KERNELS
+  for (Isa level : x86_compiled_levels())
+    if (x86_cpu_runs(level)) v.push_back(level);
 #endif
 #if EDGELLM_HAS_NEON
   v.push_back(Isa::Neon);
@@ -43,17 +49,23 @@ inline std::vector<Isa> available_isas() {
   return v;
 }
 
-// A table using the best variants up to max_isa (tests build one per ISA to compare them).
+inline std::string isa_list(const std::vector<Isa>& isas) {
+  std::string s;
+  for (Isa i : isas) s += (s.empty() ? "" : ", ") + std::string(isa_name(i));
+  return s;
+}
+
+// A table using the best variants up to max_isa (tests build one per ISA to compare them). An x86
+// level this build does not carry or this CPU does not run is an Error.
 inline KernelTable make_kernel_table(Isa max_isa) {
   KernelTable t;
   register_ref_kernels(t);
   t.isa = Isa::Ref;
   if (max_isa == Isa::Ref) return t;
-#if EDGELLM_HAS_XSIMD
-  if (max_isa == Isa::X86) {
-    register_x86_kernels(t);
-    t.isa = Isa::X86;
-    t.stream_decode = true;
+#if EDGELLM_HAS_X86_KERNELS
+  if (max_isa != Isa::Neon && max_isa != Isa::Dotprod) {
+    EDGELLM_CHECK(x86_cpu_runs(max_isa) && register_x86_kernels(t, max_isa), "x86 kernel level ",
+                  isa_name(max_isa), ": not one this build and CPU run (", isa_list(available_isas()), ")");
   }
 #endif
 #if EDGELLM_HAS_NEON
@@ -66,9 +78,28 @@ inline KernelTable make_kernel_table(Isa max_isa) {
   return t;
 }
 
-// The process-wide table, built on first use (thread-safe static initialisation).
+// The ISA of the process-wide table: the best available one, or on x86 the level named by
+// `x86_level` (the environment variable EDGELLM_X86_LEVEL: "ref", "avx2", ...; null or empty: the
+// best) if this build and CPU run it, else an Error naming the variable and the levels available.
+inline Isa default_isa(const char* x86_level) {
+  const std::vector<Isa> isas = available_isas();
+#if EDGELLM_HAS_X86_KERNELS
+  if (x86_level && *x86_level) {
+    for (Isa i : isas)
+      if (std::string(isa_name(i)) == x86_level) return i;
+    throw_error("EDGELLM_X86_LEVEL=", x86_level, ": not a kernel level this build and CPU run (available: ",
+                isa_list(isas), ")");
+  }
+#else
+  (void)x86_level;
+#endif
+  return isas.back();
+}
+
+// The process-wide table, built on first use (thread-safe static initialisation; a bad
+// EDGELLM_X86_LEVEL throws Error from the first call).
 inline const KernelTable& kernels() {
-  static const KernelTable table = make_kernel_table(available_isas().back());
+  static const KernelTable table = make_kernel_table(default_isa(std::getenv("EDGELLM_X86_LEVEL")));
   return table;
 }
 

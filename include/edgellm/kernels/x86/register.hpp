@@ -1,73 +1,163 @@
-// Registers the x86 (AVX2 / AVX-512) kernels. The only place besides kernels/x86/*.hpp that
-// may include xsimd, and only when EDGELLM_HAS_XSIMD.
+// The x86 kernels (kernels/x86/*.inl: AVX2 / AVX-VNNI / AVX-512 intrinsics), compiled once per
+// level into namespace edgellm::x86_<level> (kernels/x86/level.inl), and register_x86_kernels(t,
+// level) to fill a table with one of them.
+//   Built for an AVX2 + FMA + F16C target (-march=native, -march=haswell ...): one level, the
+//   target's (its compile macros say which), compiled with the target's flags.
+//   Built without (plain -O2): avx2, avx2-vnni and avx512-vnni, each under a function target
+//   attribute, for kernels/select.hpp to pick at run time from cpuid (kernels/x86/cpu.hpp).
+// The same source either way, so a level computes the same bits in both builds.
 #pragma once
+#include "edgellm/config.hpp"
 #include "edgellm/kernels/api.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/x86/dot_float.hpp"
-#include "edgellm/kernels/x86/dot_kquants.hpp"
-#include "edgellm/kernels/x86/dot_legacy.hpp"
-#include "edgellm/kernels/x86/float_ops.hpp"
-#include "edgellm/kernels/x86/gemm_u8.hpp"
-#include "edgellm/kernels/x86/kv_ops.hpp"
-#include "edgellm/kernels/x86/packed.hpp"
-#include "edgellm/kernels/x86/packed_kquants.hpp"
-#include "edgellm/kernels/x86/quantize.hpp"
+#if EDGELLM_HAS_X86_KERNELS
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "edgellm/core/dtype.hpp"
+#include "edgellm/kernels/layouts/packed_kquants.hpp"
+#include "edgellm/kernels/layouts/packed_legacy.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
+#include "edgellm/kernels/scalar/float_ops.hpp"
+#include "edgellm/kernels/x86/cpu.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/scales.hpp"
+
+#define EDGELLM_PRAGMA_(...) _Pragma(#__VA_ARGS__)
+#define EDGELLM_PRAGMA(...) EDGELLM_PRAGMA_(__VA_ARGS__)  // expands macros in the pragma first
+
+#if EDGELLM_X86_DISPATCH
+#define EDGELLM_X86_LEVEL_NS x86_avx2
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx2
+#define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c"
+#define EDGELLM_X86_AVXVNNI 0
+#define EDGELLM_X86_AVX512 0
+#define EDGELLM_X86_AVX512VNNI 0
+#define EDGELLM_X86_GFNI 0
+#define EDGELLM_X86_AVX512VBMI 0
+#include "edgellm/kernels/x86/level.inl"
+
+#define EDGELLM_X86_LEVEL_NS x86_avx2_vnni
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx2Vnni
+#define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c,avxvnni"
+#define EDGELLM_X86_AVXVNNI 1
+#define EDGELLM_X86_AVX512 0
+#define EDGELLM_X86_AVX512VNNI 0
+#define EDGELLM_X86_GFNI 0
+#define EDGELLM_X86_AVX512VBMI 0
+#include "edgellm/kernels/x86/level.inl"
+
+// What AVX-512 VNNI Xeons (Cascade Lake on) and Zen 4 run; GFNI / VBMI forms only in builds
+// for a target that has them.
+#define EDGELLM_X86_LEVEL_NS x86_avx512_vnni
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx512Vnni
+#define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define EDGELLM_X86_AVXVNNI 0
+#define EDGELLM_X86_AVX512 1
+#define EDGELLM_X86_AVX512VNNI 1
+#define EDGELLM_X86_GFNI 0
+#define EDGELLM_X86_AVX512VBMI 0
+#include "edgellm/kernels/x86/level.inl"
+
+namespace edgellm {
+// The levels compiled in, lowest first.
+inline const std::vector<Isa>& x86_compiled_levels() {
+  static const std::vector<Isa> levels{Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512Vnni};
+  return levels;
+}
+}  // namespace edgellm
+
+#else  // the build target's level
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define EDGELLM_X86_AVX512 1
+#if defined(__AVX512VNNI__)
+#define EDGELLM_X86_AVX512VNNI 1
+#define EDGELLM_X86_LEVEL_NS x86_avx512_vnni
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx512Vnni
+#else
+#define EDGELLM_X86_AVX512VNNI 0
+#define EDGELLM_X86_LEVEL_NS x86_avx512
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx512
+#endif
+#else
+#define EDGELLM_X86_AVX512 0
+#define EDGELLM_X86_AVX512VNNI 0
+#endif
+#if defined(__AVXVNNI__)
+#define EDGELLM_X86_AVXVNNI 1
+#else
+#define EDGELLM_X86_AVXVNNI 0
+#endif
+#if !defined(EDGELLM_X86_LEVEL_NS) && EDGELLM_X86_AVXVNNI
+#define EDGELLM_X86_LEVEL_NS x86_avx2_vnni
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx2Vnni
+#elif !defined(EDGELLM_X86_LEVEL_NS)
+#define EDGELLM_X86_LEVEL_NS x86_avx2
+#define EDGELLM_X86_LEVEL_ISA Isa::Avx2
+#endif
+#if defined(__GFNI__)
+#define EDGELLM_X86_GFNI 1
+#else
+#define EDGELLM_X86_GFNI 0
+#endif
+#if defined(__AVX512VBMI__)
+#define EDGELLM_X86_AVX512VBMI 1
+#else
+#define EDGELLM_X86_AVX512VBMI 0
+#endif
+namespace edgellm {
+namespace EDGELLM_X86_LEVEL_NS {}
+namespace x86_native = EDGELLM_X86_LEVEL_NS;  // the one level of this build
+}  // namespace edgellm
+#include "edgellm/kernels/x86/level.inl"
+
+namespace edgellm {
+inline const std::vector<Isa>& x86_compiled_levels() {
+  static const std::vector<Isa> levels{x86_native::kIsa};
+  return levels;
+}
+}  // namespace edgellm
+#endif
 
 namespace edgellm {
 
-// Overrides the entries of register_ref_kernels with the x86 variants (vec_dot_type unchanged).
-inline void register_x86_kernels(KernelTable& t) {
-  struct Entry {
-    DType type;
-    VecDotFn dot;
-    VecDotRowsFn rows;
-    int rows_per_call;
-  };
-  const Entry entries[] = {
-      {DType::Q4_0, vec_dot_q4_0_q8_0_x86, vec_dot_rows_q4_0_q8_0_x86, kRowsLegacyX86},
-      {DType::Q4_1, vec_dot_q4_1_q8_1_x86, vec_dot_rows_q4_1_q8_1_x86, kRowsLegacyX86},
-      {DType::Q5_0, vec_dot_q5_0_q8_0_x86, vec_dot_rows_q5_0_q8_0_x86, kRowsLegacyX86},
-      {DType::Q5_1, vec_dot_q5_1_q8_1_x86, vec_dot_rows_q5_1_q8_1_x86, kRowsLegacyX86},
-      {DType::Q8_0, vec_dot_q8_0_q8_0_x86, vec_dot_rows_q8_0_q8_0_x86, kRowsLegacyX86},
-      {DType::Q2_K, vec_dot_q2_K_q8_K_x86, vec_dot_rows_q2_K_q8_K_x86, kRowsKQuantX86},
-      {DType::Q3_K, vec_dot_q3_K_q8_K_x86, vec_dot_rows_q3_K_q8_K_x86, kRowsKQuantX86},
-      {DType::Q4_K, vec_dot_q4_K_q8_K_x86, vec_dot_rows_q4_K_q8_K_x86, kRowsKQuantX86},
-      {DType::Q5_K, vec_dot_q5_K_q8_K_x86, vec_dot_rows_q5_K_q8_K_x86, kRowsKQuantX86},
-      {DType::Q6_K, vec_dot_q6_K_q8_K_x86, vec_dot_rows_q6_K_q8_K_x86, kRowsKQuantX86},
-      {DType::F32, vec_dot_f32_f32_x86, vec_dot_rows_f32_f32_x86, 4},
-      {DType::F16, vec_dot_f16_f32_x86, vec_dot_rows_f16_f32_x86, 4},
-      {DType::BF16, vec_dot_bf16_f32_x86, vec_dot_rows_bf16_f32_x86, 4},
-  };
-  for (const Entry& e : entries) {
-    TypeKernels& k = t.of(e.type);
-    k.vec_dot = e.dot;
-    k.vec_dot_rows = e.rows;
-    k.rows_per_call = e.rows_per_call;
-    k.variant = EDGELLM_X86_LEVEL;
+// Does this CPU run the level? (A build for an AVX2 target runs on such a CPU by construction.)
+inline bool x86_cpu_runs(Isa level) {
+#if !EDGELLM_X86_DISPATCH
+  if (level == x86_native::kIsa) return true;
+#endif
+  const X86Cpu& c = x86_cpu();
+  switch (level) {
+    case Isa::Avx2: return c.avx2;
+    case Isa::Avx2Vnni: return c.avx_vnni;
+    case Isa::Avx512: return c.avx512;
+    case Isa::Avx512Vnni: return c.avx512_vnni;
+    default: return false;
   }
-  t.of(DType::Q8_0).from_float = quantize_row_q8_0_x86;
-  t.of(DType::Q8_1).from_float = quantize_row_q8_1_x86;
-  t.of(DType::Q8_K).from_float = quantize_row_q8_K_x86;
-  t.of(DType::F16).to_float = fp16_to_fp32_row_x86;  // KV cache rows (attention)
-  t.of(DType::Q8_0).to_float = dequantize_row_q8_0_x86;
-  FloatKernels& f = t.f;
-  f.rmsnorm = rmsnorm_x86;
-  f.softmax = softmax_x86;
-  f.silu_mul = silu_mul_x86;
-  f.rope = rope_x86;
-  f.gemm_f32 = gemm_f32_x86;
-  f.transpose_f32 = transpose_f32_x86;
-  f.variant = EDGELLM_X86_LEVEL;
-  register_x86_packed(t);
-  register_x86_packed_kquants(t);
-#if EDGELLM_HAS_GEMM_U8
-  t.u8_gemm.rows = xs::kGemmRows;
-  t.u8_gemm.toks = xs::kGemmToks;
-  t.u8_gemm.tile = xs::gemm_u8_tile_x86;
-  t.u8_gemm.name = xs::GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)" : "u8 VNNI GEMM (32-byte steps)";
+}
+
+// Fills t with a compiled level's kernels (over register_ref_kernels' entries); false for a level
+// this build does not carry.
+inline bool register_x86_kernels(KernelTable& t, Isa level) {
+#if EDGELLM_X86_DISPATCH
+  switch (level) {
+    case Isa::Avx2: x86_avx2::register_x86_kernels(t); return true;
+    case Isa::Avx2Vnni: x86_avx2_vnni::register_x86_kernels(t); return true;
+    case Isa::Avx512Vnni: x86_avx512_vnni::register_x86_kernels(t); return true;
+    default: return false;
+  }
+#else
+  if (level != x86_native::kIsa) return false;
+  x86_native::register_x86_kernels(t);
+  return true;
 #endif
 }
 
 }  // namespace edgellm
-#endif
+#endif  // EDGELLM_HAS_X86_KERNELS

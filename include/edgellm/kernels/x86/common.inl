@@ -1,23 +1,20 @@
-// Shared pieces of the x86 kernels: the xsimd arch we target (AVX2 + FMA, 8 floats), the u8 x s8
-// dot step (AVX-VNNI / AVX512-VNNI when the target has it, else maddubs + madd: the one place
-// that gap is handled), nibble/bit expansion and the multi-row driver. x86 + xsimd only.
-#pragma once
-#include "edgellm/config.hpp"
+// Shared pieces of the x86 kernels (AVX2 + FMA + F16C, 8 floats per vector): horizontal sums, the
+// u8 x s8 dot step (AVX-VNNI / AVX512-VNNI when the level has it, else maddubs + madd: the one
+// place that gap is handled), nibble/bit expansion and the multi-row driver.
 
-#if EDGELLM_HAS_XSIMD
-#include <immintrin.h>
+// F16 <-> F32 with the F16C instructions of every level: the same values as quant/fp16.hpp's exact
+// conversions (round to nearest even), found first by the kernels' unqualified calls.
+inline float fp16_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
+inline uint16_t fp32_to_fp16(float f) { return uint16_t(_cvtss_sh(f, 0)); }
 
-#include <cstddef>
-#include <cstdint>
-#include <xsimd/xsimd.hpp>
-
-namespace edgellm {
 namespace xs {
 
-using Arch = xsimd::fma3<xsimd::avx2>;
-using FloatBatch = xsimd::batch<float, Arch>;  // 8 lanes
-
-inline float hsum(__m256 v) { return xsimd::hadd(FloatBatch(v)); }
+// Sum of the 8 lanes: (x0 + x4) + (x1 + x5) + ((x2 + x6) + (x3 + x7)), the order xsimd's hadd used.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_hadd_ps(s, s);
+  return _mm_cvtss_f32(_mm_hadd_ps(s, s));
+}
 // Horizontal max / min (xsimd 8.1 has no reduce_max).
 inline float hmax_ps(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -31,9 +28,9 @@ inline float hmin_ps(__m256 v) {
 }
 
 // acc + per 32-bit lane sum of four u8 * s8 products.
-#if defined(__AVXVNNI__)
+#if EDGELLM_X86_AVXVNNI
 inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#elif EDGELLM_X86_AVX512VNNI
 inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 #else
 // maddubs cannot saturate here: every caller keeps u <= 128 and |s| <= 128 with u * s pairs < 2^15.
@@ -125,5 +122,3 @@ inline void dot_rows_grouped_x86(int n, float* out, int nrows, const void* w, si
 }
 
 }  // namespace xs
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

@@ -2,34 +2,19 @@
 // weight rows in the common u8 form (kernels/layouts/unpack_u8.hpp: w = s * u + m per 16
 // elements) against int8 activations, a register tile of kGemmRows rows x kGemmToks tokens running
 // vpdpbusd, each loaded weight vector reused by every token of the tile and each activation vector
-// by every row. AVX-512 (64 bytes per step) when the target has it, else AVX2 with VNNI.
-#pragma once
-#include "edgellm/config.hpp"
+// by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2 with VNNI; nothing
+// without VNNI.
+#if EDGELLM_X86_VNNI
 
-#if EDGELLM_HAS_XSIMD && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
-#define EDGELLM_HAS_GEMM_U8 1
-#include <immintrin.h>
-
-#include <cstddef>
-#include <cstdint>
-
-#include "edgellm/kernels/layouts/unpack_u8.hpp"
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/core/dtype.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-
-// g++ 12 warns that the AVX-512 intrinsics' internal "undefined" source operands may be used
-// uninitialized (a false positive inside <immintrin.h>); keep -Wall output clean for users.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // _mm256_undefined_pd() inside _mm512_reduce_add_ps
 #endif
 
-namespace edgellm {
 namespace xs {
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#if EDGELLM_X86_AVX512VNNI
 // 64 bytes per step: the 16 int32 lanes are 16 groups of 4 weights.
 struct GemmVec {
   using I = __m512i;
@@ -62,7 +47,7 @@ struct GemmVec {
 
 // Register tile: 4 x 4 accumulators plus the loaded vectors fit the 32 AVX-512 registers; AVX2 has
 // 16, so 2 rows there.
-#if defined(__AVX512F__)
+#if EDGELLM_X86_AVX512
 inline constexpr int kGemmRows = 4;
 #else
 inline constexpr int kGemmRows = 2;
@@ -101,10 +86,8 @@ inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, 
 }
 
 }  // namespace xs
-}  // namespace edgellm
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-
-#endif  // EDGELLM_HAS_XSIMD && VNNI
+#endif  // EDGELLM_X86_VNNI

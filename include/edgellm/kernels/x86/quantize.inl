@@ -1,18 +1,7 @@
 // x86 (AVX2) activation quantizers: quantize_row_q8_0_x86, quantize_row_q8_1_x86 and
 // quantize_row_q8_K_x86, bit-exact with quant/ref.hpp's quantize_row_q8_0_ref / _q8_1_ref /
 // _q8_K_ref (same rounding rules).
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include <cmath>
-#include <cstdint>
-
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-
-namespace edgellm {
 namespace xs {
 
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
@@ -120,6 +109,3 @@ inline void quantize_row_q8_K_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM
     y[b].d = 1 / iscale;
   }
 }
-
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

@@ -1,19 +1,6 @@
 // x86 (AVX2 + FMA, F16C) KV-cache row conversions: F16 and Q8_0 rows to floats, as attention reads
 // them (KernelTable::of(F16 / Q8_0).to_float).
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include "edgellm/kernels/api.hpp"
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-
-namespace edgellm {
 
 // 8 int8 quants as 8 floats.
 inline __m256 kv_q8_to_ps(const int8_t* q) {
@@ -36,6 +23,3 @@ inline void dequantize_row_q8_0_x86(const void* EDGELLM_RESTRICT x, float* EDGEL
     for (int j = 0; j < QK8_0; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(kv_q8_to_ps(b[i].qs + j), d));
   }
 }
-
-}  // namespace edgellm
-#endif

@@ -1,13 +1,6 @@
 // x86 (AVX2 + FMA + F16C) dot products of float weights (F32, F16, BF16) against F32 activations,
-// single-row and multi-row. F16 -> F32 uses vcvtph2ps (xsimd 8.1 has no half batch).
-#pragma once
-#include "edgellm/config.hpp"
+// single-row and multi-row. F16 -> F32 uses vcvtph2ps.
 
-#if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/quant/fp16.hpp"
-
-namespace edgellm {
 namespace xs {
 
 struct LoadF32 {
@@ -90,6 +83,3 @@ inline void vec_dot_rows_bf16_f32_x86(int n, float* EDGELLM_RESTRICT out, int nr
                                         const void* EDGELLM_RESTRICT a) {
   xs::float_rows_grouped_x86<xs::LoadBF16>(n, out, nrows, w, w_stride, a);
 }
-
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

@@ -1,66 +1,88 @@
-// x86 (xsimd AVX2 + FMA) float helpers: the `_x86` FloatKernels. Semantics and aliasing rules:
+// x86 (AVX2 + FMA intrinsics) float helpers: the `_x86` FloatKernels. Semantics and aliasing rules:
 // kernels/api.hpp and kernels/scalar/float_ops.hpp.
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include <cmath>
 
-#include "edgellm/kernels/scalar/float_ops.hpp"
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/kernels/x86/dot_float.hpp"
-#include "edgellm/quant/fp16.hpp"
+namespace xs {
 
-namespace edgellm {
+// e^x for 8 floats, our own (no libm call per lane): x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two
+// parts, so r keeps float precision), e^r by Cephes' expf polynomial, 2^k by the exponent bits (as
+// 2^127 * 2 for k = 128, the top of the range). Within 2 ulp of std::exp where the result is a
+// normal float (tests/kernels/test_float_ops.cpp, kMaxExpRelErr); 0 below that (x < -87.34), +inf
+// where e^x overflows (x > 88.72); NaN stays NaN.
+inline __m256 exp_ps(__m256 x) {
+  const __m256 kHi = _mm256_set1_ps(88.7228391f), kLo = _mm256_set1_ps(-87.3365447f);
+  const __m256 c = _mm256_max_ps(kLo, _mm256_min_ps(kHi, x));  // NaN passes through (second operand)
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), c);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256 k1 = _mm256_min_ps(k, _mm256_set1_ps(127.0f));  // 2^k = 2^k1 * (1 + k - k1)
+  p = _mm256_mul_ps(p, _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_sub_ps(k, k1)));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k1), _mm256_set1_epi32(127)), 23);
+  __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, kLo, _CMP_LT_OQ));
+  return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, kHi, _CMP_GT_OQ));
+}
+
+}  // namespace xs
+
+// y[i] = e^x[i], y may alias x: exp_ps over a row, std::exp on the tail (how the tests reach exp_ps).
+inline void exp_row_x86(float* y, const float* x, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, xs::exp_ps(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
 
 // out, x, w: [n]; out may alias x.
 inline void rmsnorm_x86(float* out, const float* x, const float* w, int n, float eps) {
-  using B = xs::FloatBatch;
-  constexpr int kW = int(B::size);
-  B acc(0.0f);
+  __m256 acc = _mm256_setzero_ps();
   int i = 0;
-  for (; i + kW <= n; i += kW) {
-    const B v = B::load_unaligned(x + i);
-    acc = xsimd::fma(v, v, acc);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
   }
-  float sum = xsimd::hadd(acc);
+  float sum = xs::hsum(acc);
   for (int k = i; k < n; ++k) sum += x[k] * x[k];
   const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
-  const B vs(scale);
-  for (i = 0; i + kW <= n; i += kW) (B::load_unaligned(x + i) * vs * B::load_unaligned(w + i)).store_unaligned(out + i);
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
   for (int k = i; k < n; ++k) out[k] = x[k] * scale * w[k];
 }
 
 // y: [n]; y *= alpha
 inline void scale_x86(float* y, float alpha, int n) {
-  using B = xs::FloatBatch;
-  constexpr int kW = int(B::size);
-  const B va(alpha);
+  const __m256 va = _mm256_set1_ps(alpha);
   int i = 0;
-  for (; i + kW <= n; i += kW) (B::load_unaligned(y + i) * va).store_unaligned(y + i);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), va));
   for (; i < n; ++i) y[i] *= alpha;
 }
 
 // x: [n], n >= 1, in place.
 inline void softmax_x86(float* x, int n) {
-  using B = xs::FloatBatch;
-  constexpr int kW = int(B::size);
   float mx = x[0];
   int i = 0;
-  if (n >= kW) {
-    B vm = B::load_unaligned(x);
-    for (i = kW; i + kW <= n; i += kW) vm = xsimd::max(vm, B::load_unaligned(x + i));
+  if (n >= 8) {
+    __m256 vm = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
     mx = xs::hmax_ps(vm);
   }
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  const B vmx(mx);
-  B acc(0.0f);
-  for (i = 0; i + kW <= n; i += kW) {
-    const B e = xsimd::exp(B::load_unaligned(x + i) - vmx);
-    e.store_unaligned(x + i);
-    acc += e;
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = xs::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
   }
-  float sum = xsimd::hadd(acc);
+  float sum = xs::hsum(acc);
   for (; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
@@ -70,13 +92,12 @@ inline void softmax_x86(float* x, int n) {
 
 // gate, up: [n]; gate = silu(gate) * up
 inline void silu_mul_x86(float* gate, const float* up, int n) {
-  using B = xs::FloatBatch;
-  constexpr int kW = int(B::size);
-  const B one(1.0f);
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
   int i = 0;
-  for (; i + kW <= n; i += kW) {
-    const B g = B::load_unaligned(gate + i);
-    (g / (one + xsimd::exp(-g)) * B::load_unaligned(up + i)).store_unaligned(gate + i);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, xs::exp_ps(_mm256_xor_ps(g, sign))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
   }
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
@@ -110,22 +131,21 @@ template <int V>
 struct GemmF32Tile {
   template <int R>
   static void run(int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc, bool accumulate) {
-    using Bt = FloatBatch;
-    constexpr int kW = int(Bt::size);
-    Bt c[R][V];
+    constexpr int kW = 8;
+    __m256 c[R][V];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v)
-        c[r][v] = accumulate ? Bt::load_unaligned(C + int64_t(r) * ldc + v * kW) : Bt(0.0f);
+        c[r][v] = accumulate ? _mm256_loadu_ps(C + int64_t(r) * ldc + v * kW) : _mm256_setzero_ps();
     for (int k = 0; k < K; ++k) {
-      Bt b[V];
-      for (int v = 0; v < V; ++v) b[v] = Bt::load_unaligned(B + int64_t(k) * ldb + v * kW);
+      __m256 b[V];
+      for (int v = 0; v < V; ++v) b[v] = _mm256_loadu_ps(B + int64_t(k) * ldb + v * kW);
       for (int r = 0; r < R; ++r) {
-        const Bt a(A[int64_t(r) * lda + k]);
-        for (int v = 0; v < V; ++v) c[r][v] = xsimd::fma(a, b[v], c[r][v]);
+        const __m256 a = _mm256_set1_ps(A[int64_t(r) * lda + k]);
+        for (int v = 0; v < V; ++v) c[r][v] = _mm256_fmadd_ps(a, b[v], c[r][v]);
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) c[r][v].store_unaligned(C + int64_t(r) * ldc + v * kW);
+      for (int v = 0; v < V; ++v) _mm256_storeu_ps(C + int64_t(r) * ldc + v * kW, c[r][v]);
   }
 };
 
@@ -134,7 +154,7 @@ struct GemmF32Tile {
 // A: [M, lda], B: [K, ldb], C: [M, ldc]; C (+)= A[:, :K] B[:K, :N]. C must not alias A or B.
 inline void gemm_f32_x86(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                            bool accumulate) {
-  constexpr int kW = int(xs::FloatBatch::size);
+  constexpr int kW = 8;
   int j = 0;
   for (; j + 2 * kW <= N; j += 2 * kW) gemm_f32_rows<xs::GemmF32Tile<2>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
   for (; j + kW <= N; j += kW) gemm_f32_rows<xs::GemmF32Tile<1>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
@@ -167,6 +187,3 @@ inline void transpose_f32_x86(const float* src, int rows, int cols, int lds, flo
   if (c8 < cols) transpose_f32_ref(src + c8, r8, cols - c8, lds, dst + int64_t(c8) * ldd, ldd);
   if (r8 < rows) transpose_f32_ref(src + int64_t(r8) * lds, rows - r8, cols, lds, dst + r8, ldd);
 }
-
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

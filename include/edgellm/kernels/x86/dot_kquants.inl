@@ -1,19 +1,12 @@
 // x86 (AVX2) dot products of the K-quants against Q8_K activations, single-row and multi-row.
 // Sub-block scales are folded into the int16 madd; minimums and constant offsets (q3_K: -4,
 // q6_K: -32) go through the activation's bsums. Semantics: kernels/scalar/dot.hpp.
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include <cstring>
-
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-#include "edgellm/quant/scales.hpp"
-
-namespace edgellm {
 namespace xs {
+
+// The fixed loops over a block's sub-blocks carry `#pragma GCC unroll`: g++ 12 unrolls them or not
+// depending on the target and the translation unit (a plain build's target attributes: not; 1.3x
+// slower multi-row q6_K), and unrolled is the faster form.
 
 // sum_g bsums[g] * v16[g] over the 16 groups of a block, as 8 int32 lanes.
 inline __m256i bsums_dot(const block_q8_K& y, __m256i v16) { return _mm256_madd_epi16(load256(y.bsums), v16); }
@@ -51,8 +44,10 @@ struct FmtQ2_K {
     const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256i isum = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int c = 0; c < 2; ++c) {
       const __m256i qv = load256(x.qs + 32 * c);
+      #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
         const __m256i yv = load256(y.qs + 128 * c + 32 * j);
@@ -77,8 +72,10 @@ struct FmtQ3_K {
     const __m256i hm = load256(x.hmask);
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     __m256i isum = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int c = 0; c < 2; ++c) {
       const __m256i qv = load256(x.qs + 32 * c);
+      #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
         const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * c + j)), one);
@@ -101,6 +98,7 @@ struct FmtQ4_K {
     scales_mins_k4_words(x.scales, sc, mn);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i isum = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i qv = load256(x.qs + 32 * j);
       const __m256i lo = _mm256_and_si256(qv, m4);
@@ -125,6 +123,7 @@ struct FmtQ5_K {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     const __m256i qh = load256(x.qh);
     __m256i isum = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i qv = load256(x.qs + 32 * j);
       const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), one);
@@ -150,12 +149,14 @@ struct FmtQ6_K {
     const __m256i sc16 = _mm256_cvtepi8_epi16(load128(x.scales));
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     __m256i isum = _mm256_setzero_si256();
+    #pragma GCC unroll 4
     for (int c = 0; c < 2; ++c) {
       const __m256i ql0 = load256(x.ql + 64 * c), ql1 = load256(x.ql + 64 * c + 32);
       const __m256i qh = load256(x.qh + 32 * c);
       const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
                              _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
                              _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+      #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
         const __m256i q = _mm256_or_si256(lo[k], _mm256_slli_epi16(hi, 4));
@@ -208,6 +209,3 @@ inline void vec_dot_rows_q6_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int n
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ6_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
 }
-
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

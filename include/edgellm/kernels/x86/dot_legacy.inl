@@ -1,14 +1,6 @@
 // x86 (AVX2 / VNNI) dot products of the 32-weight legacy types against Q8_0 activations (q4_1 / q5_1:
 // Q8_1, as ggml), single-row and multi-row. Block layouts: quant/blocks.hpp; semantics: kernels/scalar/dot.hpp.
-#pragma once
-#include "edgellm/config.hpp"
 
-#if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-
-namespace edgellm {
 namespace xs {
 
 inline __m256 scale_of(ggml_half dx, ggml_half dy) { return _mm256_set1_ps(fp16_to_fp32(dx) * fp16_to_fp32(dy)); }
@@ -118,6 +110,3 @@ inline void vec_dot_rows_q8_0_q8_0_x86(int n, float* EDGELLM_RESTRICT out, int n
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {
   xs::dot_rows_grouped_x86<xs::FmtQ8_0, kRowsLegacyX86>(n, out, nrows, w, w_stride, a);
 }
-
-}  // namespace edgellm
-#endif  // EDGELLM_HAS_XSIMD

@@ -2,32 +2,15 @@
 // kernels/layouts/packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16 rows x 4 weights
 // against 4 broadcast activation bytes, one scale multiply per sub-block for all 16 rows, mins via
 // the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: without
-// them nothing is registered (no AVX2 form; the per-row kernels of dot_kquants.hpp stay in use).
-#pragma once
-#include "edgellm/config.hpp"
+// them nothing is registered (no AVX2 form; the per-row kernels of dot_kquants.inl stay in use).
 
-#if EDGELLM_HAS_XSIMD
-#include "edgellm/kernels/api.hpp"
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-#define EDGELLM_HAS_PACKED_KQUANTS_X16 1
-#include <immintrin.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-
-#include "edgellm/kernels/layouts/packed_kquants.hpp"
-#include "edgellm/kernels/x86/quantize.hpp"
-
-// g++ 12 false positive inside <immintrin.h> (see gemm_u8.hpp).
+#if EDGELLM_X86_AVX512VNNI
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"  // _mm512_undefined_epi32() inside vpmultishiftqb
 #endif
 
-namespace edgellm {
 namespace xs::pk {  // nested: the Q4_0/Q8_0 packed kernels share namespace xs
 
 constexpr int kRows = 16;
@@ -61,7 +44,7 @@ inline __m512i shift_bits(__m512i v) {
 // qword, leaving port 0 (the only port of vpdpbusd and of vector shifts) to the dot products.
 template <int S>
 inline __m512i shift_bits_p5(__m512i v) {
-#if defined(__AVX512VBMI__)
+#if EDGELLM_X86_AVX512VBMI
   if constexpr (S == 0) {
     return v;
   } else {
@@ -84,7 +67,7 @@ inline __m512i shift_bits_p5(__m512i v) {
 template <int S, int M>
 inline __m512i byte_field(__m512i v) {
   static_assert(S >= 0 && S < 8 && M > 0 && M < 256, "byte_field: a shift right within the byte");
-#if defined(__GFNI__)
+#if EDGELLM_X86_GFNI
   constexpr int64_t matrix = [] {
     uint64_t a = 0;
     for (int j = 0; j < 8; ++j)
@@ -207,7 +190,7 @@ struct Q3K {
     q[0][3] = byte_field<3, 7>(b);
     q[1][0] = _mm512_and_si512(c, m7);
     q[1][1] = byte_field<3, 7>(c);
-#if defined(__GFNI__)  // two fields and an OR (faster than the 3-bit mask: docs/PERF.md, "Kernel constants")
+#if EDGELLM_X86_GFNI  // two fields and an OR (faster than the 3-bit mask: docs/PERF.md, "Kernel constants")
     q[1][2] = _mm512_or_si512(byte_field<6, 3>(a), byte_field<5, 4>(c));
     q[1][3] = _mm512_or_si512(byte_field<6, 3>(b), byte_field<4, 4>(c));
 #else
@@ -399,17 +382,12 @@ inline void register_x86_packed_kquants(KernelTable& t) {
   set_packed_kquant_form<kRows>(t, DType::Q6_K, "q6_Kx16", gemm<Q6K>, prep);
 }
 
-}  // namespace edgellm
-
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 #else  // no AVX-512 VNNI: no packed K-quant forms
 
-namespace edgellm {
 inline void register_x86_packed_kquants(KernelTable&) {}
-}  // namespace edgellm
 
-#endif
-#endif  // EDGELLM_HAS_XSIMD
+#endif  // EDGELLM_X86_AVX512VNNI
