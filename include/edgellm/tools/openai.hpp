@@ -154,7 +154,17 @@ inline void parse_stop(const Json& v, const ApiLimits& lim, std::vector<std::str
 // Parses and checks a request body. Throws ApiError (400) naming the parameter for malformed JSON,
 // wrong types, values out of range, an unknown model, max_tokens beyond the context; unknown
 // fields are ignored, as OpenAI's own clients send some (e.g. "user").
+inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint, const ApiLimits& lim);
 inline ApiRequest parse_request(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
+  try {
+    return parse_request_checked(body, endpoint, lim);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {  // a check below the API layer (e.g. the sampler's) still answers 400
+    throw ApiError(400, e.what());
+  }
+}
+inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
   using namespace detail;
   Json j;
   try {
