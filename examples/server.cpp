@@ -64,7 +64,7 @@ struct Server {
   std::string api_key;
   edgellm::openai::ApiLimits limits;
   std::atomic<uint64_t> next_id{1};
-  std::atomic<uint64_t> n_requests{0}, n_cancelled{0}, n_errors{0};
+  std::atomic<uint64_t> n_requests{0}, n_refused{0};  // HTTP requests to the completion endpoints; refused with 4xx/503
 };
 
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
@@ -91,8 +91,10 @@ edgellm::Json health_json(const Server& s) {
   h.set("slots_processing", st.slots_busy);
   h.set("requests_queued", st.queued);
   h.set("requests_total", static_cast<int64_t>(s.n_requests.load()));
-  h.set("requests_cancelled", static_cast<int64_t>(s.n_cancelled.load()));
-  h.set("requests_failed", static_cast<int64_t>(s.n_errors.load()));
+  h.set("requests_refused", static_cast<int64_t>(s.n_refused.load()));
+  h.set("requests_finished", static_cast<int64_t>(st.finished));
+  h.set("requests_cancelled", static_cast<int64_t>(st.cancelled));
+  h.set("requests_failed", static_cast<int64_t>(st.failed));
   h.set("kv_blocks_used", st.kv_blocks_used);
   h.set("kv_blocks_allocated", st.kv_blocks_allocated);
   h.set("kv_sequences", st.kv_sequences);
@@ -127,12 +129,6 @@ edgellm::Json models_json(const Server& s) {
   return o;
 }
 
-// Counts a finished job in the server's totals.
-void count_end(Server& s, const edgellm::JobResult& r) {
-  if (!r.error.empty()) ++s.n_errors;
-  else if (r.reason == edgellm::StopReason::Cancelled) ++s.n_cancelled;
-}
-
 void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Response& res) {
   ++s.n_requests;
   edgellm::openai::ApiRequest r;
@@ -149,11 +145,11 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
       throw ApiError(503, e.what(), "unavailable_error");
     }
   } catch (const ApiError& e) {
-    ++s.n_errors;
+    ++s.n_refused;
     send_error(res, e.status(), e.what(), e.type(), e.param());
     return;
   } catch (const edgellm::Error& e) {  // e.g. a chat format that cannot hold these roles
-    ++s.n_errors;
+    ++s.n_refused;
     send_error(res, 400, e.what(), "invalid_request_error");
     return;
   }
@@ -166,11 +162,11 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
     std::vector<edgellm::TokenAlternatives> probs;
     for (;;) {
       auto out = job->wait(std::chrono::milliseconds(200));
-      probs.insert(probs.end(), out.probs.begin(), out.probs.end());
+      for (auto& piece : out.pieces)
+        if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
       if (out.done) break;
     }
     const edgellm::JobResult& jr = job->result();
-    count_end(s, jr);
     if (!jr.error.empty()) {
       send_error(res, 500, jr.error, "server_error");
       return;
@@ -190,17 +186,21 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
           job->cancel();  // the client went away: the scheduler stops before its next token
           return false;
         };
-        if (!out.text.empty() || !out.probs.empty() || (*first && r.endpoint == Endpoint::Chat)) {
-          const auto ev = edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, out.text, out.probs, *s.tok, nullptr, *first));
+        // One event per token, as llama-server streams (the first chat chunk carries the role).
+        std::string events;
+        for (const auto& piece : out.pieces) {
+          std::vector<edgellm::TokenAlternatives> probs;
+          if (piece.probs.id >= 0) probs.push_back(piece.probs);
+          if (piece.text.empty() && probs.empty()) continue;
+          events += edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, piece.text, probs, *s.tok, nullptr, *first));
           *first = false;
-          if (!send(ev)) return false;
         }
+        if (!events.empty() && !send(events)) return false;
         if (!out.done) return true;
         const edgellm::JobResult& jr = job->result();
-        count_end(s, jr);
         std::string tail;
         if (!jr.error.empty()) tail = "data: " + edgellm::openai::error_body(500, jr.error, "server_error") + "\n\n";
-        else tail = edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, "", {}, *s.tok, &jr));
+        else tail = edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, "", {}, *s.tok, &jr, *first));
         tail += "data: [DONE]\n\n";
         if (!send(tail)) return false;
         sink.done();

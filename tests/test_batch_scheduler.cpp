@@ -167,7 +167,7 @@ TEST_CASE("the worker thread serves jobs submitted from other threads; a queued 
   while (text.size() < 8) {
     auto out = running->wait(std::chrono::milliseconds(1000));
     REQUIRE_FALSE(out.done);
-    text += out.text;
+    text += out.text();
   }
   running->cancel();
   const JobResult& r = running->wait_done();
@@ -198,8 +198,9 @@ TEST_CASE("deadline_ms ends a request with reason Deadline; stop strings; n_prob
   CHECK(stopped->result().reason == StopReason::StopString);
   CHECK(stopped->result().text == ref.text.substr(0, ref.text.find(st.stop[0])));
   auto out = stopped->wait(std::chrono::milliseconds(0));
-  REQUIRE(out.probs.size() == stopped->result().tokens.size());
-  for (const auto& a : out.probs) {
+  REQUIRE(out.pieces.size() == stopped->result().tokens.size());
+  for (const auto& piece : out.pieces) {
+    const TokenAlternatives& a = piece.probs;
     REQUIRE(a.top.size() == 3);
     CHECK(a.top[0].id == a.id);  // greedy: the chosen token is the most likely
     CHECK(a.top[0].p >= a.top[1].p);

@@ -62,20 +62,29 @@ class Job {
   bool cache_prompt = true;     // start from a cached prefix and keep the sequence for later requests
   int n_probs = 0;              // alternatives reported per generated token
 
-  // What was produced since the previous take.
-  struct Output {
+  // The text one token added (may be empty: an incomplete UTF-8 sequence, a possible stop
+  // string held back) and, with n_probs, its alternatives (probs.id < 0 without).
+  struct Piece {
     std::string text;
-    std::vector<TokenAlternatives> probs;
+    TokenAlternatives probs{-1, {}};
+  };
+  // What was produced since the previous take, a piece per token.
+  struct Output {
+    std::vector<Piece> pieces;
     bool done = false;
+    std::string text() const {
+      std::string t;
+      for (const auto& p : pieces) t += p.text;
+      return t;
+    }
   };
 
   // Waits up to `timeout` for new output or the end, then takes what there is.
   Output wait(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, timeout, [&] { return done_ || !text_.empty() || !probs_.empty(); });
+    cv_.wait_for(lock, timeout, [&] { return done_ || !pieces_.empty(); });
     Output o;
-    o.text.swap(text_);
-    o.probs.swap(probs_);
+    o.pieces.swap(pieces_);
     o.done = done_;
     return o;
   }
@@ -100,8 +109,7 @@ class Job {
   void emit(const std::string& text, const TokenAlternatives* alt) {
     if (text.empty() && !alt) return;
     std::lock_guard<std::mutex> lock(mu_);
-    text_ += text;
-    if (alt) probs_.push_back(*alt);
+    pieces_.push_back(Piece{text, alt ? *alt : TokenAlternatives{-1, {}}});
     cv_.notify_all();
   }
   void finish(JobResult r) {
@@ -113,8 +121,7 @@ class Job {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string text_;
-  std::vector<TokenAlternatives> probs_;
+  std::vector<Piece> pieces_;
   bool done_ = false;
   JobResult result_;
   std::atomic<bool> cancel_{false};
@@ -134,6 +141,9 @@ class BatchScheduler {
     uint64_t step_tokens = 0;   // tokens in them (steps with several slots carry several)
     int max_step_tokens = 0;    // the widest decode step so far
     uint64_t prompt_tokens_reused = 0;
+    uint64_t finished = 0;   // requests ended, by any reason
+    uint64_t cancelled = 0;  // of which cancelled (Job::cancel, e.g. the client went away)
+    uint64_t failed = 0;     // of which failed (JobResult::error)
   };
 
   BatchScheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const Tokenizer> tok, const SchedulerParams& p)
@@ -209,6 +219,7 @@ class BatchScheduler {
     for (auto& j : left) {
       JobResult r;
       r.reason = StopReason::Cancelled;
+      count(r);
       j->finish(std::move(r));
     }
   }
@@ -294,6 +305,7 @@ class BatchScheduler {
     s.r.n_prompt = static_cast<int>(job->prompt.size());
     if (job->cancelled()) {
       s.r.reason = StopReason::Cancelled;
+      count(s.r);
       job->finish(std::move(s.r));
       return;
     }
@@ -478,12 +490,20 @@ class BatchScheduler {
     }
     release(s, reason != StopReason::Cancelled && s.job->cache_prompt);
     s.r.peak_rss_bytes = peak_rss_bytes();
+    count(s.r);
     s.job->finish(std::move(s.r));
   }
   void fail(Slot& s, const std::string& message) {
     s.r.error = message;
     release(s, false);
+    count(s.r);
     s.job->finish(std::move(s.r));
+  }
+  void count(const JobResult& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.finished;
+    stats_.cancelled += r.error.empty() && r.reason == StopReason::Cancelled;
+    stats_.failed += !r.error.empty();
   }
   void release(Slot& s, bool keep) {
     if (s.seq < 0) return;
