@@ -140,7 +140,7 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
     if (toks.empty()) throw ApiError(400, "the prompt has no tokens", "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt");
     edgellm::openai::check_fits(r, toks.size(), s.limits.n_ctx);
     try {
-      job = s.sched->submit(std::move(toks), r.gp, r.cache_prompt, r.n_probs);
+      job = s.sched->submit(std::move(toks), r.gp, r.cache_prompt, r.n_probs, r.stream);
     } catch (const edgellm::Error& e) {
       throw ApiError(503, e.what(), "unavailable_error");
     }
@@ -159,14 +159,10 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
   rid.model = s.model_id;
 
   if (!r.stream) {
+    const edgellm::JobResult& jr = job->wait_done();
     std::vector<edgellm::TokenAlternatives> probs;
-    for (;;) {
-      auto out = job->wait(std::chrono::milliseconds(200));
-      for (auto& piece : out.pieces)
-        if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
-      if (out.done) break;
-    }
-    const edgellm::JobResult& jr = job->result();
+    for (auto& piece : job->wait(std::chrono::milliseconds(0)).pieces)
+      if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
     if (!jr.error.empty()) {
       send_error(res, 500, jr.error, "server_error");
       return;

@@ -61,6 +61,7 @@ class Job {
   GenerateParams gp;            // max_tokens, sampler, stop strings, deadline (from submit), ignore_eos
   bool cache_prompt = true;     // start from a cached prefix and keep the sequence for later requests
   int n_probs = 0;              // alternatives reported per generated token
+  bool wake_per_token = true;   // wake wait() at every token (streaming); false: only at the end
 
   // The text one token added (may be empty: an incomplete UTF-8 sequence, a possible stop
   // string held back) and, with n_probs, its alternatives (probs.id < 0 without).
@@ -110,7 +111,7 @@ class Job {
     if (text.empty() && !alt) return;
     std::lock_guard<std::mutex> lock(mu_);
     pieces_.push_back(Piece{text, alt ? *alt : TokenAlternatives{-1, {}}});
-    cv_.notify_all();
+    if (wake_per_token) cv_.notify_all();
   }
   void finish(JobResult r) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -170,7 +171,7 @@ class BatchScheduler {
   // Queues a request. Throws Error for an empty prompt, one longer than the context, bad sampler
   // values or a full queue; the job is then not queued.
   std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerateParams& gp, bool cache_prompt = true,
-                              int n_probs = 0) {
+                              int n_probs = 0, bool wake_per_token = true) {
     EDGELLM_CHECK(!prompt.empty(), "scheduler: the prompt is empty");
     EDGELLM_CHECK(static_cast<int64_t>(prompt.size()) < p_.session.n_ctx, "prompt of ", prompt.size(),
                   " tokens does not fit the context of ", p_.session.n_ctx, " tokens");
@@ -183,6 +184,7 @@ class BatchScheduler {
     job->gp = gp;
     job->cache_prompt = cache_prompt;
     job->n_probs = n_probs;
+    job->wake_per_token = wake_per_token;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (static_cast<int>(queue_.size()) >= p_.max_queue + p_.n_parallel - busy_)
