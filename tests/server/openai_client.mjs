@@ -101,6 +101,13 @@ try {
   ok(h.max_step_tokens === PARALLEL, `decode steps carried ${h.max_step_tokens} sequences (one forward pass for ${PARALLEL} requests)`);
   ok(h.decode_steps - stepsBefore < 4 * 48, `4 x 48 tokens took ${h.decode_steps - stepsBefore} decode steps`);
 
+  // A common system prompt is evaluated once: the second conversation reuses its tokens (cache_n).
+  const system = { role: 'system', content: 'You tell short stories about animals who live in the forest and like to play.' };
+  const c1 = await client.chat.completions.create({ messages: [system, { role: 'user', content: 'A fox' }], max_tokens: 8, temperature: 0 });
+  const c2 = await client.chat.completions.create({ messages: [system, { role: 'user', content: 'A bear' }], max_tokens: 8, temperature: 0 });
+  ok(c2.timings.cache_n >= 20 && c2.timings.prompt_n < c1.timings.prompt_n,
+     `the shared system prompt is reused: ${c2.timings.cache_n} tokens from the cache, ${c2.timings.prompt_n} evaluated (first: ${c1.timings.prompt_n})`);
+
   // Abort mid-stream: the generation is cancelled and its slot freed.
   const cancelledBefore = h.requests_cancelled;
   const long = await client.completions.create({ prompt: 'Once upon a time', max_tokens: 2000, temperature: 0, stream: true,
