@@ -1,9 +1,18 @@
 #!/bin/sh
-# install-prereqs.sh [--tests]: the Debian / Ubuntu packages edgellm's build needs (cmake, g++;
-# with --tests also doctest-dev), installed only when missing, as root or through sudo. Used by README's two commands and .ci/run.
+# install-prereqs.sh [--tests] [--server]: the Debian / Ubuntu packages edgellm's build needs
+# (cmake, g++; with --tests also doctest-dev and the server's library; with --server
+# libcpp-httplib-dev and pkg-config for edgellm-server; node and npm for the server's client test
+# come from elsewhere: it skips without them), installed only when missing, as root or through
+# sudo. Used by README's commands and .ci/run.
 set -eu
 pkgs="cmake g++"
-[ "${1:-}" = "--tests" ] && pkgs="$pkgs doctest-dev"
+for a in "$@"; do
+  case "$a" in
+    --tests) pkgs="$pkgs doctest-dev libcpp-httplib-dev pkg-config" ;;
+    --server) pkgs="$pkgs libcpp-httplib-dev pkg-config" ;;
+    *) echo "install-prereqs.sh: unknown option $a (--tests, --server)" >&2; exit 1 ;;
+  esac
+done
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

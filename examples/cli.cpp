@@ -97,10 +97,7 @@ int main(int argc, char** argv) {
       else if (f == "--stop") gp.stop.push_back(args.value(f));
       else if (f == "--deadline-ms") gp.deadline_ms = args.number(f, 0, 1e12);
       else if (f == "--ignore-eos") gp.ignore_eos = true;
-      else if (f == "--kv-block") sp.kv_block_size = args.integer32(f, 1, 1 << 16);
-      else if (f == "--kv-type") sp.kv_type = tool::kv_type_from(args.value(f), f);
-      else if (f == "--kv-recent") sp.kv_recent_f32 = args.integer32(f, 0, tool::kMaxContext);
-      else if (f == "--kv-budget-mb") sp.kv_max_bytes = static_cast<size_t>(args.number(f, 0.001, 1 << 30) * 1024 * 1024);
+      else if (tool::kv_flag(args, f, sp)) continue;
       else if (f == "--keep") { sp.n_keep = args.integer32(f, 0, tool::kMaxContext); have_keep = true; }
       else if (f == "--window") sp.n_window = args.integer32(f, 1, tool::kMaxContext);
       else if (f == "--parallel") n_parallel = args.integer32(f, 1, 256);
@@ -222,14 +219,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     // Chat: the model's template (or --chat-template), one user turn from -p, or turns from stdin.
-    if (chat_template.empty()) {
-      const std::string src = model->file().get_string_or("tokenizer.chat_template", "");
-      chat_template = src.empty() ? "" : edgellm::detect_chat_template(src);
-      if (chat_template.empty()) {
-        chat_template = "chatml";
-        std::fprintf(stderr, "chat template not recognised or absent: using chatml (choose with --chat-template)\n");
-      }
-    }
+    if (chat_template.empty()) chat_template = tool::model_chat_template(model->file().get_string_or("tokenizer.chat_template", ""));
     std::vector<edgellm::ChatMessage> msgs;
     if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
     std::string fed;  // the conversation text already in the KV cache

@@ -15,6 +15,7 @@
 
 #include <edgellm/core/dtype.hpp>
 #include <edgellm/core/error.hpp>
+#include <edgellm/text/chat_template.hpp>
 #include <edgellm/version.hpp>
 
 namespace tool {
@@ -105,6 +106,19 @@ inline edgellm::DType kv_type_from(const std::string& name, const std::string& f
   return t;
 }
 
+// The KV cache flags of the tools that generate (cli, server): --kv-block N, --kv-type T,
+// --kv-recent N, --kv-budget-mb X into a SessionParams-like P. Consumes f (and its value) when it
+// is one; false otherwise.
+template <class P>
+bool kv_flag(Args& args, const std::string& f, P& sp) {
+  if (f == "--kv-block") sp.kv_block_size = args.integer32(f, 1, 1 << 16);
+  else if (f == "--kv-type") sp.kv_type = kv_type_from(args.value(f), f);
+  else if (f == "--kv-recent") sp.kv_recent_f32 = args.integer32(f, 0, kMaxContext);
+  else if (f == "--kv-budget-mb") sp.kv_max_bytes = static_cast<size_t>(args.number(f, 0.001, 1 << 30) * 1024 * 1024);
+  else return false;
+  return true;
+}
+
 // --mem-budget MIB: a positive number of MiB, as bytes.
 inline uint64_t mem_budget_bytes(Args& args, const std::string& flag) {
   const double mib = args.number(flag, 1, 1024.0 * 1024 * 1024);
@@ -156,6 +170,15 @@ inline bool model_flag(Args& args, const std::string& f, ModelFlags& m) {
   else if (f == "--mem-budget") m.mem_budget = mem_budget_bytes(args, f);
   else return false;
   return true;
+}
+
+// The chat template named by a GGUF's tokenizer.chat_template source (cli --chat, server): the
+// recognised format, else chatml with a note on stderr.
+inline std::string model_chat_template(const std::string& gguf_source) {
+  const std::string name = gguf_source.empty() ? "" : edgellm::detect_chat_template(gguf_source);
+  if (!name.empty()) return name;
+  std::fprintf(stderr, "chat template not recognised or absent: using chatml (choose with --chat-template)\n");
+  return "chatml";
 }
 
 [[noreturn]] inline void unknown(const std::string& flag) { edgellm::throw_error("unknown option ", flag, " (see --help)"); }

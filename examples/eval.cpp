@@ -18,6 +18,10 @@
 
 #include "common.hpp"
 
+#ifdef EDGELLM_HAVE_HTTPLIB
+#include <httplib.h>
+#endif
+
 namespace {
 
 using namespace edgellm;
@@ -26,6 +30,9 @@ const char* kUsage =
     "usage: edgellm-eval -m MODEL.gguf -f TASK.jsonl [--task mc|gen] [--limit N] [-t THREADS] [-c CTX]\n"
     "                    [--max-tokens N[,N...]] [--deadline-ms MS[,MS...]] [--budget-hint]\n"
     "                    [--template TEXT] [--stop TEXT]... [--csv FILE] [--mem-budget MIB] [-v]\n"
+    "       edgellm-eval --server URL -f TASK.jsonl [--api-key KEY] [...]   generation tasks through an\n"
+    "                    OpenAI-compatible endpoint (edgellm-server, llama-server): POST URL/v1/completions\n"
+    "  --outputs FILE: generation tasks also write each item's text and answer as JSONL\n"
     "  --mem-budget MIB: memory the model may use; what does not fit streams from storage\n"
     "  multiple choice (lines with \"choices\"/\"endings\"/\"sol1\"): acc and acc_norm by log-likelihood\n"
     "  generation (lines with \"question\" and \"answer\"): greedy, answer from \\boxed{}, ####, or the\n"
@@ -42,6 +49,76 @@ struct Options {
   std::vector<double> deadlines;
   std::vector<std::string> stops;
   bool hint = false, verbose = false, stop_given = false;
+  std::string server, api_key;  // --server: generation through URL/v1/completions
+  std::string outputs;          // --outputs: JSONL of every generated text
+};
+
+// What one generation returned, in-process or from the server.
+struct GenOutput {
+  std::string text;
+  int n_tokens = 0;
+  std::string stop;  // why it ended
+};
+
+// Greedy generation through an OpenAI-compatible server, as the DAYU200 study's harness called it.
+class ServerClient {
+ public:
+  ServerClient(const std::string& url, const std::string& api_key) : url_(url), api_key_(api_key) {
+#ifndef EDGELLM_HAVE_HTTPLIB
+    throw_error("--server: this edgellm-eval was built without cpp-httplib (apt-get install libcpp-httplib-dev, configure again)");
+#endif
+    if (url.rfind("http://", 0) != 0) throw_error("--server: expected http://HOST:PORT, got '", url, "'");
+    get("/v1/models");  // fails here, before any output, when nothing answers at url
+  }
+  GenOutput generate(const std::string& prompt, const GenerateParams& gp) {
+    Json body = Json::object();
+    body.set("prompt", prompt);
+    body.set("max_tokens", gp.max_tokens);
+    body.set("temperature", 0);
+    Json stop = Json::array();
+    for (const auto& st : gp.stop) stop.push_back(st);
+    body.set("stop", std::move(stop));
+    if (gp.deadline_ms > 0) body.set("deadline_ms", gp.deadline_ms);
+    const std::string reply = post("/v1/completions", body.dump());
+    Json j;
+    try {
+      j = Json::parse(reply);
+    } catch (const Error& e) {
+      throw_error("--server ", url_, ": the reply is not JSON (", e.what(), ")");
+    }
+    if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].size() == 0)
+      throw_error("--server ", url_, ": unexpected reply ", reply.substr(0, 300));
+    GenOutput out;
+    const Json& c = j["choices"].at(0);
+    out.text = c["text"].as_string();
+    out.stop = c.contains("finish_reason") && c["finish_reason"].is_string() ? c["finish_reason"].as_string() : "";
+    if (j.contains("usage") && j["usage"].contains("completion_tokens")) out.n_tokens = static_cast<int>(j["usage"]["completion_tokens"].as_int());
+    return out;
+  }
+
+ private:
+  std::string post(const std::string& path, const std::string& body) {
+    return request(path, &body);
+  }
+  std::string get(const std::string& path) { return request(path, nullptr); }
+  // POST body (or GET without one); the reply body of a 200, else Error naming the URL.
+  std::string request(const std::string& path, const std::string* body) {
+#ifdef EDGELLM_HAVE_HTTPLIB
+    httplib::Client cli(url_);
+    cli.set_read_timeout(3600, 0);
+    httplib::Headers h;
+    if (!api_key_.empty()) h.emplace("Authorization", "Bearer " + api_key_);
+    const auto res = body ? cli.Post(path.c_str(), h, *body, "application/json") : cli.Get(path.c_str(), h);
+    if (!res) throw_error("--server ", url_, ": request failed (", httplib::to_string(res.error()), ")");
+    if (res->status != 200) throw_error("--server ", url_, path, ": HTTP ", res->status, ": ", res->body.substr(0, 300));
+    return res->body;
+#else
+    (void)path;
+    (void)body;
+    return {};
+#endif
+  }
+  std::string url_, api_key_;
 };
 
 std::string read_file(const std::string& path) {
@@ -116,6 +193,7 @@ struct Budget {
   double deadline_ms;
 };
 
+// Generation tasks: in-process (model given) or through o.server.
 int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<const LlamaModel> model,
             std::shared_ptr<const Tokenizer> tok, std::FILE* csv) {
   std::vector<GenItem> items;
@@ -125,10 +203,27 @@ int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<co
   const std::vector<double> dl = o.deadlines.empty() ? std::vector<double>{0} : o.deadlines;
   for (int m : mt)
     for (double d : dl) budgets.push_back({m, d});
-  SessionParams sp;
-  sp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model->config().n_ctx_train, 4096);
-  sp.n_threads = o.m.threads;
-  Session sess(model, tok, sp);
+  std::unique_ptr<Session> sess;
+  std::unique_ptr<ServerClient> server;
+  if (model) {
+    SessionParams sp;
+    sp.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model->config().n_ctx_train, 4096);
+    sp.n_threads = o.m.threads;
+    sess.reset(new Session(model, tok, sp));
+  } else {
+    server.reset(new ServerClient(o.server, o.api_key));
+  }
+  auto generate = [&](const std::string& prompt, const GenerateParams& gp) {
+    if (server) return server->generate(prompt, gp);
+    sess->reset();
+    const GenerateResult r = sess->generate(prompt, gp);
+    return GenOutput{r.text, static_cast<int>(r.tokens.size()), stop_reason_name(r.reason)};
+  };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> outputs(nullptr, &std::fclose);
+  if (!o.outputs.empty()) {
+    outputs.reset(std::fopen(o.outputs.c_str(), "w"));
+    if (!outputs) throw_error("file ", o.outputs, ": cannot create");
+  }
   emit(csv, "task,max_tokens,deadline_ms,budget_hint,n,correct,accuracy,mean_tokens_generated,mean_latency_ms,p90_latency_ms,"
                "requests_per_s,peak_rss_mib\n");
   for (const Budget& b : budgets) {
@@ -141,16 +236,28 @@ int run_gen(const Options& o, const std::vector<Json>& lines, std::shared_ptr<co
       gp.deadline_ms = b.deadline_ms;
       gp.sampler.temperature = 0;  // greedy: runs are repeatable
       gp.stop = o.stops;
-      sess.reset();
       Timer t;
-      const GenerateResult r = sess.generate(render_prompt(o.tmpl, items[i].question, hint), gp);
+      const GenOutput r = generate(render_prompt(o.tmpl, items[i].question, hint), gp);
       const double ms = t.ms();
       const ExtractedAnswer pred = extract_answer(r.text), gold = extract_answer(items[i].answer);
       const bool ok = answers_equal(pred.value, gold.value);
-      st.add(ok, ms, static_cast<int>(r.tokens.size()));
+      st.add(ok, ms, r.n_tokens);
+      if (outputs) {
+        Json line = Json::object();
+        line.set("item", static_cast<int64_t>(i + 1));
+        line.set("max_tokens", b.max_tokens);
+        line.set("deadline_ms", b.deadline_ms);
+        line.set("tokens", r.n_tokens);
+        line.set("text", r.text);
+        line.set("answer", pred.value);
+        line.set("gold", gold.value);
+        line.set("correct", ok);
+        const std::string out = line.dump() + "\n";
+        if (std::fputs(out.c_str(), outputs.get()) < 0) throw_error("file ", o.outputs, ": write failed");
+      }
       if (o.verbose)
         std::fprintf(stderr, "item %zu [%d tok, %.0f ms]: %d tokens, stop %s, %.1f ms, answer '%s' gold '%s' %s\n", i + 1,
-                     b.max_tokens, b.deadline_ms, int(r.tokens.size()), stop_reason_name(r.reason), ms, pred.value.c_str(),
+                     b.max_tokens, b.deadline_ms, r.n_tokens, r.stop.c_str(), ms, pred.value.c_str(),
                      gold.value.c_str(), ok ? "ok" : "wrong");
     }
     st.wall_s = wall.seconds();
@@ -182,10 +289,13 @@ int main(int argc, char** argv) {
       else if (f == "--stop") { o.stops.push_back(args.value(f)); o.stop_given = true; }
       else if (f == "--csv") o.csv = args.value(f);
       else if (f == "-v" || f == "--verbose") o.verbose = true;
+      else if (f == "--server") o.server = args.value(f);
+      else if (f == "--api-key") o.api_key = args.value(f);
+      else if (f == "--outputs") o.outputs = args.value(f);
       else tool::unknown(f);
     }
     args.no_positional();
-    if (o.m.path.empty()) throw_error("-m MODEL is required (see --help)");
+    if (o.m.path.empty() == o.server.empty()) throw_error("give -m MODEL or --server URL (see --help)");
     if (o.task_file.empty()) throw_error("-f TASK.jsonl is required");
     if (!o.task.empty() && o.task != "mc" && o.task != "gen") throw_error("--task must be mc or gen, got '", o.task, "'");
     if (!o.stop_given) o.stops = {"\nQuestion:"};
@@ -202,6 +312,13 @@ int main(int argc, char** argv) {
     if (!o.csv.empty()) {
       csv.reset(std::fopen(o.csv.c_str(), "w"));
       if (!csv) throw_error("file ", o.csv, ": cannot create");
+    }
+    if (!o.server.empty()) {
+      if (task == "mc") throw_error("--server runs generation tasks only (multiple choice needs the prompt's log-likelihoods)");
+      std::fprintf(stderr, "eval: %s, %zu items, task gen, through %s\n", o.task_file.c_str(), lines.size(), o.server.c_str());
+      const int rc = run_gen(o, lines, nullptr, nullptr, csv.get());
+      if (csv && std::fflush(csv.get()) != 0) throw_error("file ", o.csv, ": write failed");
+      return rc;
     }
     LoadOptions lo;
     lo.mem_budget = o.m.mem_budget;

@@ -74,6 +74,72 @@ struct GenerateResult {
   double decode_tps() const { return decode_ms > 0 ? token_ms.size() * 1e3 / decode_ms : 0; }
 };
 
+// Holds back text that may be the start of a stop string; reports a full match.
+class StopMatcher {
+ public:
+  explicit StopMatcher(const std::vector<std::string>& stops) : stops_(stops) {}
+  std::string push(const std::string& text) {
+    if (matched_) return {};
+    pending_ += text;
+    for (const auto& s : stops_) {
+      if (s.empty()) continue;
+      const size_t at = pending_.find(s);
+      if (at != std::string::npos) {
+        matched_ = true;
+        std::string out = pending_.substr(0, at);
+        pending_.clear();
+        return out;
+      }
+    }
+    size_t keep = 0;  // longest suffix of pending_ that is a proper prefix of a stop string
+    for (const auto& s : stops_)
+      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); k > keep; --k)
+        if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+    std::string out = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return out;
+  }
+  std::string flush() {
+    std::string out;
+    out.swap(pending_);
+    return out;
+  }
+  bool matched() const { return matched_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+  bool matched_ = false;
+};
+
+// Applies the stop rules to a sampled token of one continuation (step = tokens sampled before,
+// n_held = its sequence's tokens in the cache, n_ctx = 0 when eviction makes room); records it and
+// emits its text through emit(piece) -> bool (false: the consumer cancels). Returns whether the
+// continuation goes on. Shared by Session and BatchScheduler.
+template <class Emit>
+bool take_token(GenerateResult& r, const Tokenizer& tok, StreamDecoder& decoder, StopMatcher& stops,
+                const GenerateParams& gp, int32_t id, int step, int n_held, int n_ctx, bool cancelled, Emit&& emit) {
+  if (cancelled) { r.reason = StopReason::Cancelled; return false; }
+  if (!gp.ignore_eos && tok.is_eog(id)) { r.reason = StopReason::EndOfGeneration; return false; }
+  r.tokens.push_back(id);
+  const std::string piece = stops.push(decoder.push(id));
+  r.text += piece;
+  if (!emit(piece)) { r.reason = StopReason::Cancelled; return false; }
+  if (stops.matched()) { r.reason = StopReason::StopString; return false; }
+  if (gp.max_tokens >= 0 && step + 1 >= gp.max_tokens) { r.reason = StopReason::MaxTokens; return false; }
+  if (n_ctx > 0 && n_held >= n_ctx) { r.reason = StopReason::ContextFull; return false; }
+  return true;
+}
+
+// The text a finished continuation still holds back (an incomplete UTF-8 tail, a partial stop
+// string), unless a stop string ended it.
+inline std::string finish_text(StreamDecoder& decoder, StopMatcher& stops) {
+  return stops.matched() ? std::string() : stops.push(decoder.flush()) + stops.flush();
+}
+
 class Session {
  public:
   Session(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const Tokenizer> tok, const SessionParams& p = {})
@@ -229,7 +295,7 @@ class Session {
       r.decode_ms += dt;
       worst_token_ms = std::max(worst_token_ms * 0.9, dt);  // recent worst case, slowly forgetting
     }
-    std::string tail = stops.matched() ? std::string() : stops.push(decoder.flush()) + stops.flush();
+    std::string tail = finish_text(decoder, stops);
     r.text += tail;
     if (!tail.empty() && on_text) on_text(tail);
     r.peak_rss_bytes = peak_rss_bytes();
@@ -287,8 +353,8 @@ class Session {
           const int32_t id = x.sampler.sample(logits.data() + static_cast<size_t>(row[static_cast<size_t>(i)]) * n_vocab, n_vocab);
           if (step == 0) x.r.ttft_ms = clock.ms();
           x.sampler.accept(id);
-          x.done = !take_token(x.r, x.decoder, x.stops, gp, id, step, kv_.n_tokens(x.seq),
-                               [&](const std::string& piece) { return !on_text || on_text(i, piece); });
+          x.done = !take_token(x.r, *tok_, x.decoder, x.stops, gp, id, step, kv_.n_tokens(x.seq), evicting() ? 0 : p_.n_ctx,
+                               cancel_.load(), [&](const std::string& piece) { return piece.empty() || !on_text || on_text(i, piece); });
           if (x.done) continue;
           make_room(x.seq, 1);
           row[static_cast<size_t>(i)] = b.size();
@@ -312,7 +378,7 @@ class Session {
     std::vector<GenerateResult> out;
     for (int i = 0; i < n_seq; ++i) {
       Stream& x = *st[static_cast<size_t>(i)];
-      const std::string tail = x.stops.matched() ? std::string() : x.stops.push(x.decoder.flush()) + x.stops.flush();
+      const std::string tail = finish_text(x.decoder, x.stops);
       x.r.text += tail;
       if (!tail.empty() && on_text) on_text(i, tail);
       kv_.remove_sequence(x.seq);
@@ -323,65 +389,6 @@ class Session {
   }
 
  private:
-  // Holds back text that may be the start of a stop string; reports a full match.
-  class StopMatcher {
-   public:
-    explicit StopMatcher(const std::vector<std::string>& stops) : stops_(stops) {}
-    std::string push(const std::string& text) {
-      if (matched_) return {};
-      pending_ += text;
-      for (const auto& s : stops_) {
-        if (s.empty()) continue;
-        const size_t at = pending_.find(s);
-        if (at != std::string::npos) {
-          matched_ = true;
-          std::string out = pending_.substr(0, at);
-          pending_.clear();
-          return out;
-        }
-      }
-      size_t keep = 0;  // longest suffix of pending_ that is a proper prefix of a stop string
-      for (const auto& s : stops_)
-        for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); k > keep; --k)
-          if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
-            keep = k;
-            break;
-          }
-      std::string out = pending_.substr(0, pending_.size() - keep);
-      pending_.erase(0, pending_.size() - keep);
-      return out;
-    }
-    std::string flush() {
-      std::string out;
-      out.swap(pending_);
-      return out;
-    }
-    bool matched() const { return matched_; }
-
-   private:
-    std::vector<std::string> stops_;
-    std::string pending_;
-    bool matched_ = false;
-  };
-
-  // Applies the stop rules to a sampled token of one continuation (step = tokens sampled before,
-  // n_held = its sequence's tokens in the cache); records it and emits its text. Returns whether
-  // the continuation goes on.
-  template <class Emit>
-  bool take_token(GenerateResult& r, StreamDecoder& decoder, StopMatcher& stops, const GenerateParams& gp, int32_t id,
-                  int step, int n_held, Emit&& emit) {
-    if (cancel_.load()) { r.reason = StopReason::Cancelled; return false; }
-    if (!gp.ignore_eos && tok_->is_eog(id)) { r.reason = StopReason::EndOfGeneration; return false; }
-    r.tokens.push_back(id);
-    const std::string piece = stops.push(decoder.push(id));
-    r.text += piece;
-    if (!piece.empty() && !emit(piece)) { r.reason = StopReason::Cancelled; return false; }
-    if (stops.matched()) { r.reason = StopReason::StopString; return false; }
-    if (gp.max_tokens >= 0 && step + 1 >= gp.max_tokens) { r.reason = StopReason::MaxTokens; return false; }
-    if (!evicting() && n_held >= p_.n_ctx) { r.reason = StopReason::ContextFull; return false; }
-    return true;
-  }
-
   const float* last_logits() {
     EDGELLM_CHECK(!history_.empty(), "session: no logits yet");
     // Re-evaluate the last token to get its logits (after a previous generate() ended).

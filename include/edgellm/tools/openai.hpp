@@ -1,0 +1,396 @@
+// OpenAI-compatible request parsing/validation and response shapes, as llama-server serves them:
+// POST /v1/chat/completions and /v1/completions bodies -> ApiRequest (every field type- and
+// range-checked; problems are ApiError with the HTTP status, an OpenAI error type and the
+// offending parameter), and JobResult -> response / SSE chunk JSON with usage and a timings
+// object. No HTTP here: examples/server.cpp does the transport; tests and the fuzz target call
+// these directly.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/engine/batch_scheduler.hpp"
+#include "edgellm/engine/session.hpp"
+#include "edgellm/text/chat_template.hpp"
+#include "edgellm/text/tokenizer.hpp"
+#include "edgellm/tools/bench_stats.hpp"
+#include "edgellm/tools/json.hpp"
+
+namespace edgellm {
+namespace openai {
+
+// A request the server refuses: HTTP status, OpenAI error type, parameter (may be empty).
+class ApiError : public Error {
+ public:
+  ApiError(int status, const std::string& message, std::string type = "invalid_request_error", std::string param = "")
+      : Error(message), status_(status), type_(std::move(type)), param_(std::move(param)) {}
+  int status() const { return status_; }
+  const std::string& type() const { return type_; }
+  const std::string& param() const { return param_; }
+
+ private:
+  int status_;
+  std::string type_;
+  std::string param_;
+};
+
+// {"error": {"code", "message", "type", "param"}}: OpenAI's error object (llama-server adds code).
+inline std::string error_body(int status, const std::string& message, const std::string& type,
+                              const std::string& param = "") {
+  Json e = Json::object();
+  e.set("code", status);
+  e.set("message", message);
+  e.set("type", type);
+  e.set("param", param.empty() ? Json() : Json(param));
+  Json o = Json::object();
+  o.set("error", std::move(e));
+  return o.dump();
+}
+inline std::string error_body(const ApiError& e) { return error_body(e.status(), e.what(), e.type(), e.param()); }
+
+enum class Endpoint { Chat, Completion };
+
+// What the server needs to check a request against.
+struct ApiLimits {
+  std::string model_id;          // the one model served ("model" must be absent or this)
+  int n_ctx = 2048;              // tokens per sequence
+  int max_stop = 16;             // stop strings per request
+  int max_n_probs = 20;
+  size_t max_messages = 4096;
+  double max_deadline_ms = 1e9;
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::Chat;
+  std::vector<ChatMessage> messages;  // chat
+  std::string prompt;                 // completions
+  GenerateParams gp;                  // max_tokens -1 when not given: until EOS or the context is full
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool cache_prompt = true;           // llama-server's extension
+  int n_probs = 0;                    // llama-server's extension: alternatives per token
+};
+
+namespace detail {
+
+inline ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, "invalid_request_error", param); }
+
+inline const char* kind_name(const Json& v) { return Json::type_name(v.type()); }
+
+inline double number_in(const Json& v, const char* name, double lo, double hi) {
+  if (!v.is_number()) throw bad(name, std::string("'") + name + "' must be a number, got " + kind_name(v));
+  const double x = v.as_number();
+  if (!(x >= lo && x <= hi))
+    throw bad(name, std::string("'") + name + "' must be in [" + json_format_number(lo) + ", " + json_format_number(hi) +
+                        "], got " + json_format_number(x));
+  return x;
+}
+inline int64_t integer_in(const Json& v, const char* name, int64_t lo, int64_t hi) {
+  const bool integral = v.is_number() && (v.is_int() || std::floor(v.as_number()) == v.as_number());
+  if (!integral) throw bad(name, std::string("'") + name + "' must be an integer, got " + (v.is_number() ? "a fraction" : kind_name(v)));
+  const double d = v.as_number();
+  if (!(d >= static_cast<double>(lo) && d <= static_cast<double>(hi)))
+    throw bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                        json_format_number(d));
+  return v.as_int();
+}
+inline bool boolean(const Json& v, const char* name) {
+  if (!v.is_bool()) throw bad(name, std::string("'") + name + "' must be true or false, got " + kind_name(v));
+  return v.as_bool();
+}
+inline const std::string& string(const Json& v, const char* name) {
+  if (!v.is_string()) throw bad(name, std::string("'") + name + "' must be a string, got " + kind_name(v));
+  return v.as_string();
+}
+
+// A message's content: a string, null, or an array of {"type": "text", "text": ...} parts.
+inline std::string content_text(const Json& c) {
+  if (c.is_null()) return {};
+  if (c.is_string()) return c.as_string();
+  if (!c.is_array()) throw bad("messages", std::string("message content must be a string or an array of text parts, got ") + kind_name(c));
+  std::string out;
+  for (const Json& part : c.as_array()) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string() || part["type"].as_string() != "text" ||
+        !part.contains("text") || !part["text"].is_string())
+      throw bad("messages", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+    out += part["text"].as_string();
+  }
+  return out;
+}
+
+inline void parse_messages(const Json& v, const ApiLimits& lim, std::vector<ChatMessage>& out) {
+  if (!v.is_array() || v.size() == 0) throw bad("messages", "'messages' must be a non-empty array");
+  if (v.size() > lim.max_messages) throw bad("messages", "more than " + std::to_string(lim.max_messages) + " messages");
+  for (const Json& m : v.as_array()) {
+    if (!m.is_object()) throw bad("messages", std::string("each message must be an object, got ") + kind_name(m));
+    const Json* role = m.find("role");
+    if (!role || !role->is_string()) throw bad("messages", "each message needs a string 'role'");
+    const std::string& r = role->as_string();
+    if (r != "system" && r != "user" && r != "assistant" && r != "developer" && r != "tool")
+      throw bad("messages", "unknown message role '" + r + "'");
+    const Json* content = m.find("content");
+    out.push_back({r == "developer" ? "system" : r, content ? content_text(*content) : std::string()});
+  }
+}
+
+inline void parse_stop(const Json& v, const ApiLimits& lim, std::vector<std::string>& out) {
+  if (v.is_null()) return;
+  if (v.is_string()) {
+    if (!v.as_string().empty()) out.push_back(v.as_string());
+    return;
+  }
+  if (!v.is_array()) throw bad("stop", std::string("'stop' must be a string or an array of strings, got ") + kind_name(v));
+  if (v.size() > static_cast<size_t>(lim.max_stop)) throw bad("stop", "at most " + std::to_string(lim.max_stop) + " stop strings");
+  for (const Json& s : v.as_array()) {
+    if (!s.is_string()) throw bad("stop", "'stop' must be a string or an array of strings");
+    if (!s.as_string().empty()) out.push_back(s.as_string());
+  }
+}
+
+}  // namespace detail
+
+// Parses and checks a request body. Throws ApiError (400) naming the parameter for malformed JSON,
+// wrong types, values out of range, an unknown model, max_tokens beyond the context; unknown
+// fields are ignored, as OpenAI's own clients send some (e.g. "user").
+inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint, const ApiLimits& lim);
+inline ApiRequest parse_request(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
+  try {
+    return parse_request_checked(body, endpoint, lim);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {  // a check below the API layer (e.g. the sampler's) still answers 400
+    throw ApiError(400, e.what());
+  }
+}
+inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
+  using namespace detail;
+  Json j;
+  try {
+    j = Json::parse(body, 64);
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError(400, std::string("request body must be a JSON object, got ") + kind_name(j));
+  ApiRequest r;
+  r.endpoint = endpoint;
+  r.gp.max_tokens = -1;
+  r.gp.sampler = SamplerParams();  // llama-server's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05
+  if (const Json* m = j.find("model")) {
+    if (!m->is_null()) {
+      const std::string& name = string(*m, "model");
+      if (name != lim.model_id)
+        throw ApiError(400, "model '" + name + "' is not served here (GET /v1/models lists '" + lim.model_id + "')",
+                       "invalid_request_error", "model");
+    }
+  }
+  if (endpoint == Endpoint::Chat) {
+    const Json* msgs = j.find("messages");
+    if (!msgs) throw bad("messages", "'messages' is required");
+    parse_messages(*msgs, lim, r.messages);
+  } else {
+    const Json* p = j.find("prompt");
+    if (!p) throw bad("prompt", "'prompt' is required");
+    if (p->is_string()) r.prompt = p->as_string();
+    else if (p->is_array() && p->size() == 1 && p->at(0).is_string()) r.prompt = p->at(0).as_string();
+    else throw bad("prompt", "'prompt' must be a string (or an array holding one string)");
+    if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty");
+  }
+  const int64_t max_new = lim.n_ctx - 1;
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    const Json* v = j.find(key);
+    if (!v || v->is_null()) continue;
+    const int64_t n = integer_in(*v, key, -1, INT32_MAX);
+    if (n > max_new)
+      throw bad(key, std::string("'") + key + "' of " + std::to_string(n) + " is beyond the context of " +
+                         std::to_string(lim.n_ctx) + " tokens");
+    r.gp.max_tokens = static_cast<int>(n);
+  }
+  SamplerParams& sp = r.gp.sampler;
+  if (const Json* v = j.find("temperature"); v && !v->is_null()) sp.temperature = static_cast<float>(number_in(*v, "temperature", 0, 100));
+  if (const Json* v = j.find("top_p"); v && !v->is_null()) sp.top_p = static_cast<float>(number_in(*v, "top_p", 0, 1));
+  if (const Json* v = j.find("min_p"); v && !v->is_null()) sp.min_p = static_cast<float>(number_in(*v, "min_p", 0, 1));
+  if (const Json* v = j.find("top_k"); v && !v->is_null()) sp.top_k = static_cast<int>(integer_in(*v, "top_k", 0, 1 << 30));
+  if (const Json* v = j.find("seed"); v && !v->is_null()) sp.seed = static_cast<uint64_t>(integer_in(*v, "seed", 0, INT64_MAX));
+  if (const Json* v = j.find("presence_penalty"); v && !v->is_null()) sp.presence_penalty = static_cast<float>(number_in(*v, "presence_penalty", -2, 2));
+  if (const Json* v = j.find("frequency_penalty"); v && !v->is_null()) sp.frequency_penalty = static_cast<float>(number_in(*v, "frequency_penalty", -2, 2));
+  if (const Json* v = j.find("repeat_penalty"); v && !v->is_null()) sp.repeat_penalty = static_cast<float>(number_in(*v, "repeat_penalty", 1e-6, 1e6));
+  if (const Json* v = j.find("repeat_last_n"); v && !v->is_null()) sp.penalty_last_n = static_cast<int>(integer_in(*v, "repeat_last_n", -1, lim.n_ctx));
+  if (const Json* v = j.find("n"); v && !v->is_null() && integer_in(*v, "n", 1, 128) != 1)
+    throw bad("n", "'n' other than 1 is not supported: send several requests (they are decoded in one batch)");
+  if (const Json* v = j.find("stop")) parse_stop(*v, lim, r.gp.stop);
+  if (const Json* v = j.find("stream"); v && !v->is_null()) r.stream = boolean(*v, "stream");
+  if (const Json* v = j.find("stream_options"); v && !v->is_null()) {
+    if (!v->is_object()) throw bad("stream_options", "'stream_options' must be an object");
+    if (const Json* u = v->find("include_usage"); u && !u->is_null()) r.include_usage = boolean(*u, "stream_options.include_usage");
+  }
+  if (const Json* v = j.find("cache_prompt"); v && !v->is_null()) r.cache_prompt = boolean(*v, "cache_prompt");
+  if (const Json* v = j.find("ignore_eos"); v && !v->is_null()) r.gp.ignore_eos = boolean(*v, "ignore_eos");
+  if (const Json* v = j.find("n_probs"); v && !v->is_null()) r.n_probs = static_cast<int>(integer_in(*v, "n_probs", 0, lim.max_n_probs));
+  if (const Json* v = j.find("deadline_ms"); v && !v->is_null()) r.gp.deadline_ms = number_in(*v, "deadline_ms", 0, lim.max_deadline_ms);
+  Sampler::validate(sp);
+  return r;
+}
+
+// The prompt text: the chat rendered with the template (assistant turn opened), or the raw prompt.
+inline std::string prompt_text(const ApiRequest& r, const std::string& chat_template) {
+  return r.endpoint == Endpoint::Chat ? render_chat(chat_template, r.messages, true) : r.prompt;
+}
+
+// 400 when the tokenized prompt and max_tokens do not fit the context together.
+inline void check_fits(const ApiRequest& r, size_t n_prompt, int n_ctx) {
+  if (n_prompt >= static_cast<size_t>(n_ctx))
+    throw ApiError(400, "the prompt is " + std::to_string(n_prompt) + " tokens, the context holds " + std::to_string(n_ctx),
+                   "invalid_request_error", r.endpoint == Endpoint::Chat ? "messages" : "prompt");
+  if (r.gp.max_tokens > 0 && n_prompt + static_cast<size_t>(r.gp.max_tokens) > static_cast<size_t>(n_ctx))
+    throw ApiError(400, "prompt (" + std::to_string(n_prompt) + " tokens) + max_tokens (" + std::to_string(r.gp.max_tokens) +
+                            ") is beyond the context of " + std::to_string(n_ctx) + " tokens",
+                   "invalid_request_error", "max_tokens");
+}
+
+// OpenAI's finish_reason; "deadline" is edgellm's (deadline_ms ran out before the answer ended).
+inline const char* finish_reason(StopReason r) {
+  switch (r) {
+    case StopReason::EndOfGeneration:
+    case StopReason::StopString: return "stop";
+    case StopReason::MaxTokens:
+    case StopReason::ContextFull: return "length";
+    case StopReason::Deadline: return "deadline";
+    case StopReason::Cancelled: return "cancelled";
+    case StopReason::None: break;
+  }
+  return "stop";
+}
+
+inline Json usage_json(const JobResult& r) {
+  Json u = Json::object();
+  u.set("prompt_tokens", r.n_prompt);
+  u.set("completion_tokens", static_cast<int64_t>(r.tokens.size()));
+  u.set("total_tokens", r.n_prompt + static_cast<int64_t>(r.tokens.size()));
+  return u;
+}
+
+// llama-server's timings object plus per-token p50/p90, queue time and the stop reason.
+inline Json timings_json(const JobResult& r) {
+  Json t = Json::object();
+  const int prompt_n = r.n_prompt - r.n_cached;
+  t.set("cache_n", r.n_cached);
+  t.set("prompt_n", prompt_n);
+  t.set("prompt_ms", r.prefill_ms);
+  t.set("prompt_per_token_ms", prompt_n > 0 ? r.prefill_ms / prompt_n : 0.0);
+  t.set("prompt_per_second", r.prefill_ms > 0 ? prompt_n * 1e3 / r.prefill_ms : 0.0);
+  const size_t n = r.token_ms.size();
+  t.set("predicted_n", static_cast<int64_t>(r.tokens.size()));
+  t.set("predicted_ms", r.decode_ms);
+  t.set("predicted_per_token_ms", n ? r.decode_ms / static_cast<double>(n) : 0.0);
+  t.set("predicted_per_second", r.decode_tps());
+  t.set("predicted_token_ms_p50", n ? stats_percentile(r.token_ms, 50) : 0.0);
+  t.set("predicted_token_ms_p90", n ? stats_percentile(r.token_ms, 90) : 0.0);
+  t.set("ttft_ms", r.ttft_ms);
+  t.set("queue_ms", r.queue_ms);
+  t.set("stop", stop_reason_name(r.reason));
+  return t;
+}
+
+// n_probs output, one entry per generated token: {id, token, prob, top_probs: [{id, token, prob}]}.
+inline Json probs_json(const std::vector<TokenAlternatives>& probs, const Tokenizer& tok) {
+  Json out = Json::array();
+  for (const auto& a : probs) {
+    Json e = Json::object();
+    e.set("id", a.id);
+    e.set("token", tok.token_to_piece(a.id));
+    float p = 0;
+    Json top = Json::array();
+    for (const auto& c : a.top) {
+      if (c.id == a.id) p = c.p;
+      Json x = Json::object();
+      x.set("id", c.id);
+      x.set("token", tok.token_to_piece(c.id));
+      x.set("prob", c.p);
+      top.push_back(std::move(x));
+    }
+    e.set("prob", p);
+    e.set("top_probs", std::move(top));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Identity of one response: id ("chatcmpl-N" / "cmpl-N"), created (unix seconds), model.
+struct ResponseId {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+};
+
+inline Json envelope(const ApiRequest& req, const ResponseId& rid, bool chunk) {
+  Json o = Json::object();
+  o.set("id", rid.id);
+  o.set("object", req.endpoint == Endpoint::Chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                 : "text_completion");
+  o.set("created", rid.created);
+  o.set("model", rid.model);
+  o.set("system_fingerprint", "edgellm");
+  return o;
+}
+
+// The whole (non-streamed) response.
+inline Json response_json(const ApiRequest& req, const ResponseId& rid, const JobResult& r,
+                          const std::vector<TokenAlternatives>& probs, const Tokenizer& tok) {
+  Json o = envelope(req, rid, false);
+  Json choice = Json::object();
+  choice.set("index", 0);
+  if (req.endpoint == Endpoint::Chat) {
+    Json msg = Json::object();
+    msg.set("role", "assistant");
+    msg.set("content", r.text);
+    choice.set("message", std::move(msg));
+  } else {
+    choice.set("text", r.text);
+  }
+  choice.set("logprobs", Json());
+  choice.set("finish_reason", finish_reason(r.reason));
+  Json choices = Json::array();
+  choices.push_back(std::move(choice));
+  o.set("choices", std::move(choices));
+  o.set("usage", usage_json(r));
+  o.set("timings", timings_json(r));
+  if (req.n_probs > 0) o.set("completion_probabilities", probs_json(probs, tok));
+  return o;
+}
+
+// One streamed chunk: a piece of text (final = nullptr), or the last chunk with finish_reason,
+// timings, and usage when stream_options.include_usage asked for it.
+inline Json chunk_json(const ApiRequest& req, const ResponseId& rid, const std::string& text,
+                       const std::vector<TokenAlternatives>& probs, const Tokenizer& tok, const JobResult* final,
+                       bool first = false) {
+  Json o = envelope(req, rid, true);
+  Json choice = Json::object();
+  choice.set("index", 0);
+  if (req.endpoint == Endpoint::Chat) {
+    Json delta = Json::object();
+    if (first) delta.set("role", "assistant");
+    if (!final) delta.set("content", text);
+    choice.set("delta", std::move(delta));
+  } else {
+    choice.set("text", text);
+  }
+  choice.set("logprobs", Json());
+  choice.set("finish_reason", final ? Json(finish_reason(final->reason)) : Json());
+  Json choices = Json::array();
+  choices.push_back(std::move(choice));
+  o.set("choices", std::move(choices));
+  if (req.n_probs > 0 && !probs.empty()) o.set("completion_probabilities", probs_json(probs, tok));
+  if (final) {
+    o.set("timings", timings_json(*final));
+    if (req.include_usage) o.set("usage", usage_json(*final));
+  }
+  return o;
+}
+
+// One server-sent event carrying JSON: "data: {...}\n\n".
+inline std::string sse_event(const Json& j) { return "data: " + j.dump() + "\n\n"; }
+
+}  // namespace openai
+}  // namespace edgellm

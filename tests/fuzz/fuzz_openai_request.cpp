@@ -1,0 +1,56 @@
+// libFuzzer target for the server's request parser (tools/openai.hpp): arbitrary bytes as a
+// /v1/chat/completions or /v1/completions body (the first byte picks which). Every input either
+// parses into a request whose values are in range and whose prompt renders, or is refused with an
+// ApiError whose error object is valid JSON; nothing else may escape.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <edgellm/tools/openai.hpp>
+
+namespace {
+
+void fail(const char* what) {
+  std::fprintf(stderr, "fuzz_openai_request: %s\n", what);
+  std::abort();  // a finding: libFuzzer saves the input
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  using namespace edgellm::openai;
+  const Endpoint ep = (data[0] & 1) ? Endpoint::Chat : Endpoint::Completion;
+  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  ApiLimits lim;
+  lim.model_id = "m";
+  lim.n_ctx = 512;
+  try {
+    const ApiRequest r = parse_request(body, ep, lim);
+    if (r.gp.max_tokens < -1 || r.gp.max_tokens >= lim.n_ctx) fail("max_tokens out of range");
+    if (r.n_probs < 0 || r.n_probs > lim.max_n_probs) fail("n_probs out of range");
+    if (r.gp.stop.size() > static_cast<size_t>(lim.max_stop)) fail("too many stop strings");
+    if (!(r.gp.deadline_ms >= 0)) fail("negative deadline");
+    edgellm::Sampler::validate(r.gp.sampler);
+    if (ep == Endpoint::Chat && r.messages.empty()) fail("chat without messages");
+    if (ep == Endpoint::Completion && r.prompt.empty()) fail("empty prompt accepted");
+    for (const char* t : {"chatml", "llama3", "gemma"}) {
+      try {
+        (void)prompt_text(r, t);
+      } catch (const edgellm::Error&) {  // a format that cannot hold these roles says so
+      }
+    }
+  } catch (const ApiError& e) {
+    if (e.status() != 400) fail("a parse error that is not 400");
+    try {
+      const edgellm::Json j = edgellm::Json::parse(error_body(e));
+      if (j["error"]["message"].as_string() != e.what()) fail("error object does not carry the message");
+    } catch (const edgellm::Error&) {
+      fail("error object is not valid JSON");
+    }
+  }
+  return 0;
+}

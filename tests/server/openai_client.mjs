@@ -1,0 +1,146 @@
+// edgellm-server driven by the official `openai` npm client (issue 24): non-streamed and streamed
+// chat and completions on stories260K greedy equal edgellm-cli's text; two (and four) clients at
+// once get the texts they get one at a time; an aborted stream frees its slot; API key, 400s and
+// 404s come back as OpenAI error objects and the server keeps serving.
+// usage: node openai_client.mjs SERVER CLI MODEL NPM_DIR   (exit 77 = skipped)
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const [server, cli, model, npmDir] = process.argv.slice(2);
+const SKIP = 77;
+function skip(why) { console.log(`skipped: ${why}`); process.exit(SKIP); }
+function fail(why) { console.error(`FAIL: ${why}`); process.exitCode = 1; throw new Error(why); }
+function eq(got, want, what) {
+  if (got !== want) fail(`${what}:\n  got  ${JSON.stringify(got)}\n  want ${JSON.stringify(want)}`);
+  console.log(`ok: ${what}`);
+}
+function ok(cond, what) { if (!cond) fail(what); console.log(`ok: ${what}`); }
+
+if (!server || !cli || !model || !npmDir) fail('usage: node openai_client.mjs SERVER CLI MODEL NPM_DIR');
+if (!existsSync(model)) skip(`${model} not found`);
+
+// The client, from the npm registry into the build folder (once).
+mkdirSync(npmDir, { recursive: true });
+if (!existsSync(path.join(npmDir, 'node_modules', 'openai', 'package.json'))) {
+  const r = spawnSync('npm', ['install', '--prefix', npmDir, '--no-audit', '--no-fund', '--loglevel=error', 'openai@4'],
+                      { encoding: 'utf8', timeout: 180000 });
+  if (r.error || r.status !== 0) skip(`npm install openai failed (no npm or no registry): ${r.error ?? r.stderr.trim().split('\n').pop()}`);
+}
+const require = createRequire(path.join(npmDir, 'package.json'));
+const OpenAI = require('openai');
+
+// What edgellm-cli prints (the continuation and a newline) for the same request.
+function cliText(args) {
+  const r = spawnSync(cli, ['-m', model, '--temp', '0', '-t', '1', ...args], { encoding: 'utf8' });
+  if (r.status !== 0) fail(`edgellm-cli ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout.replace(/\n$/, '');
+}
+
+const KEY = 'test-key-0123456789';
+const PARALLEL = 2;
+const proc = spawn(server, ['-m', model, '--port', '0', '-t', '1', '--parallel', String(PARALLEL), '-c', '2048',
+                            '--api-key', KEY], { stdio: ['ignore', 'inherit', 'pipe'] });
+let stderr = '';
+const port = await new Promise((resolve, reject) => {
+  proc.stderr.on('data', (d) => {
+    stderr += d;
+    process.stderr.write(d);
+    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr);
+    if (m) resolve(Number(m[1]));
+  });
+  proc.on('exit', (code) => reject(new Error(`edgellm-server exited with ${code}: ${stderr}`)));
+});
+const base = `http://127.0.0.1:${port}`;
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY, maxRetries: 0 });
+const health = async () => (await fetch(`${base}/health`)).json();
+
+try {
+  const models = await client.models.list();
+  eq(models.data[0].id, path.basename(model), 'GET /v1/models lists the model file');
+
+  // Completions and chat, not streamed, equal edgellm-cli greedy.
+  const prompts = ['Once upon a time', 'The little dog', 'Lily and Tom went to the park', 'One day, a bird'];
+  const want = prompts.map((p) => cliText(['-p', p, '-n', '48']));
+  const complete = async (p) => (await client.completions.create({ model: path.basename(model), prompt: p, max_tokens: 48, temperature: 0 })).choices[0].text;
+  for (let i = 0; i < prompts.length; ++i) eq(await complete(prompts[i]), want[i], `completion "${prompts[i]}" equals edgellm-cli`);
+
+  const chatWant = cliText(['--chat', '-p', 'Hi, who are you?', '-n', '40']);
+  const messages = [{ role: 'user', content: 'Hi, who are you?' }];
+  const chat = await client.chat.completions.create({ model: path.basename(model), messages, max_tokens: 40, temperature: 0 });
+  eq(chat.choices[0].message.content, chatWant, 'chat completion equals edgellm-cli --chat');
+  eq(chat.choices[0].finish_reason, 'length', 'finish_reason length at max_tokens');
+  ok(chat.usage.completion_tokens === 40 && chat.usage.prompt_tokens > 0, 'usage counts the tokens');
+  ok(chat.timings && chat.timings.predicted_n === 40 && chat.timings.predicted_per_second > 0, 'timings object');
+
+  // Streamed: the deltas add up to the same text; usage on request.
+  const stream = await client.chat.completions.create({ model: path.basename(model), messages, max_tokens: 40, temperature: 0,
+                                                        stream: true, stream_options: { include_usage: true } });
+  let streamed = '', chunks = 0, finish = null, usage = null;
+  for await (const c of stream) {
+    ++chunks;
+    streamed += c.choices[0]?.delta?.content ?? '';
+    finish = c.choices[0]?.finish_reason ?? finish;
+    usage = c.usage ?? usage;
+  }
+  eq(streamed, chatWant, 'streamed chat equals edgellm-cli --chat');
+  ok(chunks > 3 && finish === 'length' && usage?.completion_tokens === 40, `streamed in ${chunks} chunks, finish_reason and usage`);
+  const cstream = await client.completions.create({ prompt: prompts[0], max_tokens: 48, temperature: 0, stream: true });
+  let ctext = '';
+  for await (const c of cstream) ctext += c.choices[0]?.text ?? '';
+  eq(ctext, want[0], 'streamed completion equals edgellm-cli');
+
+  // Concurrent: two clients at once, then four (two wait in the queue), get the sequential texts.
+  const two = await Promise.all(prompts.slice(0, 2).map(complete));
+  eq(JSON.stringify(two), JSON.stringify(want.slice(0, 2)), 'two clients at once get the texts of one at a time');
+  const stepsBefore = (await health()).decode_steps;
+  const four = await Promise.all(prompts.map(complete));
+  eq(JSON.stringify(four), JSON.stringify(want), 'four clients at once (two queued) get the texts of one at a time');
+  const h = await health();
+  ok(h.max_step_tokens === PARALLEL, `decode steps carried ${h.max_step_tokens} sequences (one forward pass for ${PARALLEL} requests)`);
+  ok(h.decode_steps - stepsBefore < 4 * 48, `4 x 48 tokens took ${h.decode_steps - stepsBefore} decode steps`);
+
+  // A common system prompt is evaluated once: the second conversation reuses its tokens (cache_n).
+  const system = { role: 'system', content: 'You tell short stories about animals who live in the forest and like to play.' };
+  const c1 = await client.chat.completions.create({ messages: [system, { role: 'user', content: 'A fox' }], max_tokens: 8, temperature: 0 });
+  const c2 = await client.chat.completions.create({ messages: [system, { role: 'user', content: 'A bear' }], max_tokens: 8, temperature: 0 });
+  ok(c2.timings.cache_n >= 20 && c2.timings.prompt_n < c1.timings.prompt_n,
+     `the shared system prompt is reused: ${c2.timings.cache_n} tokens from the cache, ${c2.timings.prompt_n} evaluated (first: ${c1.timings.prompt_n})`);
+
+  // Abort mid-stream: the generation is cancelled and its slot freed.
+  const cancelledBefore = h.requests_cancelled;
+  const long = await client.completions.create({ prompt: 'Once upon a time', max_tokens: 2000, temperature: 0, stream: true,
+                                                 ignore_eos: true });
+  let got = 0;
+  for await (const c of long) {
+    if (++got === 3) { long.controller.abort(); break; }
+  }
+  let after = await health();
+  for (let i = 0; i < 50 && (after.slots_idle !== PARALLEL || after.requests_cancelled === cancelledBefore); ++i) {
+    await new Promise((r) => setTimeout(r, 100));
+    after = await health();
+  }
+  ok(after.requests_cancelled === cancelledBefore + 1, 'the aborted stream was cancelled (not run to max_tokens)');
+  ok(after.slots_idle === PARALLEL && after.slots_processing === 0, 'its slot is free again');
+  eq(await complete(prompts[1]), want[1], 'the server serves the next request as before');
+
+  // Errors: OpenAI error objects, and the server goes on.
+  const status = async (fn) => { try { await fn(); return 200; } catch (e) { return e.status; } };
+  const noKey = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong-key-000000', maxRetries: 0 });
+  eq(await status(() => noKey.models.list()), 401, 'wrong API key: 401');
+  eq((await fetch(`${base}/health`)).status, 200, '/health needs no key');
+  eq(await status(() => client.completions.create({ prompt: 'x', temperature: -1 })), 400, 'temperature -1: 400');
+  eq(await status(() => client.completions.create({ prompt: 'x', model: 'gpt-4o' })), 400, 'unknown model: 400');
+  eq(await status(() => client.completions.create({ prompt: 'x', max_tokens: 100000 })), 400, 'max_tokens beyond the context: 400');
+  eq(await status(() => client.chat.completions.create({ messages: [{ role: 'wizard', content: 'x' }] })), 400, 'unknown role: 400');
+  const raw = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: '{"messages": [', headers: { Authorization: `Bearer ${KEY}` } });
+  const rawBody = await raw.json();
+  ok(raw.status === 400 && rawBody.error.type === 'invalid_request_error', 'malformed JSON: 400 with an OpenAI error object');
+  eq((await fetch(`${base}/v1/nothing`, { headers: { Authorization: `Bearer ${KEY}` } })).status, 404, 'unknown endpoint: 404');
+  eq(await complete(prompts[2]), want[2], 'still serving after the errors');
+} finally {
+  proc.kill('SIGTERM');
+}
+const code = await new Promise((resolve) => proc.on('exit', (c) => resolve(c)));
+if (process.exitCode !== 1) eq(code, 0, 'SIGTERM stops the server cleanly');

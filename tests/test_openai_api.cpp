@@ -1,0 +1,208 @@
+// tools/openai.hpp: request bodies -> ApiRequest (types, ranges, model, context) and the response
+// / stream chunk / error JSON the server sends.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <edgellm/tools/openai.hpp>
+
+#include "session_fixtures.hpp"
+
+using namespace edgellm;
+using namespace edgellm::openai;
+
+namespace {
+
+ApiLimits limits() {
+  ApiLimits l;
+  l.model_id = "stories260K.gguf";
+  l.n_ctx = 256;
+  return l;
+}
+
+ApiRequest chat(const std::string& body) { return parse_request(body, Endpoint::Chat, limits()); }
+ApiRequest completion(const std::string& body) { return parse_request(body, Endpoint::Completion, limits()); }
+
+// The ApiError a body gets: status and parameter.
+void check_refused(const std::string& body, Endpoint ep, const std::string& param, int status = 400) {
+  CAPTURE(body);
+  try {
+    parse_request(body, ep, limits());
+    FAIL("accepted: ", body);
+  } catch (const ApiError& e) {
+    CHECK(e.status() == status);
+    CHECK(e.param() == param);
+    CHECK(e.type() == "invalid_request_error");
+    const Json j = Json::parse(error_body(e));
+    CHECK(j["error"]["message"].as_string() == e.what());
+    CHECK(j["error"]["code"].as_int() == status);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a chat request with every field maps onto GenerateParams") {
+  const ApiRequest r = chat(R"({"model": "stories260K.gguf", "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": " there"}]},
+      {"role": "assistant", "content": null}, {"role": "developer", "content": "x"}],
+    "max_tokens": 32, "temperature": 0.5, "top_p": 0.9, "top_k": 20, "min_p": 0.1, "seed": 42,
+    "stop": ["\n", ""], "stream": true, "stream_options": {"include_usage": true}, "presence_penalty": 0.5,
+    "frequency_penalty": -0.5, "repeat_penalty": 1.1, "repeat_last_n": 32, "n": 1, "n_probs": 3,
+    "cache_prompt": false, "deadline_ms": 1500, "ignore_eos": true, "user": "ignored"})");
+  REQUIRE(r.messages.size() == 4);
+  CHECK(r.messages[0].role == "system");
+  CHECK(r.messages[1].content == "Hi there");
+  CHECK(r.messages[2].content.empty());
+  CHECK(r.messages[3].role == "system");
+  CHECK(r.gp.max_tokens == 32);
+  CHECK(r.gp.sampler.temperature == 0.5f);
+  CHECK(r.gp.sampler.top_p == 0.9f);
+  CHECK(r.gp.sampler.top_k == 20);
+  CHECK(r.gp.sampler.min_p == doctest::Approx(0.1));
+  CHECK(r.gp.sampler.seed == 42);
+  CHECK(r.gp.sampler.presence_penalty == 0.5f);
+  CHECK(r.gp.sampler.frequency_penalty == -0.5f);
+  CHECK(r.gp.sampler.repeat_penalty == doctest::Approx(1.1));
+  CHECK(r.gp.sampler.penalty_last_n == 32);
+  CHECK(r.gp.stop == std::vector<std::string>{"\n"});
+  CHECK(r.stream);
+  CHECK(r.include_usage);
+  CHECK(r.n_probs == 3);
+  CHECK_FALSE(r.cache_prompt);
+  CHECK(r.gp.deadline_ms == 1500);
+  CHECK(r.gp.ignore_eos);
+  CHECK(prompt_text(r, "chatml").find("<|im_start|>user\nHi there<|im_end|>") != std::string::npos);
+}
+
+TEST_CASE("defaults: llama-server's sampler, no token limit, no streaming, the prompt cached") {
+  const ApiRequest r = completion(R"({"prompt": "Once upon a time"})");
+  CHECK(r.prompt == "Once upon a time");
+  CHECK(prompt_text(r, "chatml") == "Once upon a time");
+  CHECK(r.gp.max_tokens == -1);
+  CHECK(r.gp.sampler.temperature == SamplerParams().temperature);
+  CHECK(r.gp.sampler.top_k == SamplerParams().top_k);
+  CHECK_FALSE(r.stream);
+  CHECK(r.cache_prompt);
+  CHECK(r.n_probs == 0);
+  CHECK(completion(R"({"prompt": ["one string"], "stop": "x", "model": null})").gp.stop == std::vector<std::string>{"x"});
+}
+
+TEST_CASE("malformed bodies, wrong types and out-of-range values are 400 naming the parameter") {
+  const Endpoint C = Endpoint::Chat, P = Endpoint::Completion;
+  check_refused("", C, "");
+  check_refused("{", C, "");
+  check_refused("[1]", C, "");
+  check_refused("{\"messages\": []}", C, "messages");
+  check_refused("{}", C, "messages");
+  check_refused("{\"messages\": [{\"content\": \"hi\"}]}", C, "messages");
+  check_refused("{\"messages\": [{\"role\": \"wizard\", \"content\": \"hi\"}]}", C, "messages");
+  check_refused("{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", C, "messages");
+  check_refused("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", C, "messages");
+  check_refused("{\"messages\": [\"hi\"]}", C, "messages");
+  check_refused("{}", P, "prompt");
+  check_refused("{\"prompt\": 5}", P, "prompt");
+  check_refused("{\"prompt\": \"\"}", P, "prompt");
+  check_refused("{\"prompt\": [1, 2]}", P, "prompt");
+  check_refused("{\"prompt\": \"x\", \"model\": \"gpt-4o\"}", P, "model");
+  check_refused("{\"prompt\": \"x\", \"model\": 5}", P, "model");
+  check_refused("{\"prompt\": \"x\", \"max_tokens\": 256}", P, "max_tokens");  // beyond the context
+  check_refused("{\"prompt\": \"x\", \"max_tokens\": -2}", P, "max_tokens");
+  check_refused("{\"prompt\": \"x\", \"max_tokens\": 1.5}", P, "max_tokens");
+  check_refused("{\"prompt\": \"x\", \"max_tokens\": \"10\"}", P, "max_tokens");
+  check_refused("{\"prompt\": \"x\", \"max_completion_tokens\": 1e9}", P, "max_completion_tokens");
+  check_refused("{\"prompt\": \"x\", \"temperature\": -0.1}", P, "temperature");
+  check_refused("{\"prompt\": \"x\", \"temperature\": \"hot\"}", P, "temperature");
+  check_refused("{\"prompt\": \"x\", \"top_p\": 1.5}", P, "top_p");
+  check_refused("{\"prompt\": \"x\", \"min_p\": -1}", P, "min_p");
+  check_refused("{\"prompt\": \"x\", \"top_k\": -1}", P, "top_k");
+  check_refused("{\"prompt\": \"x\", \"seed\": -5}", P, "seed");
+  check_refused("{\"prompt\": \"x\", \"presence_penalty\": 3}", P, "presence_penalty");
+  check_refused("{\"prompt\": \"x\", \"repeat_penalty\": 0}", P, "repeat_penalty");
+  check_refused("{\"prompt\": \"x\", \"stop\": 5}", P, "stop");
+  check_refused("{\"prompt\": \"x\", \"stop\": [\"a\", 1]}", P, "stop");
+  check_refused("{\"prompt\": \"x\", \"stop\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", P, "stop");
+  check_refused("{\"prompt\": \"x\", \"stream\": \"yes\"}", P, "stream");
+  check_refused("{\"prompt\": \"x\", \"stream_options\": 1}", P, "stream_options");
+  check_refused("{\"prompt\": \"x\", \"n\": 2}", P, "n");
+  check_refused("{\"prompt\": \"x\", \"n_probs\": 100}", P, "n_probs");
+  check_refused("{\"prompt\": \"x\", \"deadline_ms\": -1}", P, "deadline_ms");
+  check_refused("{\"prompt\": \"x\", \"cache_prompt\": 1}", P, "cache_prompt");
+  // Nesting beyond the parser's depth limit is a 400, not a stack overflow.
+  check_refused(std::string(100000, '[') + std::string(100000, ']'), P, "");
+}
+
+TEST_CASE("check_fits: the prompt and max_tokens together must fit the context") {
+  ApiRequest r = completion(R"({"prompt": "x", "max_tokens": 100})");
+  CHECK_NOTHROW(check_fits(r, 156, 256));
+  CHECK_THROWS_AS(check_fits(r, 157, 256), ApiError);
+  r.gp.max_tokens = -1;
+  CHECK_NOTHROW(check_fits(r, 255, 256));
+  try {
+    check_fits(r, 256, 256);
+    FAIL("a prompt filling the context was accepted");
+  } catch (const ApiError& e) {
+    CHECK(e.param() == "prompt");
+  }
+}
+
+TEST_CASE("responses, stream chunks and errors have OpenAI's shapes") {
+  const edgellm_test::Loaded& m = edgellm_test::synthetic();
+  ApiRequest req = chat(R"({"messages": [{"role": "user", "content": "hi"}], "n_probs": 2})");
+  ResponseId rid{"chatcmpl-7", 1700000000, "stories260K.gguf"};
+  JobResult r;
+  r.text = "Hello";
+  r.tokens = {5, 6, 7};
+  r.n_prompt = 10;
+  r.n_cached = 4;
+  r.reason = StopReason::Deadline;
+  r.prefill_ms = 3;
+  r.decode_ms = 2;
+  r.token_ms = {1, 1};
+  std::vector<TokenAlternatives> probs(1);
+  probs[0].id = 5;
+  probs[0].top = {{5, 0.75f}, {9, 0.25f}};
+  const Json j = Json::parse(response_json(req, rid, r, probs, *m.tok).dump());
+  CHECK(j["id"].as_string() == "chatcmpl-7");
+  CHECK(j["object"].as_string() == "chat.completion");
+  CHECK(j["created"].as_int() == 1700000000);
+  CHECK(j["choices"].at(0)["message"]["role"].as_string() == "assistant");
+  CHECK(j["choices"].at(0)["message"]["content"].as_string() == "Hello");
+  CHECK(j["choices"].at(0)["finish_reason"].as_string() == "deadline");
+  CHECK(j["usage"]["prompt_tokens"].as_int() == 10);
+  CHECK(j["usage"]["completion_tokens"].as_int() == 3);
+  CHECK(j["usage"]["total_tokens"].as_int() == 13);
+  CHECK(j["timings"]["prompt_n"].as_int() == 6);
+  CHECK(j["timings"]["cache_n"].as_int() == 4);
+  CHECK(j["timings"]["predicted_n"].as_int() == 3);
+  CHECK(j["timings"]["predicted_per_second"].as_number() == doctest::Approx(1000.0));
+  CHECK(j["timings"]["predicted_token_ms_p50"].as_number() == doctest::Approx(1.0));
+  CHECK(j["completion_probabilities"].at(0)["prob"].as_number() == doctest::Approx(0.75));
+  CHECK(j["completion_probabilities"].at(0)["top_probs"].size() == 2);
+
+  const Json first = Json::parse(chunk_json(req, rid, "He", {}, *m.tok, nullptr, true).dump());
+  CHECK(first["object"].as_string() == "chat.completion.chunk");
+  CHECK(first["choices"].at(0)["delta"]["role"].as_string() == "assistant");
+  CHECK(first["choices"].at(0)["delta"]["content"].as_string() == "He");
+  CHECK(first["choices"].at(0)["finish_reason"].is_null());
+  req.include_usage = true;
+  const Json last = Json::parse(chunk_json(req, rid, "", {}, *m.tok, &r).dump());
+  CHECK(last["choices"].at(0)["delta"].size() == 0);
+  CHECK(last["choices"].at(0)["finish_reason"].as_string() == "deadline");
+  CHECK(last["usage"]["completion_tokens"].as_int() == 3);
+  CHECK(sse_event(Json::object()) == "data: {}\n\n");
+
+  const ApiRequest creq = completion(R"({"prompt": "x"})");
+  r.reason = StopReason::MaxTokens;
+  const Json c = Json::parse(response_json(creq, rid, r, {}, *m.tok).dump());
+  CHECK(c["object"].as_string() == "text_completion");
+  CHECK(c["choices"].at(0)["text"].as_string() == "Hello");
+  CHECK(c["choices"].at(0)["finish_reason"].as_string() == "length");
+  CHECK_FALSE(c.contains("completion_probabilities"));
+
+  const Json e = Json::parse(error_body(401, "Invalid API Key", "authentication_error"));
+  CHECK(e["error"]["code"].as_int() == 401);
+  CHECK(e["error"]["type"].as_string() == "authentication_error");
+  CHECK(e["error"]["param"].is_null());
+}
