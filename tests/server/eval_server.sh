@@ -6,17 +6,8 @@ set -eu
 server=$1 eval=$2 model=$3 task=$4 work=$5
 [ -f "$model" ] || { echo "skipped: $model not found"; exit 77; }
 mkdir -p "$work"
-"$server" -m "$model" --port 0 -t 1 --parallel 2 2> "$work/server.err" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.err")
-  [ -n "$port" ] && break
-  kill -0 $pid 2>/dev/null || { cat "$work/server.err"; echo "FAIL: edgellm-server exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "FAIL: edgellm-server did not say its port"; exit 1; }
+. "$(dirname "$0")/start_server.sh"
+start_server "$work/server.err" "$server" -m "$model" --port 0 -t 1 --parallel 2
 "$eval" -m "$model" -f "$task" -n 16,48 -t 1 --outputs "$work/in-process.jsonl" > "$work/in-process.csv"
 "$eval" --server "http://127.0.0.1:$port" -f "$task" -n 16,48 --outputs "$work/server.jsonl" > "$work/server.csv"
 # Same items, texts and answers; same accuracy and token columns (latency and RSS differ).
