@@ -139,12 +139,16 @@ TEST_CASE("the u8 GEMM forms of weights and activations give the GEMV's dot for 
                   Error);
 }
 
+// On every ISA this build and CPU run (the _dispatch build: every x86 level, so the AVX2 tiles
+// without VNNI, float and K form, run on an AVX-512 machine too).
 TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
-  const KernelTable& kt = kernels();
   std::mt19937 rng(12);
   ThreadPool pool(2);
+  for (Isa isa : available_isas())
   for (DType t : kTypes) {
-    const std::string name = dtype_name(t);
+    const KernelTable kt = make_kernel_table(isa);
+    const std::string name = std::string(isa_name(isa)) + " " + dtype_name(t) + " (" +
+                             (kt.u8_gemm.tile ? kt.u8_gemm.name : "no u8 GEMM") + ")";
     CAPTURE(name);
     const int64_t n_in = dtype_block_size(t) == 256 ? 512 : 384, n_out = 45, n_tok = 7;  // tails: rows of 16, tokens of 4
     const size_t rb = dtype_row_bytes(t, n_in);
@@ -156,6 +160,8 @@ TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
       dequantize_row(t, w.data() + size_t(r) * rb, wf.data() + r * n_in, n_in);
     }
     const MatmulWeight mw{t, w.data(), n_in, n_out, rb};
+    // The tiles this test is for really run (q8_0 without VNNI: the signed form).
+    if (kt.u8_gemm.tile) CHECK(detail::gemm_u8_applies(kt, mw, n_tok));
     const auto x = randv(rng, n_tok * n_in);
     std::vector<float> y(size_t(n_tok * n_out)), y1(static_cast<size_t>(n_out));
     matmul(kt, &pool, mw, x.data(), n_tok, y.data());

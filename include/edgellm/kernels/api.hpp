@@ -63,10 +63,18 @@ struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp
 // Prefill GEMM over rows in the common u8 form of kernels/layouts/unpack_u8.hpp (weights unpacked
 // once per row tile, activations quantized as the weight type's vec_dot_type), one register tile
 // of `rows` weight rows x `toks` tokens per call: out[c * out_stride + r] = dot(w[r], a[c]);
-// n % 128 == 0. Null where the ISA has none (x86 has it with VNNI); kernels/matmul.hpp drives it.
+// n % 128 == 0. Null where the ISA has none; kernels/matmul.hpp drives it. max_u: the largest
+// weight byte u the tile multiplies exactly (255 with VNNI; 127 for AVX2's vpmaddubsw, whose int16
+// pair sums saturate beyond), so types whose form reaches higher (u8_form_max) take another path.
 struct U8GemmKernel {
   int rows = 0, toks = 0;
+  int max_u = 255;
   void (*tile)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  // Optional tile of the K form (kernels/layouts/unpack_u8.hpp): K-quant weights against Q8_K
+  // activations, the integer group scales folded into the integer sums (n % 256 == 0).
+  void (*tile_k)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  // Optional tile of the signed form: q8_0 weights (whose shifted bytes exceed max_u) against Q8_0.
+  void (*tile_s8)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   const char* name = "";  // for -v
 };
 

@@ -220,7 +220,7 @@ inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest regis
 inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok) {
   const DType act = kt.of(w.type).vec_dot_type;
   return kt.u8_gemm.tile != nullptr && n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
-         (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K) && kt.of(act).from_float != nullptr;
+         (u8_form_max(w.type) <= kt.u8_gemm.max_u || (w.type == DType::Q8_0 && kt.u8_gemm.tile_s8)) && (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K) && kt.of(act).from_float != nullptr;
 }
 
 // y[t, r] for all tokens: activations packed once; each thread unpacks a tile of weight rows
@@ -232,6 +232,10 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0,
                 "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const FromFloatFn quantize = kt.of(act_type).from_float;
+  const U8Form form = g.tile_k && has_kscales(w.type) && act_type == DType::Q8_K ? U8Form::KScales
+                      : g.tile_s8 && w.type == DType::Q8_0 && act_type == DType::Q8_0 ? U8Form::Signed
+                                                                                      : U8Form::Unsigned;
+  const auto tile_fn = form == U8Form::KScales ? g.tile_k : form == U8Form::Signed ? g.tile_s8 : g.tile;
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
   const size_t rb = u8_gemm_row_bytes(n);
   uint8_t* act = scratch.get(rb * size_t(n_tok_pad));  // [n_tok_pad] GEMM rows
@@ -248,13 +252,13 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     thread_local std::vector<uint8_t> wbuf;  // [kGemmRowTile] GEMM rows
     thread_local std::vector<float> s16;
     wbuf.resize(rb * size_t(kGemmRowTile));
-    s16.resize(size_t(n / 16));
+    s16.resize(u8_gemm_pack_scratch(n));
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
       for (int64_t r = 0; r < nr; ++r)
         u8_gemm_pack_weight_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes, n,
-                                U8GemmRow::at(wbuf.data(), n, r), s16.data());
+                                U8GemmRow::at(wbuf.data(), n, r), s16.data(), form);
       std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
       for (int64_t t0 = 0; t0 < n_tok_pad; t0 += C) {
         U8GemmRow ar[kGemmMaxTile];
@@ -263,7 +267,7 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
           U8GemmRow wr[kGemmMaxTile];
           for (int64_t r = 0; r < R; ++r) wr[r] = U8GemmRow::at(wbuf.data(), n, rr + r);
           float out[kGemmMaxTile];
-          g.tile(n, wr, ar, out, size_t(R));
+          tile_fn(n, wr, ar, out, size_t(R));
           for (int64_t c = 0; c < C && t0 + c < n_tok; ++c)
             for (int64_t r = 0; r < R && rr + r < nr; ++r) y[(t0 + c) * w.n_out + r0 + rr + r] = out[c * R + r];
         }

@@ -22,6 +22,20 @@ inline void group(float* s, float* m, int g, float scale, float offset) {
   m[g] = offset;
 }
 
+// The K-quants' scales also in integer form where the caller asks (ks.sc non-null): the group's
+// scale is d[i / 256] * sc[i / 16] with sc the block's integer sub-block scale, so a tile can fold
+// sc into its integer sums and multiply by d once per super-block (kernels/x86/gemm_u8.inl).
+struct KScales {
+  int16_t* sc = nullptr;  // [n / 16]
+  float* d = nullptr;     // [n / 256]
+};
+inline void kgroup(const KScales& ks, int g, int sc) {
+  if (ks.sc) ks.sc[g] = int16_t(sc);
+}
+inline void kblock(const KScales& ks, int64_t i, float d) {
+  if (ks.d) ks.d[i] = d;
+}
+
 inline void q4_0(const block_q4_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
   for (int64_t i = 0; i < nb; ++i, u += 32) {
     const float d = fp16_to_fp32(x[i].d);
@@ -85,9 +99,10 @@ inline void q8_0(const block_q8_0* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+    kblock(ks, i, d);
     const uint8_t* q = x[i].qs;
     int g = int(16 * i);
     for (int n = 0; n < QK_K; n += 128, q += 32)
@@ -96,14 +111,16 @@ inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* u, float* s, float* m
           const uint8_t sc = x[i].scales[g - 16 * i];
           for (int l = 0; l < 16; ++l) u[l] = (q[l + 16 * half] >> shift) & 3;
           group(s, m, g, d * (sc & 0xF), -dmin * (sc >> 4));
+          kgroup(ks, g, sc & 0xF);
         }
   }
 }
 
 // The q3_K high bit clear means -4: u = low bits + 4 * high bit, offset -4.
-inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
+    kblock(ks, i, d);
     int8_t sc[16];
     unpack_scales_q3_K(x[i].scales, sc);
     const uint8_t* q = x[i].qs;
@@ -117,13 +134,15 @@ inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* u, float* s, float* m
             u[l] = uint8_t(((q[l + 16 * half] >> shift) & 3) | ((hm[l + 16 * half] & bit) ? 4 : 0));
           const float dl = d * sc[is];
           group(s, m, int(16 * i) + is, dl, -4 * dl);
+          kgroup(ks, int(16 * i) + is, sc[is]);
         }
   }
 }
 
-inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+    kblock(ks, i, d);
     uint8_t sc[8], mn[8];
     unpack_scales_mins_k4(x[i].scales, sc, mn);
     const uint8_t* q = x[i].qs;
@@ -136,14 +155,17 @@ inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* u, float* s, float* m
         const int g = int(16 * i) + 2 * (j + k);
         group(s, m, g, d * sc[j + k], -dmin * mn[j + k]);
         group(s, m, g + 1, d * sc[j + k], -dmin * mn[j + k]);
+        kgroup(ks, g, sc[j + k]);
+        kgroup(ks, g + 1, sc[j + k]);
       }
     }
   }
 }
 
-inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+    kblock(ks, i, d);
     uint8_t sc[8], mn[8];
     unpack_scales_mins_k4(x[i].scales, sc, mn);
     const uint8_t* q = x[i].qs;
@@ -157,14 +179,17 @@ inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* u, float* s, float* m
         const int g = int(16 * i) + 2 * (j + k);
         group(s, m, g, d * sc[j + k], -dmin * mn[j + k]);
         group(s, m, g + 1, d * sc[j + k], -dmin * mn[j + k]);
+        kgroup(ks, g, sc[j + k]);
+        kgroup(ks, g + 1, sc[j + k]);
       }
     }
   }
 }
 
-inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
+    kblock(ks, i, d);
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* sc = x[i].scales;
@@ -179,6 +204,7 @@ inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* u, float* s, float* m
       for (int g = 0; g < 8; ++g) {
         const float dl = d * sc[g];
         group(s, m, int(16 * i) + n / 16 + g, dl, -32 * dl);
+        kgroup(ks, int(16 * i) + n / 16 + g, sc[g]);
       }
     }
   }
@@ -195,20 +221,40 @@ inline bool can_unpack_u8(DType t) {
   }
 }
 
+// The largest byte u unpack_row_u8 writes for the type (the quant range, q8_0 shifted by 128).
+inline int u8_form_max(DType t) {
+  switch (t) {
+    case DType::Q2_K: return 3;
+    case DType::Q3_K: return 7;
+    case DType::Q4_0: case DType::Q4_1: case DType::Q4_K: return 15;
+    case DType::Q5_0: case DType::Q5_1: case DType::Q5_K: return 31;
+    case DType::Q6_K: return 63;
+    default: return 255;
+  }
+}
+
+// Whether the type's groups have integer scales under a per-256 d (unpack_row_u8's ks): the K-quants.
+inline bool has_kscales(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+
 // row: n elements of type t (n a multiple of the block size). u: [n] bytes; s, m: [n / 16] floats.
-inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float* s, float* m) {
+// ks (K-quants only, has_kscales): also the integer scales [n / 16] and d [n / 256].
+inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float* s, float* m,
+                          const unpack::KScales& ks = {}) {
   const int64_t nb = n / dtype_block_size(t);
+  EDGELLM_CHECK(!ks.sc || has_kscales(t), "unpack_row_u8: type ", dtype_name(t), " has no integer scales");
   switch (t) {
     case DType::Q4_0: return unpack::q4_0(static_cast<const block_q4_0*>(row), nb, u, s, m);
     case DType::Q4_1: return unpack::q4_1(static_cast<const block_q4_1*>(row), nb, u, s, m);
     case DType::Q5_0: return unpack::q5_0(static_cast<const block_q5_0*>(row), nb, u, s, m);
     case DType::Q5_1: return unpack::q5_1(static_cast<const block_q5_1*>(row), nb, u, s, m);
     case DType::Q8_0: return unpack::q8_0(static_cast<const block_q8_0*>(row), nb, u, s, m);
-    case DType::Q2_K: return unpack::q2_K(static_cast<const block_q2_K*>(row), nb, u, s, m);
-    case DType::Q3_K: return unpack::q3_K(static_cast<const block_q3_K*>(row), nb, u, s, m);
-    case DType::Q4_K: return unpack::q4_K(static_cast<const block_q4_K*>(row), nb, u, s, m);
-    case DType::Q5_K: return unpack::q5_K(static_cast<const block_q5_K*>(row), nb, u, s, m);
-    case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m);
+    case DType::Q2_K: return unpack::q2_K(static_cast<const block_q2_K*>(row), nb, u, s, m, ks);
+    case DType::Q3_K: return unpack::q3_K(static_cast<const block_q3_K*>(row), nb, u, s, m, ks);
+    case DType::Q4_K: return unpack::q4_K(static_cast<const block_q4_K*>(row), nb, u, s, m, ks);
+    case DType::Q5_K: return unpack::q5_K(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
+    case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m, ks);
     default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
   }
 }
@@ -218,20 +264,60 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 // lane (4 weights; per 32 weights: s[2k] x 4, s[2k+1] x 4), m = offset per 16. Activations: u =
 // int8 quants, sv = the block's scale for each lane, m = scale * sum of the 16 quants.
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats.
-inline size_t u8_gemm_row_bytes(int64_t n) { return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4; }
+// Two more weight forms for tiles without VNNI (U8GemmKernel::tile_k / tile_s8):
+// - K form (K-quant weights against Q8_K activations): u and m as above, but sv's bytes hold the
+//   integer group scales as int16 for vpmaddwd (per 32 weights: sc[2k] x 8, sc[2k+1] x 8) and d
+//   the per-256 scale, so w = d * sc * u + m; activations also give d.
+// - signed form (q8_0): u holds the int8 quants themselves (not shifted by 128), sv the block
+//   scale per lane, m zero: w = sv * int8(u).
+// Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats, d ceil(n / 256) floats.
+inline size_t u8_gemm_row_bytes(int64_t n) {
+  return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4 + size_t((n + 255) / 256) * 4;
+}
 
 struct U8GemmRow {
   uint8_t* u;
   float* sv;
   float* m;
+  float* d;
   static U8GemmRow at(uint8_t* base, int64_t n, int64_t i) {
     uint8_t* p = base + size_t(i) * u8_gemm_row_bytes(n);
-    return {p, reinterpret_cast<float*>(p + n), reinterpret_cast<float*>(p + n + n)};
+    return {p, reinterpret_cast<float*>(p + n), reinterpret_cast<float*>(p + n + n),
+            reinterpret_cast<float*>(p + n + n + size_t(n) / 16 * 4)};
   }
+  const int16_t* sc16() const { return reinterpret_cast<const int16_t*>(sv); }  // the K form's scales
 };
 
-// A weight row into the GEMM form; s16 is scratch of n / 16 floats.
-inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* s16) {
+// Floats of scratch u8_gemm_pack_weight_row needs for a row of n.
+inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 8; }
+
+enum class U8Form { Unsigned, KScales, Signed };
+
+// A weight row into a GEMM form; scratch: u8_gemm_pack_scratch(n) floats. KScales: K-quants only
+// (has_kscales); Signed: q8_0 only.
+inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* scratch,
+                                    U8Form form = U8Form::Unsigned) {
+  float* s16 = scratch;  // [n / 16] floats, then [n / 16] int16
+  if (form == U8Form::Signed) {
+    EDGELLM_CHECK(t == DType::Q8_0, "u8 GEMM: the signed form takes q8_0, not ", dtype_name(t));
+    const auto* b = static_cast<const block_q8_0*>(row);
+    for (int64_t i = 0; i < n / 32; ++i) {
+      const float d = fp16_to_fp32(b[i].d);
+      std::memcpy(out.u + i * 32, b[i].qs, 32);
+      for (int l = 0; l < 8; ++l) out.sv[i * 8 + l] = d;
+      out.m[2 * i] = out.m[2 * i + 1] = 0.0f;
+    }
+    return;
+  }
+  if (form == U8Form::KScales) {
+    EDGELLM_CHECK(has_kscales(t), "u8 GEMM: the K form takes K-quants, not ", dtype_name(t));
+    int16_t* sc = reinterpret_cast<int16_t*>(s16 + n / 16);
+    unpack_row_u8(t, row, n, out.u, s16, out.m, unpack::KScales{sc, out.d});
+    auto* pairs = reinterpret_cast<int16_t*>(out.sv);
+    for (int64_t g = 0; g < n / 16; ++g)
+      for (int l = 0; l < 8; ++l) pairs[g * 8 + l] = sc[g];
+    return;
+  }
   unpack_row_u8(t, row, n, out.u, s16, out.m);
   for (int64_t g = 0; g < n / 16; ++g)
     for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
@@ -266,6 +352,7 @@ inline void u8_gemm_pack_act_row(DType act, FromFloatFn quantize, const float* x
       for (int j = 0; j < QK_K; ++j) out.u[b * QK_K + j] = uint8_t(q8[b].qs[j]);
       for (int l = 0; l < QK_K / 4; ++l) out.sv[b * QK_K / 4 + l] = q8[b].d;
       for (int g = 0; g < QK_K / 16; ++g) out.m[b * QK_K / 16 + g] = q8[b].d * float(q8[b].bsums[g]);
+      out.d[b] = q8[b].d;
     }
     return;
   }

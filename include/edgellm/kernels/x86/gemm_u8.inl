@@ -2,9 +2,8 @@
 // weight rows in the common u8 form (kernels/layouts/unpack_u8.hpp: w = s * u + m per 16
 // elements) against int8 activations, a register tile of kGemmRows rows x kGemmToks tokens running
 // vpdpbusd, each loaded weight vector reused by every token of the tile and each activation vector
-// by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2 with VNNI; nothing
-// without VNNI.
-#if EDGELLM_X86_VNNI
+// by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2: with VNNI, or
+// vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -53,6 +52,24 @@ inline constexpr int kGemmRows = 4;
 inline constexpr int kGemmRows = 2;
 #endif
 inline constexpr int kGemmToks = 4;
+inline constexpr int kMaxU = EDGELLM_X86_VNNI ? 255 : 127;
+
+// The offsets' share of a tile, sum over groups of m_w * (activation scale * sum of its quants),
+// for every row and token: R x C independent fma chains (one chain per pair in turn waited on the
+// fma latency for as long as the whole integer loop took).
+template <int R, int C>
+inline void tile_offsets(int64_t n, const U8GemmRow* w, const U8GemmRow* a, __m256 (&mo)[R][C]) {
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) mo[r][c] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < n / 16; g += 8) {
+    __m256 am[C];
+    for (int c = 0; c < C; ++c) am[c] = _mm256_loadu_ps(a[c].m + g);
+    for (int r = 0; r < R; ++r) {
+      const __m256 wm = _mm256_loadu_ps(w[r].m + g);
+      for (int c = 0; c < C; ++c) mo[r][c] = _mm256_fmadd_ps(wm, am[c], mo[r][c]);
+    }
+  }
+}
 
 // out[c * out_stride + r] = dot(weight row r, activation row c) for a full kGemmRows x kGemmToks
 // tile; n % 128 == 0. w / a: the rows' GEMM forms.
@@ -75,19 +92,80 @@ inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, 
       for (int c = 0; c < C; ++c) acc[r][c] = V::fma(V::mul(V::cvt(V::dot(u, y[c])), dy[c]), s, acc[r][c]);
     }
   }
-  // Offsets: sum over groups of m_w * (activation scale * sum of its quants).
+  __m256 mo[R][C];
+  tile_offsets(n, w, a, mo);
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      __m256 mo = _mm256_setzero_ps();
-      for (int64_t g = 0; g < n / 16; g += 8)
-        mo = _mm256_fmadd_ps(_mm256_loadu_ps(w[r].m + g), _mm256_loadu_ps(a[c].m + g), mo);
-      out[size_t(c) * out_stride + size_t(r)] = V::sum(acc[r][c]) + hsum(mo);
-    }
+    for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = V::sum(acc[r][c]) + hsum(mo[r][c]);
 }
+
+#if !EDGELLM_X86_VNNI
+// The K form's tile (KernelTable::u8_gemm.tile_k) for levels without VNNI, where the float tile
+// above pays five operations per 32 weights and token (vpmaddubsw, vpmaddwd, convert, two float
+// multiplies): here vpmaddubsw (u x s8 pairs, below 2^15 since u <= 63), vpmaddwd by the int16
+// group scales and an add sum a super-block in int32 (|sum| < 2^26), then one float fma by
+// d_w * d_a per super-block and pair. n % 256 == 0.
+inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  constexpr int R = kGemmRows, C = kGemmToks;
+  __m256 accf[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) accf[r][c] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n / 256; ++sb) {
+    __m256i acc[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_si256();
+    const int64_t k1 = (sb + 1) * 256;
+    for (int64_t k = sb * 256; k < k1; k += 32) {
+      __m256i y[C];
+      for (int c = 0; c < C; ++c) y[c] = load256(a[c].u + k);
+      for (int r = 0; r < R; ++r) {
+        const __m256i u = load256(w[r].u + k), sc = load256(w[r].sc16() + k / 2);
+        for (int c = 0; c < C; ++c)
+          acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y[c]), sc));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c)
+        accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), _mm256_set1_ps(w[r].d[sb] * a[c].d[sb]), accf[r][c]);
+  }
+  __m256 mo[R][C];
+  tile_offsets(n, w, a, mo);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = hsum(accf[r][c]) + hsum(mo[r][c]);
+}
+
+// The signed form's tile (tile_s8: q8_0 weights, whose bytes shifted by 128 would saturate
+// vpmaddubsw) for levels without VNNI: |w| x (a with w's sign) by vpmaddubsw (pairs of at most
+// 2 * 128 * 127 < 2^15), vpmaddwd by ones, then the float tile's scaling. n % 32 == 0.
+inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  constexpr int R = kGemmRows, C = kGemmToks;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < n; k += 32) {
+    __m256i y[C];
+    __m256 dy[C];
+    for (int c = 0; c < C; ++c) {
+      y[c] = load256(a[c].u + k);
+      dy[c] = _mm256_loadu_ps(a[c].sv + k / 4);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i q = load256(w[r].u + k), qa = _mm256_abs_epi8(q);
+      const __m256 s = _mm256_loadu_ps(w[r].sv + k / 4);
+      for (int c = 0; c < C; ++c) {
+        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[c], q)), ones);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), dy[c]), s, acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = hsum(acc[r][c]);
+}
+#endif
 
 }  // namespace xs
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-#endif  // EDGELLM_X86_VNNI
+

@@ -80,12 +80,17 @@ inline void register_x86_kernels(KernelTable& t) {
   f.variant = isa_name(kIsa);
   register_x86_packed(t);
   register_x86_packed_kquants(t);
-#if EDGELLM_X86_VNNI
   t.u8_gemm.rows = xs::kGemmRows;
   t.u8_gemm.toks = xs::kGemmToks;
+  t.u8_gemm.max_u = xs::kMaxU;
   t.u8_gemm.tile = xs::gemm_u8_tile_x86;
-  t.u8_gemm.name = xs::GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)" : "u8 VNNI GEMM (32-byte steps)";
+#if !EDGELLM_X86_VNNI
+  t.u8_gemm.tile_k = xs::gemm_u8_tile_k_x86;
+  t.u8_gemm.tile_s8 = xs::gemm_u8_tile_s8_x86;
 #endif
+  t.u8_gemm.name = xs::GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
+                   : EDGELLM_X86_VNNI        ? "u8 VNNI GEMM (32-byte steps)"
+                                             : "u8 maddubs GEMM (32-byte steps)";
   t.isa = kIsa;
   t.stream_decode = true;
 }
