@@ -2,13 +2,17 @@
 // POST /v1/chat/completions, POST /v1/completions (JSON or SSE streams), GET /v1/models,
 // GET /health. Up to --parallel requests decode together in one batch (BatchScheduler: one
 // forward pass per step, a paged-KV sequence each, common prompt prefixes shared); more wait in a
-// queue. Request parsing and response shapes are edgellm/tools/openai.hpp; this file is the HTTP
-// transport (cpp-httplib), authentication and flags.
+// queue; a new prompt is read a chunk per step beside the running requests' tokens. A client that
+// closes its connection cancels its request before the next token, streamed or not (the
+// scheduler probes the connection's socket, edgellm/tools/client_socket.hpp). Request parsing and
+// response shapes are edgellm/tools/openai.hpp; this file is the HTTP transport (cpp-httplib),
+// authentication and flags.
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +25,7 @@
 #include <edgellm/engine/batch_scheduler.hpp>
 #include <edgellm/model/memory_plan.hpp>
 #include <edgellm/text/chat_template.hpp>
+#include <edgellm/tools/client_socket.hpp>
 #include <edgellm/tools/openai.hpp>
 
 #include "common.hpp"
@@ -43,6 +48,9 @@ const char* kUsage =
     "  --alias NAME           model id in /v1/models and responses (default: the file name)\n"
     "  --chat-template NAME   chat format (default: recognised from the GGUF, else chatml)\n"
     "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
+    "  --prefill-chunk N      prompt tokens a new request evaluates per step, in the same forward pass\n"
+    "                         as the next token of every running request (default 64, at most -b;\n"
+    "                         0 = -b): a long prompt delays running streams by one chunk a token\n"
     "  -t, --threads N        compute threads (default 0 = every hardware thread)\n"
     "  --kv-block N --kv-type T --kv-recent N --kv-budget-mb X   KV cache as in edgellm-cli; the byte\n"
     "                         budget is shared by every request\n"
@@ -89,6 +97,7 @@ edgellm::Json health_json(const Server& s) {
   h.set("status", "ok");
   h.set("slots_idle", s.sched->params().n_parallel - st.slots_busy);
   h.set("slots_processing", st.slots_busy);
+  h.set("slots_prefilling", st.slots_prefilling);
   h.set("requests_queued", st.queued);
   h.set("requests_total", static_cast<int64_t>(s.n_requests.load()));
   h.set("requests_refused", static_cast<int64_t>(s.n_refused.load()));
@@ -103,6 +112,8 @@ edgellm::Json health_json(const Server& s) {
   h.set("decode_step_tokens", static_cast<int64_t>(st.step_tokens));
   h.set("max_step_tokens", st.max_step_tokens);
   h.set("prompt_tokens_reused", static_cast<int64_t>(st.prompt_tokens_reused));
+  h.set("prefill_chunks", static_cast<int64_t>(st.prefill_chunks));
+  h.set("prefill_tokens", static_cast<int64_t>(st.prefill_tokens));
   return h;
 }
 
@@ -133,6 +144,13 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
   ++s.n_requests;
   edgellm::openai::ApiRequest r;
   std::shared_ptr<edgellm::Job> job;
+  // This request's connection, probed by the scheduler before each token: a client that closed it
+  // cancels the request. Detached before the connection can close (after the answer, or when
+  // httplib releases the stream), so a reused descriptor is never probed.
+  auto conn = std::make_shared<edgellm::ClientSocket>(
+      edgellm::find_connection(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
+  std::function<bool()> client_gone;
+  if (conn->attached()) client_gone = [conn] { return conn->gone(); };
   try {
     r = edgellm::openai::parse_request(req.body, ep, s.limits);
     const std::string text = edgellm::openai::prompt_text(r, s.chat_template);
@@ -140,7 +158,7 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
     if (toks.empty()) throw ApiError(400, "the prompt has no tokens", "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt");
     edgellm::openai::check_fits(r, toks.size(), s.limits.n_ctx);
     try {
-      job = s.sched->submit(std::move(toks), r.gp, r.cache_prompt, r.n_probs, r.stream);
+      job = s.sched->submit(std::move(toks), r.gp, r.cache_prompt, r.n_probs, r.stream, client_gone);
     } catch (const edgellm::Error& e) {
       throw ApiError(503, e.what(), "unavailable_error");
     }
@@ -160,6 +178,7 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
 
   if (!r.stream) {
     const edgellm::JobResult& jr = job->wait_done();
+    conn->detach();
     std::vector<edgellm::TokenAlternatives> probs;
     for (auto& piece : job->wait(std::chrono::milliseconds(0)).pieces)
       if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
@@ -179,7 +198,7 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
         auto out = job->wait(std::chrono::milliseconds(100));
         auto send = [&](const std::string& ev) {
           if (sink.write(ev.data(), ev.size())) return true;
-          job->cancel();  // the client went away: the scheduler stops before its next token
+          job->cancel();  // the client went away (if the probe has not seen it yet)
           return false;
         };
         // One event per token, as llama-server streams (the first chat chunk carries the role).
@@ -202,7 +221,8 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
         sink.done();
         return true;
       },
-      [job](bool success) {
+      [job, conn](bool success) {
+        conn->detach();  // the connection may close from here on
         if (!success) job->cancel();
       });
 }
@@ -228,6 +248,7 @@ int main(int argc, char** argv) {
       else if (f == "--port") port = args.integer32(f, 0, 65535);
       else if (f == "-c" || f == "--ctx-size") p.session.n_ctx = tool::ctx_flag(args, f);
       else if (f == "-b" || f == "--batch-size") p.session.n_batch = args.integer32(f, 1, tool::kMaxContext);
+      else if (f == "--prefill-chunk") p.prefill_chunk = args.integer32(f, 0, tool::kMaxContext);
       else if (f == "--parallel" || f == "-np") p.n_parallel = args.integer32(f, 1, 256);
       else if (f == "--max-queue") p.max_queue = args.integer32(f, 0, 1 << 20);
       else if (f == "--api-key") api_key = args.value(f);

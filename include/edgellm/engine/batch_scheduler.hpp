@@ -4,8 +4,11 @@
 // requests than slots wait in a FIFO queue. A new request starts from the longest prompt prefix
 // already in the cache (another slot's sequence, forked so the blocks are shared, or a finished
 // request's sequence kept for reuse), so a common system prompt is evaluated once. A cancelled
-// request stops before its next token and its blocks return to the pool. No I/O: the HTTP server
-// (examples/server.cpp) and the tests drive it through Job.
+// request stops before its next token and its blocks return to the pool. A new request's prompt is
+// read a chunk per step (SchedulerParams::prefill_chunk) in the same forward pass as the next token
+// of every running request, so a long prompt does not stall the others. No I/O: the HTTP server
+// (examples/server.cpp) and the tests drive it through Job; a job may carry a `client_gone` probe
+// the scheduler asks before each of its tokens (the server's looks at the client's socket).
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -14,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -38,6 +42,8 @@ struct SchedulerParams {
   int n_parallel = 4;     // slots decoded together
   int max_queue = 1024;   // waiting requests beyond the slots; submit() throws past it
   int max_cached = -1;    // finished sequences kept for prompt reuse (-1: n_parallel; 0: none)
+  int prefill_chunk = 64; // prompt tokens evaluated per step, beside one token of each running
+                          // request (0: n_batch; at most n_batch)
 };
 
 // One generated token's alternatives (n_probs > 0): the most likely tokens of the distribution the
@@ -62,6 +68,10 @@ class Job {
   bool cache_prompt = true;     // start from a cached prefix and keep the sequence for later requests
   int n_probs = 0;              // alternatives reported per generated token
   bool wake_per_token = true;   // wake wait() at every token (streaming); false: only at the end
+  // Asked by the scheduler thread before each prompt chunk and token of this request (and when it
+  // leaves the queue): true cancels it, e.g. the client closed its connection. Must be cheap and
+  // thread-safe; set before submit.
+  std::function<bool()> client_gone;
 
   // The text one token added (may be empty: an incomplete UTF-8 sequence, a possible stop
   // string held back) and, with n_probs, its alternatives (probs.id < 0 without).
@@ -138,9 +148,12 @@ class BatchScheduler {
     int kv_blocks_used = 0;
     int kv_blocks_allocated = 0;
     int kv_sequences = 0;
-    uint64_t steps = 0;         // decode forward passes
-    uint64_t step_tokens = 0;   // tokens in them (steps with several slots carry several)
-    int max_step_tokens = 0;    // the widest decode step so far
+    int slots_prefilling = 0;   // of slots_busy: still reading their prompt
+    uint64_t steps = 0;         // forward passes carrying generated tokens (decode steps)
+    uint64_t step_tokens = 0;   // generated tokens in them (steps with several slots carry several)
+    int max_step_tokens = 0;    // the most generated tokens in one step so far
+    uint64_t prefill_chunks = 0;  // forward passes carrying prompt tokens (with a decode step or alone)
+    uint64_t prefill_tokens = 0;  // prompt tokens evaluated (not reused from the cache)
     uint64_t prompt_tokens_reused = 0;
     uint64_t finished = 0;   // requests ended, by any reason
     uint64_t cancelled = 0;  // of which cancelled (Job::cancel, e.g. the client went away)
@@ -155,10 +168,12 @@ class BatchScheduler {
         ctx_(&pool_) {
     EDGELLM_CHECK(p.n_parallel >= 1, "scheduler: n_parallel must be >= 1, got ", p.n_parallel);
     EDGELLM_CHECK(p.max_queue >= 0, "scheduler: max_queue must be >= 0, got ", p.max_queue);
+    EDGELLM_CHECK(p.prefill_chunk >= 0, "scheduler: prefill_chunk must be >= 0, got ", p.prefill_chunk);
     EDGELLM_CHECK(p.session.n_ctx >= 1 && p.session.n_batch >= 1, "scheduler: n_ctx and n_batch must be >= 1, got ",
                   p.session.n_ctx, " and ", p.session.n_batch);
     EDGELLM_CHECK(p.session.n_window == 0, "scheduler: KV eviction (--keep/--window) is not available with several sequences");
     max_cached_ = p.max_cached < 0 ? p.n_parallel : p.max_cached;
+    chunk_ = p.prefill_chunk == 0 ? p.session.n_batch : std::min(p.prefill_chunk, p.session.n_batch);
   }
   ~BatchScheduler() { stop(); }
   BatchScheduler(const BatchScheduler&) = delete;
@@ -171,7 +186,7 @@ class BatchScheduler {
   // Queues a request. Throws Error for an empty prompt, one longer than the context, bad sampler
   // values or a full queue; the job is then not queued.
   std::shared_ptr<Job> submit(std::vector<int32_t> prompt, const GenerateParams& gp, bool cache_prompt = true,
-                              int n_probs = 0, bool wake_per_token = true) {
+                              int n_probs = 0, bool wake_per_token = true, std::function<bool()> client_gone = nullptr) {
     EDGELLM_CHECK(!prompt.empty(), "scheduler: the prompt is empty");
     EDGELLM_CHECK(static_cast<int64_t>(prompt.size()) < p_.session.n_ctx, "prompt of ", prompt.size(),
                   " tokens does not fit the context of ", p_.session.n_ctx, " tokens");
@@ -185,6 +200,7 @@ class BatchScheduler {
     job->cache_prompt = cache_prompt;
     job->n_probs = n_probs;
     job->wake_per_token = wake_per_token;
+    job->client_gone = std::move(client_gone);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (static_cast<int>(queue_.size()) >= p_.max_queue + p_.n_parallel - busy_)
@@ -227,11 +243,12 @@ class BatchScheduler {
   }
 
   // One round without the worker thread (tests, or a caller's own loop): admits queued requests
-  // into free slots (evaluating their prompts), then one decode step over every active slot.
+  // into free slots, then one forward pass holding the next token of every generating slot and up
+  // to prefill_chunk prompt tokens of the oldest slot still reading its prompt.
   // Returns whether work remains.
   bool step() {
     admit();
-    decode_step();
+    forward_step();
     publish_stats();
     std::lock_guard<std::mutex> lock(mu_);
     return !slots_.empty() || !queue_.empty();
@@ -257,6 +274,7 @@ class BatchScheduler {
     std::unique_ptr<StopMatcher> stops;
     JobResult r;
     std::vector<float> logits;  // the row to sample the next token from
+    bool generating = false;    // the prompt is evaluated (until then held grows a chunk a step)
     int step = 0;               // tokens sampled so far
     double worst_token_ms = 0;  // recent worst step, for the deadline
     Timer clock;                // since the slot was taken
@@ -284,6 +302,13 @@ class BatchScheduler {
     return i;
   }
 
+  // Asks the job's client probe; a job whose client went away is cancelled.
+  static bool gone(Job& job) {
+    if (!job.cancelled() && job.client_gone && job.client_gone()) job.cancel();
+    return job.cancelled();
+  }
+
+  // Moves queued requests into free slots. Their prompts are evaluated later, a chunk per step.
   void admit() {
     for (;;) {
       std::shared_ptr<Job> job;
@@ -295,29 +320,33 @@ class BatchScheduler {
         busy_ = static_cast<int>(slots_.size()) + 1;
         stats_.queued = static_cast<int>(queue_.size());
       }
-      start_slot(job);
+      Slot s;
+      s.job = job;
+      s.r.queue_ms = job->since_submit_.ms();
+      s.r.n_prompt = static_cast<int>(job->prompt.size());
+      if (gone(*job)) {
+        s.r.reason = StopReason::Cancelled;
+        count(s.r);
+        job->finish(std::move(s.r));
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = static_cast<int>(slots_.size());
+        continue;
+      }
+      slots_.push_back(std::move(s));
     }
   }
 
-  // Takes a slot for the job: reuses the longest cached prefix, evaluates the rest of the prompt.
-  void start_slot(const std::shared_ptr<Job>& job) {
-    Slot s;
-    s.job = job;
-    s.r.queue_ms = job->since_submit_.ms();
-    s.r.n_prompt = static_cast<int>(job->prompt.size());
-    if (job->cancelled()) {
-      s.r.reason = StopReason::Cancelled;
-      count(s.r);
-      job->finish(std::move(s.r));
-      return;
-    }
-    const auto& prompt = job->prompt;
-    // Longest common prefix with a running slot (fork: shared blocks) or a kept sequence (taken
-    // over). At least the last prompt token is evaluated again, for its logits.
+  // Gives the slot its sequence when its first prompt chunk is due: the longest common prefix
+  // with a running slot (fork: shared blocks) or a kept sequence (taken over), else a new one. At
+  // least the last prompt token is evaluated again, for its logits. Deciding this only now (not at
+  // admission) lets a request queued behind one with the same prefix reuse all of it.
+  void begin_prefill(Slot& s) {
+    const auto& prompt = s.job->prompt;
     size_t best = 0;
     int from_slot = -1, from_cache = -1;
-    if (job->cache_prompt) {
+    if (s.job->cache_prompt) {
       for (size_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i].seq < 0) continue;
         const size_t n = common_prefix(slots_[i].held, prompt);
         if (n > best) { best = n; from_slot = static_cast<int>(i); from_cache = -1; }
       }
@@ -341,60 +370,59 @@ class BatchScheduler {
     }
     s.held.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(reuse));
     s.r.n_cached = static_cast<int>(reuse);
-    try {
-      Batch b;
-      const size_t chunk = static_cast<size_t>(p_.session.n_batch);
-      for (size_t i = reuse; i < prompt.size(); i += chunk) {
-        if (job->cancelled()) {
-          finish(s, StopReason::Cancelled);
-          return;
-        }
-        const size_t end = std::min(prompt.size(), i + chunk);
-        make_room(s.seq, static_cast<int>(end - i));
-        b.clear();
-        for (size_t j = i; j < end; ++j)
-          b.add(prompt[j], static_cast<int32_t>(j), s.seq, j + 1 == prompt.size());
-        model_->forward(ctx_, kv_, b);
-        s.held.insert(s.held.end(), prompt.begin() + static_cast<std::ptrdiff_t>(i), prompt.begin() + static_cast<std::ptrdiff_t>(end));
-      }
-    } catch (const std::exception& e) {
-      fail(s, e.what());
-      return;
-    }
-    const int n_vocab = model_->config().n_vocab;
-    s.logits.assign(ctx_.logits(0), ctx_.logits(0) + n_vocab);
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.prompt_tokens_reused += reuse;
+  }
+
+  // The prompt is in the cache: the slot samples from `logits` at the next step.
+  void begin_generating(Slot& s, const float* logits) {
+    s.logits.assign(logits, logits + model_->config().n_vocab);
     s.r.prefill_ms = s.clock.ms();
-    s.sampler.reset(new Sampler(job->gp.sampler));
-    for (int32_t t : prompt) s.sampler->accept(t);
+    s.sampler.reset(new Sampler(s.job->gp.sampler));
+    for (int32_t t : s.job->prompt) s.sampler->accept(t);
     s.decoder.reset(new StreamDecoder(*tok_));
-    s.stops.reset(new StopMatcher(job->gp.stop));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.prompt_tokens_reused += reuse;
-    }
-    slots_.push_back(std::move(s));
+    s.stops.reset(new StopMatcher(s.job->gp.stop));
+    s.generating = true;
   }
 
-  // Room for n more tokens of sequence seq: drops kept sequences (oldest first) while the byte
-  // budget is short; throws Error when it stays short.
-  void make_room(int seq, int n) {
-    while (!kv_.fits(seq, n) && !cached_.empty()) {
-      kv_.remove_sequence(cached_.front().seq);
-      cached_.pop_front();
-    }
-    if (!kv_.fits(seq, n))
-      throw_error("KV cache: no room for ", n, " more tokens (", kv_.n_tokens(seq), " held, context ", p_.session.n_ctx,
-                  ", budget ", p_.session.kv_max_bytes, " bytes, ", kv_.blocks_used(), " blocks in use)");
-  }
-
-  void decode_step() {
+  // One forward pass: the next token of every generating slot (each samples from its logits row,
+  // the stop rules run, the continuing slots' tokens go into one batch) and the next prompt chunk of
+  // the oldest slot still reading its prompt, so running requests go on producing tokens while a
+  // long prompt is read. Rows are computed independently, so each request gets the tokens it gets
+  // alone. A request whose client went away ends here, before its next token or chunk.
+  void forward_step() {
     if (slots_.empty()) return;
     const int n_vocab = model_->config().n_vocab;
-    Batch b;
-    std::vector<size_t> in_batch;  // slot index of each batch row
     std::vector<bool> finished(slots_.size(), false);
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (gone(*slots_[i].job)) {
+        finish(slots_[i], StopReason::Cancelled);
+        finished[i] = true;
+      }
+    // The prompt chunk's sequence is set up first: a fork must not see this step's sampled tokens,
+    // which are in their slots' `held` before they are evaluated.
+    int pre = -1;
+    size_t pre_begin = 0, pre_end = 0;
+    for (size_t i = 0; i < slots_.size() && pre < 0; ++i)
+      if (!finished[i] && !slots_[i].generating) pre = static_cast<int>(i);
+    if (pre >= 0) {
+      Slot& s = slots_[static_cast<size_t>(pre)];
+      try {
+        if (s.seq < 0) begin_prefill(s);
+        pre_begin = s.held.size();
+        pre_end = std::min(s.job->prompt.size(), pre_begin + static_cast<size_t>(chunk_));
+        make_room(s.seq, static_cast<int>(pre_end - pre_begin));
+      } catch (const std::exception& e) {
+        fail(s, e.what());
+        finished[static_cast<size_t>(pre)] = true;
+        pre = -1;
+      }
+    }
+    Batch b;
+    std::vector<size_t> in_batch;  // slot index of each generated-token row
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
+      if (finished[i] || !s.generating) continue;
       const GenerateParams& gp = s.job->gp;
       const double elapsed = s.job->since_submit_.ms();
       if (gp.max_tokens == 0) { finish(s, StopReason::MaxTokens); finished[i] = true; continue; }
@@ -426,30 +454,71 @@ class BatchScheduler {
       b.add(id, static_cast<int32_t>(s.held.size()), s.seq, true);
       s.held.push_back(id);
     }
+    if (pre >= 0) {
+      const Slot& s = slots_[static_cast<size_t>(pre)];
+      for (size_t j = pre_begin; j < pre_end; ++j)
+        b.add(s.job->prompt[j], static_cast<int32_t>(j), s.seq, j + 1 == s.job->prompt.size());
+    }
     if (b.size() > 0) {
       Timer t;
-      try {
-        model_->forward(ctx_, kv_, b);
-      } catch (const std::exception& e) {
+      auto run = [&]() -> std::string {
+        try {
+          model_->forward(ctx_, kv_, b);
+          return {};
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      };
+      std::string err = run();  // on error the cache is left as it was
+      if (!err.empty() && pre >= 0 && !in_batch.empty()) {
+        // The new prompt's chunk fails alone when the running requests' tokens go through without it.
+        fail(slots_[static_cast<size_t>(pre)], err);
+        finished[static_cast<size_t>(pre)] = true;
+        pre = -1;
+        b.tokens.resize(in_batch.size());
+        b.pos.resize(in_batch.size());
+        b.seq.resize(in_batch.size());
+        b.logits.resize(in_batch.size());
+        err = run();
+      }
+      if (!err.empty()) {
         for (size_t i : in_batch) {
           slots_[i].held.pop_back();
-          fail(slots_[i], e.what());
+          fail(slots_[i], err);
           finished[i] = true;
+        }
+        in_batch.clear();
+        if (pre >= 0) {
+          fail(slots_[static_cast<size_t>(pre)], err);
+          finished[static_cast<size_t>(pre)] = true;
+          pre = -1;
         }
       }
       const double dt = t.ms();
       for (size_t row = 0; row < in_batch.size(); ++row) {
         Slot& s = slots_[in_batch[row]];
-        if (finished[in_batch[row]]) continue;
         s.logits.assign(ctx_.logits(static_cast<int>(row)), ctx_.logits(static_cast<int>(row)) + n_vocab);
         s.r.token_ms.push_back(dt);
         s.r.decode_ms += dt;
         s.worst_token_ms = std::max(s.worst_token_ms * 0.9, dt);
       }
+      if (pre >= 0) {
+        Slot& s = slots_[static_cast<size_t>(pre)];
+        const auto& prompt = s.job->prompt;
+        s.held.insert(s.held.end(), prompt.begin() + static_cast<std::ptrdiff_t>(pre_begin),
+                      prompt.begin() + static_cast<std::ptrdiff_t>(pre_end));
+        if (pre_end == prompt.size()) begin_generating(s, ctx_.logits(static_cast<int>(in_batch.size())));
+      }
       std::lock_guard<std::mutex> lock(mu_);
-      stats_.steps += 1;
-      stats_.step_tokens += static_cast<uint64_t>(b.size());
-      stats_.max_step_tokens = std::max(stats_.max_step_tokens, b.size());
+      if (!in_batch.empty()) {
+        stats_.steps += 1;
+        stats_.step_tokens += static_cast<uint64_t>(in_batch.size());
+        stats_.max_step_tokens = std::max(stats_.max_step_tokens, static_cast<int>(in_batch.size()));
+      }
+      if (pre >= 0) {
+        stats_.prefill_chunks += 1;
+        stats_.prefill_tokens += static_cast<uint64_t>(pre_end - pre_begin);
+      }
     }
     std::vector<Slot> kept;
     for (size_t i = 0; i < slots_.size(); ++i)
@@ -457,6 +526,18 @@ class BatchScheduler {
     slots_.swap(kept);
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = static_cast<int>(slots_.size());
+  }
+
+  // Room for n more tokens of sequence seq: drops kept sequences (oldest first) while the byte
+  // budget is short; throws Error when it stays short.
+  void make_room(int seq, int n) {
+    while (!kv_.fits(seq, n) && !cached_.empty()) {
+      kv_.remove_sequence(cached_.front().seq);
+      cached_.pop_front();
+    }
+    if (!kv_.fits(seq, n))
+      throw_error("KV cache: no room for ", n, " more tokens (", kv_.n_tokens(seq), " held, context ", p_.session.n_ctx,
+                  ", budget ", p_.session.kv_max_bytes, " bytes, ", kv_.blocks_used(), " blocks in use)");
   }
 
   static TokenAlternatives alternatives(Sampler& sampler, const float* logits, int n_vocab, int32_t id, int n) {
@@ -524,6 +605,8 @@ class BatchScheduler {
   void publish_stats() {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.slots_busy = static_cast<int>(slots_.size());
+    stats_.slots_prefilling = static_cast<int>(
+        std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.generating; }));
     stats_.queued = static_cast<int>(queue_.size());
     stats_.cached_sequences = static_cast<int>(cached_.size());
     stats_.kv_blocks_used = kv_.blocks_used();
@@ -538,6 +621,7 @@ class BatchScheduler {
   PagedKvCache kv_;
   LlamaContext ctx_;
   int max_cached_ = 0;
+  int chunk_ = 0;  // prompt tokens per step
   // Worker-thread state.
   std::vector<Slot> slots_;
   std::list<Cached> cached_;  // oldest first
