@@ -89,7 +89,7 @@ TEST_CASE("Tensor<T>: owning, aligned, zeroed, rows and views") {
   CHECK(e.size() == 0);
 }
 
-TEST_CASE("MappedFile: mapped and read modes agree; errors name the path") {
+TEST_CASE("MappedFile: mapped and read modes agree - errors name the path") {
   const std::string p = std::string(EDGELLM_BINARY_DIR) + "/test_core_mapped.bin";
   {
     std::FILE* f = std::fopen(p.c_str(), "wb");

@@ -119,7 +119,7 @@ TEST_CASE("render_prompt") {
   CHECK(render_prompt("{hint}{other}", "x", "") == "{other}");
 }
 
-TEST_CASE("task items: piqa, hellaswag, ARC and GSM8K shapes; errors name the line") {
+TEST_CASE("task items: piqa, hellaswag, ARC and GSM8K shapes - errors name the line") {
   McItem it = parse_mc_item(Json::parse(R"({"goal": "g", "sol1": "a", "sol2": "b", "label": 1})"), 1);
   CHECK(it.context == "g");
   REQUIRE(it.choices.size() == 2);

@@ -121,7 +121,7 @@ TEST_CASE("storage types: F32 exact, F16 and Q8_0 within their rounding, sizes p
   }
 }
 
-TEST_CASE("q8_0 storage needs head_dim % 32 == 0; other types and bad shapes are Errors") {
+TEST_CASE("q8_0 storage needs head_dim % 32 == 0 - other types and bad shapes are Errors") {
   const std::string m = message_of([] { PagedKvCache kv(small(16, DType::Q8_0, 8)); });
   CHECK(m.find("multiple of 32") != std::string::npos);
   CHECK(m.find("8") != std::string::npos);

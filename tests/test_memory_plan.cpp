@@ -89,7 +89,7 @@ TEST_CASE("the plan's KV figures equal PagedKvCache's for every storage type") {
   }
 }
 
-TEST_CASE("fits: total plus headroom against RAM; the warning names the numbers") {
+TEST_CASE("fits: total plus headroom against RAM - the warning names the numbers") {
   const auto c = llama2_7b();
   edgellm::MemoryPlanParams p;
   p.n_ctx = 4096;

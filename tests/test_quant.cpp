@@ -136,7 +136,7 @@ TEST_CASE("F16: every half converts exactly, rows agree, and round-trips") {
   CHECK(to_half_mismatch == 0);
 }
 
-TEST_CASE("BF16: every value converts exactly and round-trips; F32 rounds to nearest even") {
+TEST_CASE("BF16: every value converts exactly and round-trips - F32 rounds to nearest even") {
   int fail = 0;
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = bf16_to_fp32(uint16_t(h));

@@ -175,7 +175,7 @@ TEST_CASE("tokenizer: reference prompts (BOS where the vocab adds one, parse_spe
   CHECK(n_checked > 0);
 }
 
-TEST_CASE("tokenizer: special tokens are parsed only with parse_special; BOS/EOG metadata") {
+TEST_CASE("tokenizer: special tokens are parsed only with parse_special - BOS/EOG metadata") {
   const std::string path = kData + "/vocab/ggml-vocab-llama-spm.gguf";
   EDGELLM_SKIP_WITHOUT(path);
   const Tokenizer tok = load(path);
@@ -257,7 +257,7 @@ TEST_CASE("tokenizer: SPM and BPE encode 100 KB texts and 100 KB words (time rep
   }
 }
 
-TEST_CASE("tokenizer: random bytes never break encode/decode; SPM round-trips ASCII") {
+TEST_CASE("tokenizer: random bytes never break encode/decode - SPM round-trips ASCII") {
   const std::string dir = kData + "/vocab";
   EDGELLM_SKIP_WITHOUT(dir);
   uint64_t state = 0x9E3779B97F4A7C15ull;

@@ -135,7 +135,7 @@ TEST_CASE("memory limit: /proc and cgroup parsers") {
   }
 }
 
-TEST_CASE("residency plan: nothing streams when the model fits; a budget below the minimum is an Error naming it") {
+TEST_CASE("residency plan: nothing streams when the model fits - a budget below the minimum is an Error naming it") {
   const auto bytes = model_bytes(stream_spec(), "Q8_0");
   const LlamaModel all(GgufFile::from_bytes(bytes, "tiny.gguf"), options(uint64_t(1) << 40));
   CHECK_FALSE(all.residency().streaming);
