@@ -69,14 +69,6 @@ inline __m256i bits_to_0x10(const uint8_t* qh_bytes) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-// 16 int16 scales (one per group of 16 weights) -> a vector whose low 128 bits repeat scale 2k and
-// high 128 bits scale 2k + 1: the scales of the two groups one 32-byte quant vector covers.
-inline __m256i scale_pair16(__m256i scales16, int k) {
-  const __m256i pair = _mm256_permutevar8x32_epi32(scales16, _mm256_set1_epi32(k));
-  return _mm256_shuffle_epi8(pair, _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
-                                                     0x0100010001000100, 0x0100010001000100));
-}
-
 // Drives a per-block kernel `__m256 Fmt::block(const Block& w, const ActBlock& a, __m256 acc)`
 // over R weight rows sharing the activation loads: out[r] = dot(row r, a). w: R rows of nb blocks,
 // w_stride bytes apart; a: [nb] activation blocks.

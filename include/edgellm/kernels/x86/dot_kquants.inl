@@ -6,7 +6,10 @@ namespace xs {
 
 // The fixed loops over a block's sub-blocks carry `#pragma GCC unroll`: g++ 12 unrolls them or not
 // depending on the target and the translation unit (a plain build's target attributes: not; 1.3x
-// slower multi-row q6_K), and unrolled is the faster form.
+// slower multi-row q6_K), and unrolled is the faster form. q2_K, q3_K and q6_K spell their vectors
+// out as templates over the vector index instead, so that every shift count and scale pick is a
+// constant in every build (a variable-count shift per vector and a store-then-load of unpacked
+// q3_K scales made q3_K 3.5x slower than q2_K per block).
 
 // sum_g bsums[g] * v16[g] over the 16 groups of a block, as 8 int32 lanes.
 inline __m256i bsums_dot(const block_q8_K& y, __m256i v16) { return _mm256_madd_epi16(load256(y.bsums), v16); }
@@ -34,57 +37,108 @@ inline void scales_mins_k4_words(const uint8_t* q, uint8_t sc[8], uint8_t mn[8])
   std::memcpy(mn + 4, &m_hi, 4);
 }
 
+// The 16 int16 sub-block scales of a block as two vectors whose 128-bit halves both hold 8 of them
+// (scales 0..7, scales 8..15): one in-lane byte shuffle per 32-weight vector then picks its pair.
+struct GroupScales16 {
+  __m256i half[2];
+  explicit GroupScales16(__m128i sc8_signed) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(sc8_signed);
+    half[0] = _mm256_permute2x128_si256(s16, s16, 0x00);
+    half[1] = _mm256_permute2x128_si256(s16, s16, 0x11);
+  }
+  // Vector k (0..7) of the block: scale 2k in the low 128 bits, 2k + 1 in the high ones.
+  template <int k>
+  __m256i pair() const {
+    constexpr int l = 4 * (k & 3), h = l + 2;  // byte offsets of int16 scales 2k, 2k + 1 in a half
+    const __m256i pick =
+        _mm256_set_m128i(_mm_set1_epi16(short(h | (h + 1) << 8)), _mm_set1_epi16(short(l | (l + 1) << 8)));
+    return _mm256_shuffle_epi8(half[k >> 2], pick);
+  }
+};
+
+// v shifted left by s bits (right by -s) in 16-bit lanes, with an immediate count: moves a bit field
+// of every byte in place before it is masked.
+template <int s>
+inline __m256i shift16(__m256i v) {
+  if constexpr (s > 0) return _mm256_slli_epi16(v, s);
+  else if constexpr (s < 0) return _mm256_srli_epi16(v, -s);
+  else return v;
+}
+
+// Bits 2j..2j+1 of every byte of qv (the 2-bit quants of q2_K / q3_K vector j of a half block).
+template <int j>
+inline __m256i crumbs(__m256i qv) { return _mm256_and_si256(shift16<-2 * j>(qv), _mm256_set1_epi8(3)); }
+
 struct FmtQ2_K {
   using Block = block_q2_K;
   using ActBlock = block_q8_K;
   static constexpr int kBlock = QK_K;
+  template <int c>
+  static void half(const Block& x, const ActBlock& y, const GroupScales16& sc, __m256i& isum0, __m256i& isum1) {
+    const __m256i qv = load256(x.qs + 32 * c);
+    const int8_t* yq = y.qs + 128 * c;
+    isum0 = _mm256_add_epi32(isum0, dot_u8s8_scaled(crumbs<0>(qv), load256(yq), sc.pair<4 * c>()));
+    isum1 = _mm256_add_epi32(isum1, dot_u8s8_scaled(crumbs<1>(qv), load256(yq + 32), sc.pair<4 * c + 1>()));
+    isum0 = _mm256_add_epi32(isum0, dot_u8s8_scaled(crumbs<2>(qv), load256(yq + 64), sc.pair<4 * c + 2>()));
+    isum1 = _mm256_add_epi32(isum1, dot_u8s8_scaled(crumbs<3>(qv), load256(yq + 96), sc.pair<4 * c + 3>()));
+  }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     const __m128i packed = load128(x.scales);
-    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0x0F)));
-    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
-    const __m256i m3 = _mm256_set1_epi8(3);
-    __m256i isum = _mm256_setzero_si256();
-    #pragma GCC unroll 4
-    for (int c = 0; c < 2; ++c) {
-      const __m256i qv = load256(x.qs + 32 * c);
-      #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-        const __m256i yv = load256(y.qs + 128 * c + 32 * j);
-        isum = _mm256_add_epi32(isum, dot_u8s8_scaled(q, yv, scale_pair16(sc16, 4 * c + j)));
-      }
-    }
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const GroupScales16 sc(_mm_and_si128(packed, m4));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+    half<0>(x, y, sc, isum0, isum1);
+    half<1>(x, y, sc, isum0, isum1);
     const __m256i msum = bsums_dot(y, mn16);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)),
+                          _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-y.d * fp16_to_fp32(x.dmin)), acc);
   }
 };
+
+// unpack_scales_q3_K (quant/scales.hpp) as vector operations: the 16 signed 6-bit scales in bytes.
+// Low 4 bits: scales 0..7 in the low nibbles of bytes 0..7, 8..15 in their high nibbles; high 2
+// bits: scale 4i + k in bits 2i..2i+1 of byte 8 + k.
+inline __m128i scales_q3_K(const uint8_t* q) {
+  uint32_t hi;
+  std::memcpy(&hi, q + 8, 4);
+  const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+  const __m128i h = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(int(hi)), _mm_set_epi32(6, 4, 2, 0)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(h, 4)), _mm_set1_epi8(32));
+}
 
 // q = lo2 | hi << 2 in [0, 7]; the -4 offset is -4 * sum_g scale[g] * bsums[g].
 struct FmtQ3_K {
   using Block = block_q3_K;
   using ActBlock = block_q8_K;
   static constexpr int kBlock = QK_K;
+  // Vector j (0..3) of half c: its crumbs, and hmask bit 4c + j moved to bit 2.
+  template <int c, int j>
+  static void quarter(__m256i qv, __m256i hm, const ActBlock& y, const GroupScales16& sc, __m256i& isum) {
+    const __m256i q = _mm256_or_si256(crumbs<j>(qv), _mm256_and_si256(shift16<2 - 4 * c - j>(hm), _mm256_set1_epi8(4)));
+    isum = _mm256_add_epi32(isum, dot_u8s8_scaled(q, load256(y.qs + 128 * c + 32 * j), sc.template pair<4 * c + j>()));
+  }
+  template <int c>
+  static void half(const Block& x, const ActBlock& y, const GroupScales16& sc, __m256i hm, __m256i& isum0,
+                   __m256i& isum1) {
+    const __m256i qv = load256(x.qs + 32 * c);
+    quarter<c, 0>(qv, hm, y, sc, isum0);
+    quarter<c, 1>(qv, hm, y, sc, isum1);
+    quarter<c, 2>(qv, hm, y, sc, isum0);
+    quarter<c, 3>(qv, hm, y, sc, isum1);
+  }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    int8_t sc[16];
-    unpack_scales_q3_K(x.scales, sc);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(sc));
+    const __m128i sc8 = scales_q3_K(x.scales);
+    const GroupScales16 sc(sc8);
     const __m256i hm = load256(x.hmask);
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    __m256i isum = _mm256_setzero_si256();
-    #pragma GCC unroll 4
-    for (int c = 0; c < 2; ++c) {
-      const __m256i qv = load256(x.qs + 32 * c);
-      #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * c + j)), one);
-        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
-        const __m256i yv = load256(y.qs + 128 * c + 32 * j);
-        isum = _mm256_add_epi32(isum, dot_u8s8_scaled(q, yv, scale_pair16(sc16, 4 * c + j)));
-      }
-    }
-    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(bsums_dot(y, sc16), 2));
+    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+    half<0>(x, y, sc, hm, isum0, isum1);
+    half<1>(x, y, sc, hm, isum0, isum1);
+    const __m256i off = _mm256_slli_epi32(bsums_dot(y, _mm256_cvtepi8_epi16(sc8)), 2);
+    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(isum0, isum1), off);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
   }
 };
@@ -145,26 +199,34 @@ struct FmtQ6_K {
   using Block = block_q6_K;
   using ActBlock = block_q8_K;
   static constexpr int kBlock = QK_K;
+  // Vector k (0..3) of half c: lo4 from ql, bits 2k..2k+1 of qh moved to bits 4..5.
+  template <int c, int k>
+  static void quarter(const __m256i lo[4], __m256i qh, const ActBlock& y, const GroupScales16& sc, __m256i& isum) {
+    const __m256i hi = _mm256_and_si256(shift16<4 - 2 * k>(qh), _mm256_set1_epi8(0x30));
+    const __m256i yv = load256(y.qs + 128 * c + 32 * k);
+    isum = _mm256_add_epi32(isum, dot_u8s8_scaled(_mm256_or_si256(lo[k], hi), yv, sc.template pair<4 * c + k>()));
+  }
+  template <int c>
+  static void half(const Block& x, const ActBlock& y, const GroupScales16& sc, __m256i& isum0, __m256i& isum1) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ql0 = load256(x.ql + 64 * c), ql1 = load256(x.ql + 64 * c + 32);
+    const __m256i qh = load256(x.qh + 32 * c);
+    const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                           _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+    quarter<c, 0>(lo, qh, y, sc, isum0);
+    quarter<c, 1>(lo, qh, y, sc, isum1);
+    quarter<c, 2>(lo, qh, y, sc, isum0);
+    quarter<c, 3>(lo, qh, y, sc, isum1);
+  }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(x.scales));
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    __m256i isum = _mm256_setzero_si256();
-    #pragma GCC unroll 4
-    for (int c = 0; c < 2; ++c) {
-      const __m256i ql0 = load256(x.ql + 64 * c), ql1 = load256(x.ql + 64 * c + 32);
-      const __m256i qh = load256(x.qh + 32 * c);
-      const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-      #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
-        const __m256i q = _mm256_or_si256(lo[k], _mm256_slli_epi16(hi, 4));
-        const __m256i yv = load256(y.qs + 128 * c + 32 * k);
-        isum = _mm256_add_epi32(isum, dot_u8s8_scaled(q, yv, scale_pair16(sc16, 4 * c + k)));
-      }
-    }
-    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(bsums_dot(y, sc16), 5));
+    const __m128i sc8 = load128(x.scales);
+    const GroupScales16 sc(sc8);
+    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+    half<0>(x, y, sc, isum0, isum1);
+    half<1>(x, y, sc, isum0, isum1);
+    const __m256i off = _mm256_slli_epi32(bsums_dot(y, _mm256_cvtepi8_epi16(sc8)), 5);
+    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(isum0, isum1), off);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
   }
 };
