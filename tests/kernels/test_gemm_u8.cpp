@@ -87,8 +87,8 @@ TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for ever
 
 namespace {
 
-// The u8 GEMM tile's arithmetic in scalar code (x86's runs only with VNNI): per 4-weight lane
-// sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a.
+// The u8 GEMM tiles' arithmetic in scalar code (x86 has the tiles). Unsigned form: per 4-weight
+// lane sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a.
 double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
   double sum = 0.0;
   for (int64_t l = 0; l < n / 4; ++l) {
@@ -100,9 +100,37 @@ double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
   return sum;
 }
 
+// K form: per super-block d_w * d_a * sum over 16-groups of sc * integer dot (sc16 holds each
+// group's scale 8 times), plus the offsets.
+double gemm_kform_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
+  double sum = 0.0;
+  for (int64_t sb = 0; sb < n / 256; ++sb) {
+    int64_t isum = 0;
+    for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+      int32_t d = 0;
+      for (int j = 0; j < 16; ++j) d += int32_t(w.u[16 * g + j]) * int32_t(int8_t(a.u[16 * g + j]));
+      isum += int64_t(d) * w.sc16()[8 * g];
+    }
+    sum += double(isum) * w.d[sb] * a.d[sb];
+  }
+  for (int64_t g = 0; g < n / 16; ++g) sum += double(w.m[g]) * a.m[g];
+  return sum;
+}
+
+// Signed form: the weight bytes are int8; no offsets.
+double gemm_signed_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
+  double sum = 0.0;
+  for (int64_t l = 0; l < n / 4; ++l) {
+    int32_t d = 0;
+    for (int j = 0; j < 4; ++j) d += int32_t(int8_t(w.u[4 * l + j])) * int32_t(int8_t(a.u[4 * l + j]));
+    sum += double(d) * w.sv[l] * a.sv[l];
+  }
+  return sum;
+}
+
 }  // namespace
 
-TEST_CASE("the u8 GEMM forms of weights and activations give the GEMV's dot for every type") {
+TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations give the GEMV's dot") {
   // Checks the forms themselves (kernels/layouts/unpack_u8.hpp) on every machine: for Q8_1
   // activations (q4_1 / q5_1) the offsets must carry the block's s, not d * sum of the quants.
   const KernelTable ref = make_kernel_table(Isa::Ref);
@@ -110,7 +138,7 @@ TEST_CASE("the u8 GEMM forms of weights and activations give the GEMV's dot for 
   const int64_t n = 512;
   const size_t rb = u8_gemm_row_bytes(n);
   std::vector<uint8_t> wrow(rb), arow(rb);
-  std::vector<float> s16(size_t(n / 16));
+  std::vector<float> s16(u8_gemm_pack_scratch(n));
   for (DType t : kTypes) {
     const std::string name = dtype_name(t);
     CAPTURE(name);
@@ -130,6 +158,18 @@ TEST_CASE("the u8 GEMM forms of weights and activations give the GEMV's dot for 
       double scale = 0.0;
       for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(wd[size_t(i)]) * ad[size_t(i)]);
       CHECK(std::fabs(gemm_form_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
+      if (has_kscales(t)) {  // the K form of the same row
+        u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::KScales);
+        CHECK(std::fabs(gemm_kform_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
+      } else {
+        CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::KScales), Error);
+      }
+      if (t == DType::Q8_0) {  // the signed form
+        u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed);
+        CHECK(std::fabs(gemm_signed_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
+      } else {
+        CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed), Error);
+      }
     }
   }
   std::vector<float> x(64, 1.0f);
