@@ -88,12 +88,16 @@ TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for ever
 namespace {
 
 // The u8 GEMM tiles' arithmetic in scalar code (x86 has the tiles). Unsigned form: per 4-weight
-// lane sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a.
-double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
+// lane sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a. Signed form (signed_w):
+// the same with the weight bytes read as int8 (its offsets are zero).
+double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a, bool signed_w = false) {
   double sum = 0.0;
   for (int64_t l = 0; l < n / 4; ++l) {
     int32_t d = 0;
-    for (int j = 0; j < 4; ++j) d += int32_t(w.u[4 * l + j]) * int32_t(int8_t(a.u[4 * l + j]));
+    for (int j = 0; j < 4; ++j) {
+      const int32_t wu = signed_w ? int32_t(int8_t(w.u[4 * l + j])) : int32_t(w.u[4 * l + j]);
+      d += wu * int32_t(int8_t(a.u[4 * l + j]));
+    }
     sum += double(d) * w.sv[l] * a.sv[l];
   }
   for (int64_t g = 0; g < n / 16; ++g) sum += double(w.m[g]) * a.m[g];
@@ -117,16 +121,6 @@ double gemm_kform_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
   return sum;
 }
 
-// Signed form: the weight bytes are int8; no offsets.
-double gemm_signed_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
-  double sum = 0.0;
-  for (int64_t l = 0; l < n / 4; ++l) {
-    int32_t d = 0;
-    for (int j = 0; j < 4; ++j) d += int32_t(int8_t(w.u[4 * l + j])) * int32_t(int8_t(a.u[4 * l + j]));
-    sum += double(d) * w.sv[l] * a.sv[l];
-  }
-  return sum;
-}
 
 }  // namespace
 
@@ -166,7 +160,7 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
       }
       if (t == DType::Q8_0) {  // the signed form
         u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed);
-        CHECK(std::fabs(gemm_signed_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
+        CHECK(std::fabs(gemm_form_dot(n, wr, ar, true) - want) <= kMaxGemmErr * scale);
       } else {
         CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed), Error);
       }
