@@ -139,27 +139,36 @@ inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a
 inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int R = kGemmRows, C = kGemmToks;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][C];
+  static_assert(C % 2 == 0, "tokens are taken in pairs");
+  // acc[r][h]: tokens 2h (lanes 0, 1, 4, 5) and 2h + 1 (lanes 2, 3, 6, 7) of row r, so one
+  // vphaddd, convert and fma serve two tokens; all scales of a 32-weight step are per block.
+  __m256 acc[R][C / 2];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int h = 0; h < C / 2; ++h) acc[r][h] = _mm256_setzero_ps();
   for (int64_t k = 0; k < n; k += 32) {
     __m256i y[C];
-    __m256 dy[C];
-    for (int c = 0; c < C; ++c) {
-      y[c] = load256(a[c].u + k);
-      dy[c] = _mm256_loadu_ps(a[c].sv + k / 4);
-    }
+    __m256 dy2[C / 2];
+    for (int c = 0; c < C; ++c) y[c] = load256(a[c].u + k);
+    for (int h = 0; h < C / 2; ++h)
+      dy2[h] = _mm256_blend_ps(_mm256_broadcast_ss(a[2 * h].sv + k / 4), _mm256_broadcast_ss(a[2 * h + 1].sv + k / 4), 0xCC);
     for (int r = 0; r < R; ++r) {
       const __m256i q = load256(w[r].u + k), qa = _mm256_abs_epi8(q);
-      const __m256 s = _mm256_loadu_ps(w[r].sv + k / 4);
-      for (int c = 0; c < C; ++c) {
-        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[c], q)), ones);
-        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), dy[c]), s, acc[r][c]);
+      const __m256 s = _mm256_broadcast_ss(w[r].sv + k / 4);
+      for (int h = 0; h < C / 2; ++h) {
+        const __m256i d0 = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[2 * h], q)), ones);
+        const __m256i d1 = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[2 * h + 1], q)), ones);
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(d0, d1)), _mm256_mul_ps(dy2[h], s), acc[r][h]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = hsum(acc[r][c]);
+    for (int h = 0; h < C / 2; ++h) {
+      const __m256 v = acc[r][h];  // lanes 0, 1, 4, 5: token 2h; 2, 3, 6, 7: token 2h + 1
+      const __m128 q4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // t0 t0 t1 t1
+      const __m128 s2 = _mm_add_ps(q4, _mm_movehdup_ps(q4));  // lane 0: token 2h, lane 2: token 2h + 1
+      out[size_t(2 * h) * out_stride + size_t(r)] = _mm_cvtss_f32(s2);
+      out[size_t(2 * h + 1) * out_stride + size_t(r)] = _mm_cvtss_f32(_mm_movehl_ps(s2, s2));
+    }
 }
 #endif
 
