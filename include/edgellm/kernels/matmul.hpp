@@ -217,10 +217,30 @@ inline constexpr int64_t kGemmMinTokens = 4;
 inline constexpr int64_t kGemmRowTile = 16;  // rows unpacked together (a multiple of the tile's rows)
 inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest register tile a table may give
 
+using U8TileFn = decltype(U8GemmKernel::tile);
+// The table's tile for weights of type t against activations act, and the weight form it reads:
+// the K form or the signed form where the table has that tile, else the unsigned form if its
+// bytes fit the tile (max_u); null where none fits.
+inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& form) {
+  const U8GemmKernel& g = kt.u8_gemm;
+  form = U8Form::Unsigned;
+  if (!g.tile) return nullptr;  // the unsigned tile is the table's u8 GEMM; the others extend it
+  if (g.tile_k && has_kscales(t) && act == DType::Q8_K) {
+    form = U8Form::KScales;
+    return g.tile_k;
+  }
+  if (g.tile_s8 && t == DType::Q8_0 && act == DType::Q8_0) {
+    form = U8Form::Signed;
+    return g.tile_s8;
+  }
+  return u8_form_max(t) <= g.max_u ? g.tile : nullptr;
+}
 inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok) {
   const DType act = kt.of(w.type).vec_dot_type;
-  return kt.u8_gemm.tile != nullptr && n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
-         (u8_form_max(w.type) <= kt.u8_gemm.max_u || (w.type == DType::Q8_0 && kt.u8_gemm.tile_s8)) && (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K) && kt.of(act).from_float != nullptr;
+  U8Form form;
+  return n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
+         (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K) && kt.of(act).from_float != nullptr &&
+         u8_gemm_tile(kt, w.type, act, form) != nullptr;
 }
 
 // y[t, r] for all tokens: activations packed once; each thread unpacks a tile of weight rows
@@ -232,10 +252,9 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0,
                 "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const FromFloatFn quantize = kt.of(act_type).from_float;
-  const U8Form form = g.tile_k && has_kscales(w.type) && act_type == DType::Q8_K ? U8Form::KScales
-                      : g.tile_s8 && w.type == DType::Q8_0 && act_type == DType::Q8_0 ? U8Form::Signed
-                                                                                      : U8Form::Unsigned;
-  const auto tile_fn = form == U8Form::KScales ? g.tile_k : form == U8Form::Signed ? g.tile_s8 : g.tile;
+  U8Form form;
+  const U8TileFn tile_fn = u8_gemm_tile(kt, w.type, act_type, form);
+  EDGELLM_CHECK(tile_fn != nullptr, "u8 GEMM: no tile of this table takes ", dtype_name(w.type), " weights");
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
   const size_t rb = u8_gemm_row_bytes(n);
   uint8_t* act = scratch.get(rb * size_t(n_tok_pad));  // [n_tok_pad] GEMM rows

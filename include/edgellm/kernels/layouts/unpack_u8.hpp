@@ -288,6 +288,18 @@ struct U8GemmRow {
   const int16_t* sc16() const { return reinterpret_cast<const int16_t*>(sv); }  // the K form's scales
 };
 
+// Blocks of 32 int8 quants and an fp16 d (Q8_0, Q8_1) into the GEMM form: quants, the block's
+// scale per lane, and m per 16 from half_m(block, h). Activations, and q8_0 weights' signed form.
+template <class B, class HalfM>
+inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM half_m) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = fp16_to_fp32(q8[b].d);
+    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
+    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
+    for (int h = 0; h < 2; ++h) out.m[b * 2 + h] = half_m(q8[b], h);
+  }
+}
+
 // Floats of scratch u8_gemm_pack_weight_row needs for a row of n.
 inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 8; }
 
@@ -300,13 +312,7 @@ inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmR
   float* s16 = scratch;  // [n / 16] floats, then [n / 16] int16
   if (form == U8Form::Signed) {
     EDGELLM_CHECK(t == DType::Q8_0, "u8 GEMM: the signed form takes q8_0, not ", dtype_name(t));
-    const auto* b = static_cast<const block_q8_0*>(row);
-    for (int64_t i = 0; i < n / 32; ++i) {
-      const float d = fp16_to_fp32(b[i].d);
-      std::memcpy(out.u + i * 32, b[i].qs, 32);
-      for (int l = 0; l < 8; ++l) out.sv[i * 8 + l] = d;
-      out.m[2 * i] = out.m[2 * i + 1] = 0.0f;
-    }
+    u8_gemm_pack_blocks32(static_cast<const block_q8_0*>(row), n, out, [](const block_q8_0&, int) { return 0.0f; });
     return;
   }
   if (form == U8Form::KScales) {
@@ -321,18 +327,6 @@ inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmR
   unpack_row_u8(t, row, n, out.u, s16, out.m);
   for (int64_t g = 0; g < n / 16; ++g)
     for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
-}
-
-// The 32-quant activation blocks (Q8_0, Q8_1) into the GEMM form: quants, the block's scale per
-// lane, and m per 16 from half_m(block, h).
-template <class B, class HalfM>
-inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM half_m) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float d = fp16_to_fp32(q8[b].d);
-    for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
-    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
-    for (int h = 0; h < 2; ++h) out.m[b * 2 + h] = half_m(q8[b], h);
-  }
 }
 
 // An activation row (n floats) into the GEMM form, quantized by `quantize` (the table's from_float
