@@ -241,3 +241,83 @@ TEST_CASE("matmul_multi fuses packed matrices of different types that share the 
     for (int i = 0; i < 3; ++i) CHECK(fused[size_t(i)] == alone[size_t(i)]);  // same kernels, same activation
   }
 }
+
+// matmul's n_decode: a row's outputs depend on its role (decoded or prefilled) and its values only,
+// bit for bit, never on the rows it comes with or their number: what lets a request batched with
+// others (engine/batch_scheduler.hpp) get the tokens it gets alone. Every ISA, type and packed form.
+TEST_CASE("matmul by role: each row's outputs are bit-identical whatever rows come with it") {
+  std::mt19937 rng(91);
+  ThreadPool pool2(2);
+  for (Isa isa : available_isas()) {
+    const KernelTable kt = make_kernel_table(isa);
+    for (DType type : kTypes) {
+      const bool packs = kt.packed[static_cast<uint32_t>(type)].rows > 0;
+      for (bool use_packed : {false, true}) {
+        if (use_packed && !packs) continue;
+        const std::string what = std::string(isa_name(isa)) + " " + dtype_name(type) + (use_packed ? " packed" : "");
+        CAPTURE(what);
+        const int64_t n_in = 512, n_out = 37, n_dec = 3, n_pre = 9, n_tok = n_dec + n_pre;
+        const size_t rb = dtype_row_bytes(type, n_in);
+        std::vector<uint8_t> w(rb * size_t(n_out));
+        for (int64_t r = 0; r < n_out; ++r) {
+          const auto f = randv(rng, n_in);
+          quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
+        }
+        MatmulWeight mw{type, w.data(), n_in, n_out, rb};
+        std::vector<uint8_t> packed;
+        if (use_packed) {
+          const PackedFormat& pf = kt.packed[static_cast<uint32_t>(type)];
+          packed = pack_matrix(pf, w, rb, n_in, n_out);
+          mw.packed = packed.data();
+          mw.pf = &pf;
+        }
+        const auto x = randv(rng, n_tok * n_in);
+        auto rows_of = [&](const std::vector<float>& y, int64_t t0, int64_t n) {
+          return std::vector<float>(y.begin() + t0 * n_out, y.begin() + (t0 + n) * n_out);
+        };
+        // References: each decode row alone (by count and by role agree), the prompt rows in one call.
+        std::vector<float> dec_alone(size_t(n_dec * n_out)), y1(static_cast<size_t>(n_out));
+        for (int64_t t = 0; t < n_dec; ++t) {
+          matmul(kt, nullptr, mw, x.data() + t * n_in, 1, dec_alone.data() + t * n_out);
+          MatmulScratch s;
+          matmul(kt, nullptr, mw, x.data() + t * n_in, 1, y1.data(), s, 1);
+          CHECK(y1 == rows_of(dec_alone, t, 1));
+        }
+        std::vector<float> pre_all(size_t(n_pre * n_out));
+        {
+          MatmulScratch s;
+          matmul(kt, nullptr, mw, x.data() + n_dec * n_in, n_pre, pre_all.data(), s, 0);
+        }
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+          // Decode rows batched together, and with the prompt rows after them.
+          MatmulScratch s;
+          std::vector<float> y(size_t(n_tok * n_out), NAN);
+          matmul(kt, pool, mw, x.data(), n_dec, y.data(), s, n_dec);
+          CHECK(rows_of(y, 0, n_dec) == dec_alone);
+          std::fill(y.begin(), y.end(), NAN);
+          matmul(kt, pool, mw, x.data(), n_tok, y.data(), s, n_dec);
+          CHECK(rows_of(y, 0, n_dec) == dec_alone);
+          CHECK(rows_of(y, n_dec, n_pre) == pre_all);
+          // Prompt rows in chunks of 1, 2, 4 and 2: the same as in one call.
+          int64_t t0 = 0;
+          for (int64_t n : {1, 2, 4, 2}) {
+            std::vector<float> part(size_t(n * n_out), NAN);
+            matmul(kt, pool, mw, x.data() + (n_dec + t0) * n_in, n, part.data(), s, 0);
+            CHECK(part == rows_of(pre_all, t0, n));
+            t0 += n;
+          }
+          REQUIRE(t0 == n_pre);
+          // matmul_multi by role: each matrix as its own matmul.
+          std::vector<float> a(size_t(n_tok * n_out), NAN), b(size_t(n_tok * n_out), NAN);
+          const MatmulTask tasks[2] = {{&mw, a.data()}, {&mw, b.data()}};
+          matmul_multi(kt, pool, tasks, 2, x.data(), n_tok, s, n_dec);
+          CHECK(rows_of(a, 0, n_dec) == dec_alone);
+          CHECK(rows_of(b, n_dec, n_pre) == pre_all);
+          matmul_multi(kt, pool, tasks, 2, x.data(), 1, s, 1);  // fused decode
+          CHECK(rows_of(a, 0, 1) == rows_of(dec_alone, 0, 1));
+          CHECK(rows_of(b, 0, 1) == rows_of(dec_alone, 0, 1));
+        }
+      }
+    }
+  }
+}

@@ -459,6 +459,7 @@ class BatchScheduler {
       for (size_t j = pre_begin; j < pre_end; ++j)
         b.add(s.job->prompt[j], static_cast<int32_t>(j), s.seq, j + 1 == s.job->prompt.size());
     }
+    b.n_generated = static_cast<int>(in_batch.size());  // generated tokens first, then the prompt chunk
     if (b.size() > 0) {
       Timer t;
       auto run = [&]() -> std::string {

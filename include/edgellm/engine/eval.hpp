@@ -80,6 +80,7 @@ class McScorer {
     const int seq = kv.create_sequence();
     Batch b;
     for (size_t i = 0; i < shared; ++i) b.add(full[0][i], int32_t(i), seq, i + 1 == shared);
+    b.n_generated = 0;  // given text: prompt arithmetic however many tokens (Batch::n_generated)
     model_.forward(ctx_, kv, b);
     const std::vector<float> shared_logits(ctx_.logits(0), ctx_.logits(0) + n_vocab);  // [n_vocab] predicts token `shared`
     last_shared_ = static_cast<int>(shared);
@@ -106,6 +107,7 @@ class McScorer {
       const int child = kv.fork(seq);
       Batch b;
       for (size_t p = shared; p + 1 < f.size(); ++p) b.add(f[p], int32_t(p), child, p >= first_out);
+      b.n_generated = 0;
       try {
         model_.forward(ctx_, kv, b);
       } catch (...) {

@@ -182,7 +182,17 @@ class Session {
   // Evaluates tokens after the current history; returns the logits of the last one. With eviction
   // on, old tokens are dropped as needed; otherwise tokens that do not fit the context (or the KV
   // byte budget) throw Error and the session stays as it was.
+  // Rows are computed by count (Batch::n_generated -1): one token decoded, several prefilled.
   const float* eval(const std::vector<int32_t>& tokens, const std::function<bool()>& keep_going = {}) {
+    return eval_as(tokens, keep_going, Rows::ByCount);
+  }
+
+ private:
+  // Which arithmetic evaluates tokens (Batch::n_generated): generate() says prompt or generated,
+  // as BatchScheduler does, so a request gets the same numbers alone and batched.
+  enum class Rows { ByCount, Prompt, Generated };
+
+  const float* eval_as(const std::vector<int32_t>& tokens, const std::function<bool()>& keep_going, Rows rows) {
     EDGELLM_CHECK(!tokens.empty(), "session: nothing to evaluate");
     if (static_cast<int64_t>(tokens.size()) > p_.n_ctx)
       throw_error("prompt of ", tokens.size(), " tokens is longer than the context (n_ctx = ", p_.n_ctx, ")");
@@ -201,6 +211,7 @@ class Session {
         const int pos = n_past();
         b.clear();
         for (size_t j = i; j < end; ++j) b.add(tokens[j], static_cast<int32_t>(pos + (j - i)), seq_, j + 1 == tokens.size());
+        b.n_generated = rows == Rows::ByCount ? -1 : rows == Rows::Generated ? b.size() : 0;
         model_->forward(ctx_, kv_, b);
       } catch (...) {
         if (kv_.n_evicted(seq_) == evicted) {  // else the evaluated chunks stay (forward undid its own)
@@ -215,6 +226,7 @@ class Session {
     return ctx_.logits(0);
   }
 
+ public:
   // Makes room for n more tokens of sequence s: evicts (sinks + window) when on, else throws Error
   // naming the limit that is reached.
   void make_room(int s, int n) {
@@ -253,7 +265,7 @@ class Session {
     r.n_prompt = static_cast<int>(toks.size());
     const float* logits = nullptr;
     if (!toks.empty()) {
-      logits = eval(toks, [&] { return !cancel_.load() && !over_deadline(0); });
+      logits = eval_as(toks, [&] { return !cancel_.load() && !over_deadline(0); }, Rows::Prompt);
       if (!logits) {
         r.reason = cancel_.load() ? StopReason::Cancelled : StopReason::Deadline;
         r.prefill_ms = clock.ms();
@@ -289,7 +301,7 @@ class Session {
       // Budget-aware: stop when the next token would likely end past the deadline.
       if (over_deadline(worst_token_ms)) { r.reason = StopReason::Deadline; break; }
       tok_clock = Timer();
-      logits = eval({id});
+      logits = eval_as({id}, {}, Rows::Generated);
       const double dt = tok_clock.ms();
       r.token_ms.push_back(dt);
       r.decode_ms += dt;
@@ -315,7 +327,7 @@ class Session {
     Timer clock;
     const bool use_bos = gp.add_bos && history_.empty() && tok_->add_bos();
     const std::vector<int32_t> toks = tok_->encode(prompt, use_bos, gp.parse_special);
-    const float* first = toks.empty() ? last_logits() : eval(toks);
+    const float* first = toks.empty() ? last_logits() : eval_as(toks, {}, Rows::Prompt);
     const int n_vocab = model_->config().n_vocab;
     std::vector<float> logits(first, first + n_vocab);  // [n_seq][n_vocab] rows of the last step
     const double prefill_ms = clock.ms();
@@ -361,6 +373,7 @@ class Session {
           b.add(id, kv_.n_tokens(x.seq), x.seq, true);
         }
         if (b.size() == 0) break;
+        b.n_generated = b.size();
         Timer t;
         model_->forward(ctx_, kv_, b);
         logits.assign(ctx_.logits(0), ctx_.logits(0) + static_cast<size_t>(b.size()) * n_vocab);
@@ -395,7 +408,7 @@ class Session {
     const int32_t last = history_.back();
     kv_.truncate(seq_, n_past() - 1);
     history_.pop_back();
-    return eval({last});
+    return eval_as({last}, {}, Rows::Prompt);
   }
 
   std::shared_ptr<const LlamaModel> model_;

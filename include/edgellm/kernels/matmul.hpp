@@ -235,10 +235,11 @@ inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& 
   }
   return u8_form_max(t) <= g.max_u ? g.tile : nullptr;
 }
-inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok) {
+inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_t n_tok,
+                            int64_t min_tokens = kGemmMinTokens) {
   const DType act = kt.of(w.type).vec_dot_type;
   U8Form form;
-  return n_tok >= kGemmMinTokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
+  return n_tok >= min_tokens && w.n_in % 128 == 0 && can_unpack_u8(w.type) &&
          (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K) && kt.of(act).from_float != nullptr &&
          u8_gemm_tile(kt, w.type, act, form) != nullptr;
 }
@@ -297,29 +298,47 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
 
 }  // namespace detail
 
-// x: [n_tok, n_in] floats, y: [n_tok, n_out] floats (must not alias x). pool may be null (one
-// thread). Throws Error when the weight type has no kernel or shapes do not fit.
-inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x, int64_t n_tok,
-                   float* y, MatmulScratch& scratch) {
+namespace detail {
+
+// Decode arithmetic for each of n_tok activation rows: row t's outputs are exactly what matmul
+// computes for that row alone (n_tok = 1), while the weights are read once for all rows (the
+// rows run over a few decode units at a time, which stay in cache).
+inline void matmul_decode_rows(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x,
+                               int64_t n_tok, float* y, MatmulScratch& scratch) {
+  const size_t ab = act_row_bytes(kt, w);
+  uint8_t* buf = scratch.get(ab * size_t(n_tok));
+  if (w.n_in * w.n_out < kMinParallelWeights) pool = nullptr;
+  const int64_t ur = decode_unit_rows(kt, w), units = (w.n_out + ur - 1) / ur;
+  if (n_tok == 1) {
+    const void* act = prepare_act_row(kt, w, x, buf);
+    run_chunked(pool, units, [&](int64_t u0, int64_t u1) { decode_units(kt, w, u0, u1, act, y); });
+    return;
+  }
+  std::vector<const void*> acts(static_cast<size_t>(n_tok), nullptr);
+  for (int64_t t = 0; t < n_tok; ++t) acts[size_t(t)] = prepare_act_row(kt, w, x + t * w.n_in, buf + size_t(t) * ab);
+  const int64_t step = std::max<int64_t>(1, 64 / ur);  // ~64 rows at a time
+  run_chunked(pool, units, [&](int64_t u0, int64_t u1) {
+    for (int64_t b = u0; b < u1; b += step) {
+      const int64_t e = std::min(u1, b + step);
+      for (int64_t t = 0; t < n_tok; ++t) decode_units(kt, w, b, e, acts[size_t(t)], y + t * w.n_out);
+    }
+  });
+}
+
+// Prefill arithmetic for n_tok rows: the packed form's GEMM, the u8 GEMM from gemm_min_tokens
+// rows on, else quantized rows through the type's dot kernels in row x token tiles. Each row's
+// outputs depend on that row only, never on how many rows come with it (above gemm_min_tokens).
+inline void matmul_prefill_rows(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x,
+                                int64_t n_tok, float* y, MatmulScratch& scratch, int64_t gemm_min_tokens) {
   const TypeKernels& k = kt.of(w.type);
   const DType act_type = k.vec_dot_type;
   const bool act_f32 = act_type == DType::F32;
-  detail::check_matmul(k, w, act_type, act_f32 || kt.of(act_type).from_float != nullptr);
-  if (n_tok <= 0 || w.n_out == 0) return;
-  if (w.packed && n_tok > 1) {
-    detail::matmul_packed_prefill(pool, w, x, n_tok, y, scratch);
+  if (w.packed) {
+    matmul_packed_prefill(pool, w, x, n_tok, y, scratch);
     return;
   }
-  if (n_tok == 1) {  // decode
-    const void* act = detail::prepare_act_row(kt, w, x, scratch.get(detail::act_row_bytes(kt, w)));
-    if (w.n_in * w.n_out < detail::kMinParallelWeights) pool = nullptr;
-    const int64_t ur = detail::decode_unit_rows(kt, w);
-    detail::run_chunked(pool, (w.n_out + ur - 1) / ur,
-                        [&](int64_t u0, int64_t u1) { detail::decode_units(kt, w, u0, u1, act, y); });
-    return;
-  }
-  if (detail::gemm_u8_applies(kt, w, n_tok)) {
-    detail::matmul_gemm_u8(kt, pool, w, act_type, x, n_tok, y, scratch);
+  if (gemm_u8_applies(kt, w, n_tok, gemm_min_tokens)) {
+    matmul_gemm_u8(kt, pool, w, act_type, x, n_tok, y, scratch);
     return;
   }
 
@@ -337,20 +356,48 @@ inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& 
     act = q;
   }
 
-  // 2. Prefill: threads take ranges of row tiles; a token tile (kept in L2) passes over each row
-  // tile (kept in L1) before the next row tile is loaded.
-  const int64_t row_tiles = (w.n_out + detail::kMatmulRowTile - 1) / detail::kMatmulRowTile;
-  detail::run_chunked(pool, row_tiles, [&](int64_t tile0, int64_t tile1) {
-    for (int64_t t0 = 0; t0 < n_tok; t0 += detail::kMatmulTokTile) {
-      const int64_t t1 = std::min(n_tok, t0 + detail::kMatmulTokTile);
+  // 2. Threads take ranges of row tiles; a token tile (kept in L2) passes over each row tile (kept
+  // in L1) before the next row tile is loaded.
+  const int64_t row_tiles = (w.n_out + kMatmulRowTile - 1) / kMatmulRowTile;
+  run_chunked(pool, row_tiles, [&](int64_t tile0, int64_t tile1) {
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kMatmulTokTile) {
+      const int64_t t1 = std::min(n_tok, t0 + kMatmulTokTile);
       for (int64_t tile = tile0; tile < tile1; ++tile) {
-        const int64_t r0 = tile * detail::kMatmulRowTile;
-        const int64_t nr = std::min(detail::kMatmulRowTile, w.n_out - r0);
-        for (int64_t t = t0; t < t1; ++t)
-          detail::dot_rows(k, w, r0, nr, act + size_t(t) * act_row_bytes, y + t * w.n_out + r0);
+        const int64_t r0 = tile * kMatmulRowTile;
+        const int64_t nr = std::min(kMatmulRowTile, w.n_out - r0);
+        for (int64_t t = t0; t < t1; ++t) dot_rows(k, w, r0, nr, act + size_t(t) * act_row_bytes, y + t * w.n_out + r0);
       }
     }
   });
+}
+
+}  // namespace detail
+
+// x: [n_tok, n_in] floats, y: [n_tok, n_out] floats (must not alias x). pool may be null (one
+// thread). Throws Error when the weight type has no kernel or shapes do not fit.
+//
+// Which arithmetic computes a row (the decode GEMV or a prefill GEMM: the same sums, rounded
+// differently) is chosen by n_decode:
+// - n_decode < 0 (by count): one row is decoded, several are prefilled.
+// - n_decode >= 0 (by role): the first n_decode rows (tokens a model generated) are decoded and the
+//   rest (prompt tokens) prefilled, however many there are of each. A row's outputs then depend on
+//   its own role and values only, never on the other rows of the call: a request batched with
+//   others, or with a prompt chunk, gets the numbers it gets alone (engine/batch_scheduler.hpp).
+inline void matmul(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x, int64_t n_tok,
+                   float* y, MatmulScratch& scratch, int64_t n_decode = -1) {
+  const TypeKernels& k = kt.of(w.type);
+  const DType act_type = k.vec_dot_type;
+  detail::check_matmul(k, w, act_type, act_type == DType::F32 || kt.of(act_type).from_float != nullptr);
+  EDGELLM_CHECK(n_decode <= n_tok, "matmul: ", n_decode, " decode rows of ", n_tok);
+  if (n_tok <= 0 || w.n_out == 0) return;
+  if (n_decode < 0) {
+    if (n_tok == 1) detail::matmul_decode_rows(kt, pool, w, x, 1, y, scratch);
+    else detail::matmul_prefill_rows(kt, pool, w, x, n_tok, y, scratch, detail::kGemmMinTokens);
+    return;
+  }
+  if (n_decode > 0) detail::matmul_decode_rows(kt, pool, w, x, n_decode, y, scratch);
+  if (n_tok > n_decode)
+    detail::matmul_prefill_rows(kt, pool, w, x + n_decode * w.n_in, n_tok - n_decode, y + n_decode * w.n_out, scratch, 1);
 }
 
 // One weight matrix and its output, for matmul_multi.
@@ -374,13 +421,13 @@ inline bool decode_compatible(const MatmulWeight& a, const MatmulWeight& b) {
 // Several matrices applied to the same input x (Q/K/V, gate/up). Decode with matrices that share
 // the activation form and unit size (detail::decode_compatible): the activation is prepared once and
 // a single pass of the pool covers the rows of all of them (one hand-off instead of one per
-// matrix). Otherwise one matmul() each.
+// matrix). Otherwise one matmul() each. n_decode as for matmul().
 inline void matmul_multi(const KernelTable& kt, ThreadPool* pool, const MatmulTask* tasks, int count, const float* x,
-                         int64_t n_tok, MatmulScratch& scratch) {
-  bool fuse = n_tok == 1 && count > 1;
+                         int64_t n_tok, MatmulScratch& scratch, int64_t n_decode = -1) {
+  bool fuse = n_tok == 1 && n_decode != 0 && count > 1;
   for (int i = 1; i < count && fuse; ++i) fuse = detail::decode_compatible(*tasks[0].w, *tasks[i].w);
   if (!fuse) {
-    for (int i = 0; i < count; ++i) matmul(kt, pool, *tasks[i].w, x, n_tok, tasks[i].y, scratch);
+    for (int i = 0; i < count; ++i) matmul(kt, pool, *tasks[i].w, x, n_tok, tasks[i].y, scratch, n_decode);
     return;
   }
   const MatmulWeight& w0 = *tasks[0].w;

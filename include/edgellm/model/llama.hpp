@@ -33,6 +33,11 @@ struct Batch {
   std::vector<int32_t> pos;
   std::vector<int32_t> seq;
   std::vector<uint8_t> logits;
+  // Which arithmetic computes each row (kernels/matmul.hpp, matmul's n_decode): -1, by count (one
+  // token is decoded, several are prefilled); n >= 0, by role: the first n rows are tokens the
+  // model generated (decoded), the rest prompt tokens (prefilled), so a token's numbers do not
+  // depend on what else is in the batch. Session and BatchScheduler say roles.
+  int n_generated = -1;
 
   void add(int32_t token, int32_t position, int32_t sequence, bool want_logits) {
     tokens.push_back(token);
@@ -45,6 +50,7 @@ struct Batch {
     pos.clear();
     seq.clear();
     logits.clear();
+    n_generated = -1;
   }
   int size() const { return static_cast<int>(tokens.size()); }
 };
@@ -158,6 +164,7 @@ class LlamaModel {
     EDGELLM_CHECK(n > 0, "forward: empty batch");
     EDGELLM_CHECK(b.pos.size() == b.tokens.size() && b.seq.size() == b.tokens.size() && b.logits.size() == b.tokens.size(),
                   "forward: batch arrays differ in length");
+    EDGELLM_CHECK(b.n_generated <= n, "forward: ", b.n_generated, " generated tokens in a batch of ", n);
     for (int i = 0; i < n; ++i)
       EDGELLM_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.n_vocab, "forward: token id ", b.tokens[i],
                     " at batch index ", i, " is outside the vocabulary of ", cfg_.n_vocab);
@@ -205,8 +212,8 @@ class LlamaModel {
   // The table's rotation for the architecture's RoPE form (model/arch.hpp).
   KvRopeFn rope_fn() const { return cfg_.rope_form() == RopeForm::Neox ? kt_->f.rope_neox : kt_->f.rope; }
 
-  void mm(LlamaContext& ctx, const MatmulWeight& w, const float* x, int n_tok, float* y) const {
-    matmul(*kt_, ctx.pool(), w, x, n_tok, y, ctx.mm_scratch_);
+  void mm(LlamaContext& ctx, const MatmulWeight& w, const float* x, int n_tok, float* y, int n_dec) const {
+    matmul(*kt_, ctx.pool(), w, x, n_tok, y, ctx.mm_scratch_, n_dec);
   }
 
   // cos/sin of a rotation by `delta` positions, in double (delta can be thousands of positions).
@@ -243,9 +250,10 @@ class LlamaModel {
 
   // Logits of the n_out rows of `in` through the output matrix, unit by unit when it is streamed
   // in row chunks (each chunk's rows computed exactly as unchunked).
-  void output_logits(LlamaContext& ctx, const float* in, int n_out, float* logits) const {
+  // n_dec: decode rows among the n_out (matmul's n_decode).
+  void output_logits(LlamaContext& ctx, const float* in, int n_out, float* logits, int n_dec) const {
     if (!w_.stream || w_.residency.resident_matrix.back()) {
-      mm(ctx, w_.output, in, n_out, logits);
+      mm(ctx, w_.output, in, n_out, logits, n_dec);
       return;
     }
     const int64_t nv = cfg_.n_vocab;
@@ -254,11 +262,11 @@ class LlamaModel {
       const MatmulWeight& v = ls.piece(0);
       const int64_t r0 = ls.unit()->pieces[0].row0;
       if (n_out == 1) {
-        mm(ctx, v, in, 1, logits + r0);
+        mm(ctx, v, in, 1, logits + r0, n_dec);
         continue;
       }
       ctx.out_tmp_.resize(size_t(n_out) * size_t(v.n_out));
-      mm(ctx, v, in, n_out, ctx.out_tmp_.data());
+      mm(ctx, v, in, n_out, ctx.out_tmp_.data(), n_dec);
       for (int t = 0; t < n_out; ++t)
         std::copy_n(ctx.out_tmp_.data() + size_t(t) * size_t(v.n_out), v.n_out, logits + size_t(t) * size_t(nv) + size_t(r0));
     }
@@ -302,7 +310,7 @@ class LlamaModel {
       {
         const WeightStream::Lease w = lease(layer_unit(l, 0));
         const MatmulTask qkv[] = {{&w(L.wq), ctx.q_.data()}, {&w(L.wk), ctx.k_.data()}, {&w(L.wv), ctx.v_.data()}};
-        matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for Q, K, V
+        matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_, b.n_generated);  // one pass for Q, K, V
       }
       // 4. Q/K/V biases (qwen2), per-head RMSNorm of Q and K (qwen3), RoPE on Q and K; K and V
       //    appended to each token's sequence
@@ -326,30 +334,33 @@ class LlamaModel {
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
       attention(ctx, kv, b, tiles, l, att);
       // 6. output projection and residual
-      mm(ctx, lease(layer_unit(l, 1))(L.wo), att, n, ctx.tmp_.data());
+      mm(ctx, lease(layer_unit(l, 1))(L.wo), att, n, ctx.tmp_.data(), b.n_generated);
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
       // 7. FFN: RMSNorm, SwiGLU, down projection, residual
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.ffn_norm.data(), c.n_embd, c.rms_eps);
       {
         const WeightStream::Lease w = lease(layer_unit(l, 2));
         const MatmulTask gate_up[] = {{&w(L.w_gate), ctx.gate_.data()}, {&w(L.w_up), ctx.up_.data()}};
-        matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_);  // one pass for both
+        matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_, b.n_generated);  // one pass for both
       }
       f.silu_mul(ctx.gate_.data(), ctx.up_.data(), static_cast<int>(N * FF));
-      mm(ctx, lease(layer_unit(l, 3))(L.w_down), ctx.gate_.data(), n, ctx.tmp_.data());
+      mm(ctx, lease(layer_unit(l, 3))(L.w_down), ctx.gate_.data(), n, ctx.tmp_.data(), b.n_generated);
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
     }
 
     // 8. final RMSNorm and output projection for the tokens that want logits
-    int n_out = 0;
-    for (int i = 0; i < n; ++i) n_out += b.logits[i] != 0;
+    int n_out = 0, n_out_dec = 0;  // rows wanting logits; of them, generated tokens (first n_generated rows)
+    for (int i = 0; i < n; ++i) {
+      n_out += b.logits[i] != 0;
+      n_out_dec += b.logits[i] != 0 && i < b.n_generated;
+    }
     ctx.out_in_.resize(static_cast<size_t>(n_out) * D);
     for (int i = 0, o = 0; i < n; ++i)
       if (b.logits[i]) f.rmsnorm(ctx.out_in_.data() + static_cast<size_t>(o++) * D, x + i * D, w_.output_norm.data(), c.n_embd, c.rms_eps);
     ctx.n_vocab_ = c.n_vocab;
     ctx.n_outputs_ = n_out;
     ctx.logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
-    if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data());
+    if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data(), b.n_generated < 0 ? -1 : n_out_dec);
   }
 
   // Cache positions per attention step: whole blocks up to this many rows, so the score GEMMs run
