@@ -16,6 +16,9 @@
 namespace edgellm {
 namespace unpack {
 
+// u, s and m are __restrict: a uint8_t store may alias anything, and without the promise g++ -O2
+// (a user's plain build) kept the byte loops scalar.
+
 // One 16-element group: scale and offset.
 inline void group(float* s, float* m, int g, float scale, float offset) {
   s[g] = scale;
@@ -36,7 +39,7 @@ inline void kblock(const KScales& ks, int64_t i, float d) {
   if (ks.d) ks.d[i] = d;
 }
 
-inline void q4_0(const block_q4_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q4_0(const block_q4_0* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
   for (int64_t i = 0; i < nb; ++i, u += 32) {
     const float d = fp16_to_fp32(x[i].d);
     for (int j = 0; j < 16; ++j) {
@@ -48,7 +51,7 @@ inline void q4_0(const block_q4_0* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q4_1(const block_q4_1* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q4_1(const block_q4_1* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
   for (int64_t i = 0; i < nb; ++i, u += 32) {
     const float d = fp16_to_fp32(x[i].d), mn = fp16_to_fp32(x[i].m);
     for (int j = 0; j < 16; ++j) {
@@ -71,7 +74,7 @@ inline void q5_bits(const B& b, uint8_t* u) {
   }
 }
 
-inline void q5_0(const block_q5_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q5_0(const block_q5_0* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
   for (int64_t i = 0; i < nb; ++i, u += 32) {
     const float d = fp16_to_fp32(x[i].d);
     q5_bits(x[i], u);
@@ -80,7 +83,7 @@ inline void q5_0(const block_q5_0* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q5_1(const block_q5_1* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q5_1(const block_q5_1* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
   for (int64_t i = 0; i < nb; ++i, u += 32) {
     const float d = fp16_to_fp32(x[i].d), mn = fp16_to_fp32(x[i].m);
     q5_bits(x[i], u);
@@ -90,7 +93,7 @@ inline void q5_1(const block_q5_1* x, int64_t nb, uint8_t* u, float* s, float* m
 }
 
 // Signed bytes shifted by 128 into the unsigned range; the offset takes the 128 back out.
-inline void q8_0(const block_q8_0* x, int64_t nb, uint8_t* u, float* s, float* m) {
+inline void q8_0(const block_q8_0* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
   for (int64_t i = 0; i < nb; ++i, u += 32) {
     const float d = fp16_to_fp32(x[i].d);
     for (int j = 0; j < 32; ++j) u[j] = uint8_t(x[i].qs[j] + 128);
@@ -99,7 +102,7 @@ inline void q8_0(const block_q8_0* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
+inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
     kblock(ks, i, d);
@@ -117,7 +120,7 @@ inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* u, float* s, float* m
 }
 
 // The q3_K high bit clear means -4: u = low bits + 4 * high bit, offset -4.
-inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
+inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
     kblock(ks, i, d);
@@ -139,7 +142,7 @@ inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
+inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
     kblock(ks, i, d);
@@ -162,7 +165,7 @@ inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
+inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
     kblock(ks, i, d);
@@ -186,7 +189,7 @@ inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* u, float* s, float* m
   }
 }
 
-inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* u, float* s, float* m, const KScales& ks = {}) {
+inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
     kblock(ks, i, d);

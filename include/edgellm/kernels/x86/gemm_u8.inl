@@ -11,6 +11,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"  // _mm256_undefined_pd() inside _mm512_reduce_add_ps
 #endif
 
+// Every loop over the tile's rows and tokens is unrolled: its accumulators then live in registers.
+// g++ -O2 (a user's plain build) left them as arrays in memory, and the tile ran at half speed.
+#define EDGELLM_GEMM_UNROLL _Pragma("GCC unroll 8")
+
 namespace xs {
 
 #if EDGELLM_X86_AVX512VNNI
@@ -59,13 +63,18 @@ inline constexpr int kMaxU = EDGELLM_X86_VNNI ? 255 : 127;
 // fma latency for as long as the whole integer loop took).
 template <int R, int C>
 inline void tile_offsets(int64_t n, const U8GemmRow* w, const U8GemmRow* a, __m256 (&mo)[R][C]) {
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) mo[r][c] = _mm256_setzero_ps();
   for (int64_t g = 0; g < n / 16; g += 8) {
     __m256 am[C];
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) am[c] = _mm256_loadu_ps(a[c].m + g);
+    EDGELLM_GEMM_UNROLL
     for (int r = 0; r < R; ++r) {
       const __m256 wm = _mm256_loadu_ps(w[r].m + g);
+      EDGELLM_GEMM_UNROLL
       for (int c = 0; c < C; ++c) mo[r][c] = _mm256_fmadd_ps(wm, am[c], mo[r][c]);
     }
   }
@@ -77,24 +86,31 @@ inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, 
   using V = GemmVec;
   constexpr int R = kGemmRows, C = kGemmToks;
   typename V::F acc[R][C];
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
   for (int64_t k = 0; k < n; k += V::kBytes) {
     typename V::I y[C];
     typename V::F dy[C];
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) {
       y[c] = V::load(a[c].u + k);
       dy[c] = V::loadf(a[c].sv + k / 4);
     }
+    EDGELLM_GEMM_UNROLL
     for (int r = 0; r < R; ++r) {
       const typename V::I u = V::load(w[r].u + k);
       const typename V::F s = V::loadf(w[r].sv + k / 4);
+      EDGELLM_GEMM_UNROLL
       for (int c = 0; c < C; ++c) acc[r][c] = V::fma(V::mul(V::cvt(V::dot(u, y[c])), dy[c]), s, acc[r][c]);
     }
   }
   __m256 mo[R][C];
   tile_offsets(n, w, a, mo);
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = V::sum(acc[r][c]) + hsum(mo[r][c]);
 }
 
@@ -107,29 +123,40 @@ inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, 
 inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int R = kGemmRows, C = kGemmToks;
   __m256 accf[R][C];
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) accf[r][c] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < n / 256; ++sb) {
     __m256i acc[R][C];
+    EDGELLM_GEMM_UNROLL
     for (int r = 0; r < R; ++r)
+      EDGELLM_GEMM_UNROLL
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_si256();
     const int64_t k1 = (sb + 1) * 256;
     for (int64_t k = sb * 256; k < k1; k += 32) {
       __m256i y[C];
+      EDGELLM_GEMM_UNROLL
       for (int c = 0; c < C; ++c) y[c] = load256(a[c].u + k);
+      EDGELLM_GEMM_UNROLL
       for (int r = 0; r < R; ++r) {
         const __m256i u = load256(w[r].u + k), sc = load256(w[r].sc16() + k / 2);
+        EDGELLM_GEMM_UNROLL
         for (int c = 0; c < C; ++c)
           acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y[c]), sc));
       }
     }
+    EDGELLM_GEMM_UNROLL
     for (int r = 0; r < R; ++r)
+      EDGELLM_GEMM_UNROLL
       for (int c = 0; c < C; ++c)
         accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), _mm256_set1_ps(w[r].d[sb] * a[c].d[sb]), accf[r][c]);
   }
   __m256 mo[R][C];
   tile_offsets(n, w, a, mo);
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = hsum(accf[r][c]) + hsum(mo[r][c]);
 }
 
@@ -143,17 +170,23 @@ inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* 
   // acc[r][h]: tokens 2h (lanes 0, 1, 4, 5) and 2h + 1 (lanes 2, 3, 6, 7) of row r, so one
   // vphaddd, convert and fma serve two tokens; all scales of a 32-weight step are per block.
   __m256 acc[R][C / 2];
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int h = 0; h < C / 2; ++h) acc[r][h] = _mm256_setzero_ps();
   for (int64_t k = 0; k < n; k += 32) {
     __m256i y[C];
     __m256 dy2[C / 2];
+    EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) y[c] = load256(a[c].u + k);
+    EDGELLM_GEMM_UNROLL
     for (int h = 0; h < C / 2; ++h)
       dy2[h] = _mm256_blend_ps(_mm256_broadcast_ss(a[2 * h].sv + k / 4), _mm256_broadcast_ss(a[2 * h + 1].sv + k / 4), 0xCC);
+    EDGELLM_GEMM_UNROLL
     for (int r = 0; r < R; ++r) {
       const __m256i q = load256(w[r].u + k), qa = _mm256_abs_epi8(q);
       const __m256 s = _mm256_broadcast_ss(w[r].sv + k / 4);
+      EDGELLM_GEMM_UNROLL
       for (int h = 0; h < C / 2; ++h) {
         const __m256i d0 = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[2 * h], q)), ones);
         const __m256i d1 = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[2 * h + 1], q)), ones);
@@ -161,7 +194,9 @@ inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* 
       }
     }
   }
+  EDGELLM_GEMM_UNROLL
   for (int r = 0; r < R; ++r)
+    EDGELLM_GEMM_UNROLL
     for (int h = 0; h < C / 2; ++h) {
       const __m256 v = acc[r][h];  // lanes 0, 1, 4, 5: token 2h; 2, 3, 6, 7: token 2h + 1
       const __m128 q4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // t0 t0 t1 t1
@@ -173,6 +208,8 @@ inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* 
 #endif
 
 }  // namespace xs
+
+#undef EDGELLM_GEMM_UNROLL
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
