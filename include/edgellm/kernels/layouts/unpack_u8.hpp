@@ -322,14 +322,23 @@ inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmR
     EDGELLM_CHECK(has_kscales(t), "u8 GEMM: the K form takes K-quants, not ", dtype_name(t));
     int16_t* sc = reinterpret_cast<int16_t*>(s16 + n / 16);
     unpack_row_u8(t, row, n, out.u, s16, out.m, unpack::KScales{sc, out.d});
-    auto* pairs = reinterpret_cast<int16_t*>(out.sv);
-    for (int64_t g = 0; g < n / 16; ++g)
-      for (int l = 0; l < 8; ++l) pairs[g * 8 + l] = sc[g];
+    // Each value repeated by 64-bit stores: g++ -O2 stored these element by element (22 % of a
+    // plain build's prefill).
+    for (int64_t g = 0; g < n / 16; ++g) {
+      const uint64_t v4 = uint64_t(uint16_t(sc[g])) * 0x0001000100010001ull;
+      std::memcpy(reinterpret_cast<uint8_t*>(out.sv) + g * 16, &v4, 8);
+      std::memcpy(reinterpret_cast<uint8_t*>(out.sv) + g * 16 + 8, &v4, 8);
+    }
     return;
   }
   unpack_row_u8(t, row, n, out.u, s16, out.m);
-  for (int64_t g = 0; g < n / 16; ++g)
-    for (int l = 0; l < 4; ++l) out.sv[g * 4 + l] = s16[g];
+  for (int64_t g = 0; g < n / 16; ++g) {
+    uint32_t b;
+    std::memcpy(&b, s16 + g, 4);
+    const uint64_t v2 = uint64_t(b) * 0x0000000100000001ull;
+    std::memcpy(out.sv + g * 4, &v2, 8);
+    std::memcpy(out.sv + g * 4 + 2, &v2, 8);
+  }
 }
 
 // An activation row (n floats) into the GEMM form, quantized by `quantize` (the table's from_float
