@@ -389,7 +389,8 @@ class BatchScheduler {
   // the stop rules run, the continuing slots' tokens go into one batch) and the next prompt chunk of
   // the oldest slot still reading its prompt, so running requests go on producing tokens while a
   // long prompt is read. Each row is computed by its role (Batch::n_generated: the generated tokens
-  // decoded, the chunk prefilled), so each request gets the tokens it gets alone. A request whose client went away ends here, before its next token or chunk.
+  // decoded, the chunk prefilled), so each request gets the tokens it gets alone. A request whose
+  // client went away ends here, before its next token or chunk.
   void forward_step() {
     if (slots_.empty()) return;
     const int n_vocab = model_->config().n_vocab;

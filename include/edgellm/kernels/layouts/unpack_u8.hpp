@@ -291,6 +291,19 @@ struct U8GemmRow {
   const int16_t* sc16() const { return reinterpret_cast<const int16_t*>(sv); }  // the K form's scales
 };
 
+// The tiles read each scale repeated over several lanes. These write the repeats with 64-bit
+// stores: g++ -O2 (a user's plain build) stored them element by element, 22 % of its Q4_K_M
+// prefill. repeat8: `copies` copies of the 8 bytes of pattern at dst.
+inline void repeat8(void* dst, uint64_t pattern, int copies) {
+  for (int i = 0; i < copies; ++i) std::memcpy(static_cast<uint8_t*>(dst) + 8 * i, &pattern, 8);
+}
+inline uint64_t float_x2(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return uint64_t(b) * 0x0000000100000001ull;
+}
+inline uint64_t int16_x4(int16_t v) { return uint64_t(uint16_t(v)) * 0x0001000100010001ull; }
+
 // Blocks of 32 int8 quants and an fp16 d (Q8_0, Q8_1) into the GEMM form: quants, the block's
 // scale per lane, and m per 16 from half_m(block, h). Activations, and q8_0 weights' signed form.
 template <class B, class HalfM>
@@ -298,7 +311,7 @@ inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM h
   for (int64_t b = 0; b < n / 32; ++b) {
     const float d = fp16_to_fp32(q8[b].d);
     for (int j = 0; j < 32; ++j) out.u[b * 32 + j] = uint8_t(q8[b].qs[j]);
-    for (int l = 0; l < 8; ++l) out.sv[b * 8 + l] = d;
+    repeat8(out.sv + b * 8, float_x2(d), 4);
     for (int h = 0; h < 2; ++h) out.m[b * 2 + h] = half_m(q8[b], h);
   }
 }
@@ -322,23 +335,11 @@ inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmR
     EDGELLM_CHECK(has_kscales(t), "u8 GEMM: the K form takes K-quants, not ", dtype_name(t));
     int16_t* sc = reinterpret_cast<int16_t*>(s16 + n / 16);
     unpack_row_u8(t, row, n, out.u, s16, out.m, unpack::KScales{sc, out.d});
-    // Each value repeated by 64-bit stores: g++ -O2 stored these element by element (22 % of a
-    // plain build's prefill).
-    for (int64_t g = 0; g < n / 16; ++g) {
-      const uint64_t v4 = uint64_t(uint16_t(sc[g])) * 0x0001000100010001ull;
-      std::memcpy(reinterpret_cast<uint8_t*>(out.sv) + g * 16, &v4, 8);
-      std::memcpy(reinterpret_cast<uint8_t*>(out.sv) + g * 16 + 8, &v4, 8);
-    }
+    for (int64_t g = 0; g < n / 16; ++g) repeat8(reinterpret_cast<uint8_t*>(out.sv) + g * 16, int16_x4(sc[g]), 2);
     return;
   }
   unpack_row_u8(t, row, n, out.u, s16, out.m);
-  for (int64_t g = 0; g < n / 16; ++g) {
-    uint32_t b;
-    std::memcpy(&b, s16 + g, 4);
-    const uint64_t v2 = uint64_t(b) * 0x0000000100000001ull;
-    std::memcpy(out.sv + g * 4, &v2, 8);
-    std::memcpy(out.sv + g * 4 + 2, &v2, 8);
-  }
+  for (int64_t g = 0; g < n / 16; ++g) repeat8(out.sv + g * 4, float_x2(s16[g]), 2);
 }
 
 // An activation row (n floats) into the GEMM form, quantized by `quantize` (the table's from_float
@@ -356,7 +357,7 @@ inline void u8_gemm_pack_act_row(DType act, FromFloatFn quantize, const float* x
     const auto* q8 = static_cast<const block_q8_K*>(scratch);
     for (int64_t b = 0; b < n / QK_K; ++b) {
       for (int j = 0; j < QK_K; ++j) out.u[b * QK_K + j] = uint8_t(q8[b].qs[j]);
-      for (int l = 0; l < QK_K / 4; ++l) out.sv[b * QK_K / 4 + l] = q8[b].d;
+      repeat8(out.sv + b * QK_K / 4, float_x2(q8[b].d), QK_K / 8);
       for (int g = 0; g < QK_K / 16; ++g) out.m[b * QK_K / 16 + g] = q8[b].d * float(q8[b].bsums[g]);
       out.d[b] = q8[b].d;
     }
