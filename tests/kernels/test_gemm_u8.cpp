@@ -88,19 +88,32 @@ TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for ever
 namespace {
 
 // The u8 GEMM tiles' arithmetic in scalar code (x86 has the tiles). Unsigned form: per 4-weight
-// lane sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a. Signed form (signed_w):
-// the same with the weight bytes read as int8 (its offsets are zero).
-double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a, bool signed_w = false) {
+// lane sv_w * sv_a * integer dot, plus sum over 16-groups of m_w * m_a.
+double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
   double sum = 0.0;
   for (int64_t l = 0; l < n / 4; ++l) {
     int32_t d = 0;
-    for (int j = 0; j < 4; ++j) {
-      const int32_t wu = signed_w ? int32_t(int8_t(w.u[4 * l + j])) : int32_t(w.u[4 * l + j]);
-      d += wu * int32_t(int8_t(a.u[4 * l + j]));
-    }
+    for (int j = 0; j < 4; ++j) d += int32_t(w.u[4 * l + j]) * int32_t(int8_t(a.u[4 * l + j]));
     sum += double(d) * w.sv[l] * a.sv[l];
   }
   for (int64_t g = 0; g < n / 16; ++g) sum += double(w.m[g]) * a.m[g];
+  return sum;
+}
+
+// Signed form: row r of an interleaved group (its 4 int8 quants per 32-byte step at r * 4, its
+// block scale per 32 weights after the quants) against an activation row: per block
+// d_w * d_a * integer dot.
+double gemm_s8_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
+  constexpr int G = kS8GroupRows;
+  const auto* dw = reinterpret_cast<const float*>(group + size_t(n) * G);
+  double sum = 0.0;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int32_t d = 0;
+    for (int j = 0; j < 32; ++j)
+      d += int32_t(int8_t(group[size_t(b) * 32 * G + size_t(j / 4) * 4 * G + size_t(r) * 4 + size_t(j % 4)])) *
+           int32_t(int8_t(a.u[b * 32 + j]));
+    sum += double(d) * dw[b * G + r] * a.sv[b * 8];
+  }
   return sum;
 }
 
@@ -158,12 +171,24 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
       } else {
         CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::KScales), Error);
       }
-      if (t == DType::Q8_0) {  // the signed form
-        u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed);
-        CHECK(std::fabs(gemm_form_dot(n, wr, ar, true) - want) <= kMaxGemmErr * scale);
+      // The signed form packs groups of rows; here the row is each of a group's rows in turn (the
+      // group's other rows, and a short group's missing ones, are zero or the row itself).
+      const void* rows[kS8GroupRows];
+      for (auto& p : rows) p = w.data();
+      std::vector<uint8_t> group(u8_gemm_s8_group_bytes(n) + 1, 0xEE);
+      if (t == DType::Q8_0) {
+        for (int cnt : {1, 3, kS8GroupRows}) {
+          u8_gemm_pack_s8_group(t, rows, cnt, n, group.data());
+          for (int r = 0; r < kS8GroupRows; ++r) {
+            const double got = gemm_s8_group_dot(n, group.data(), r, ar);
+            CHECK(std::fabs(got - (r < cnt ? want : 0.0)) <= kMaxGemmErr * scale);
+          }
+          CHECK(group.back() == 0xEE);  // nothing written past the group
+        }
       } else {
-        CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed), Error);
+        CHECK_THROWS_AS(u8_gemm_pack_s8_group(t, rows, 1, n, group.data()), Error);
       }
+      CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed), Error);
     }
   }
   std::vector<float> x(64, 1.0f);

@@ -73,8 +73,11 @@ struct U8GemmKernel {
   // Optional tile of the K form (kernels/layouts/unpack_u8.hpp): K-quant weights against Q8_K
   // activations, the integer group scales folded into the integer sums (n % 256 == 0).
   void (*tile_k)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
-  // Optional tile of the signed form: q8_0 weights (whose shifted bytes exceed max_u) against Q8_0.
+  // Optional tile of the signed form: q8_0 weights (whose shifted bytes exceed max_u) against Q8_0,
+  // a register tile of rows_s8 (= kS8GroupRows) rows x toks tokens that reads one interleaved group
+  // of rows from w[0].u (the other w[r] are not read).
   void (*tile_s8)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  int rows_s8 = 0;
   const char* name = "";  // for -v
 };
 

@@ -249,13 +249,14 @@ inline bool gemm_u8_applies(const KernelTable& kt, const MatmulWeight& w, int64_
 inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, DType act_type,
                            const float* x, int64_t n_tok, float* y, MatmulScratch& scratch) {
   const U8GemmKernel& g = kt.u8_gemm;
-  const int64_t R = g.rows, C = g.toks;
-  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0,
-                "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const FromFloatFn quantize = kt.of(act_type).from_float;
   U8Form form;
   const U8TileFn tile_fn = u8_gemm_tile(kt, w.type, act_type, form);
   EDGELLM_CHECK(tile_fn != nullptr, "u8 GEMM: no tile of this table takes ", dtype_name(w.type), " weights");
+  const bool grouped = form == U8Form::Signed;  // rows packed in interleaved groups of the tile's rows
+  const int64_t R = grouped ? g.rows_s8 : g.rows, C = g.toks;
+  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R == kS8GroupRows),
+                "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
   const size_t rb = u8_gemm_row_bytes(n);
   uint8_t* act = scratch.get(rb * size_t(n_tok_pad));  // [n_tok_pad] GEMM rows
@@ -276,10 +277,19 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
-      for (int64_t r = 0; r < nr; ++r)
-        u8_gemm_pack_weight_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes, n,
-                                U8GemmRow::at(wbuf.data(), n, r), s16.data(), form);
-      std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
+      const auto wrow = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes; };
+      if (grouped) {
+        for (int64_t rg = 0; rg < nr_pad; rg += R) {
+          const void* rows[kS8GroupRows];
+          const int cnt = int(std::min(R, nr - rg));
+          for (int r = 0; r < cnt; ++r) rows[r] = wrow(rg + r);
+          u8_gemm_pack_s8_group(w.type, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u);
+        }
+      } else {
+        for (int64_t r = 0; r < nr; ++r)
+          u8_gemm_pack_weight_row(w.type, wrow(r), n, U8GemmRow::at(wbuf.data(), n, r), s16.data(), form);
+        std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
+      }
       for (int64_t t0 = 0; t0 < n_tok_pad; t0 += C) {
         U8GemmRow ar[kGemmMaxTile];
         for (int64_t c = 0; c < C; ++c) ar[c] = U8GemmRow::at(act, n, t0 + c);

@@ -271,8 +271,11 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 // - K form (K-quant weights against Q8_K activations): u and m as above, but sv's bytes hold the
 //   integer group scales as int16 for vpmaddwd (per 32 weights: sc[2k] x 8, sc[2k+1] x 8) and d
 //   the per-256 scale, so w = d * sc * u + m; activations also give d.
-// - signed form (q8_0): u holds the int8 quants themselves (not shifted by 128), sv the block
-//   scale per lane, m zero: w = sv * int8(u).
+// - signed form (q8_0 weights against Q8_0 activations): rows in groups of kS8GroupRows, the
+//   register tile's rows, interleaved so that one 32-byte load holds 4 weights of each row:
+//   per 4 weights, the 4 int8 quants (not shifted by 128) of the group's rows in turn; after the
+//   n * 8 quant bytes, per 32 weights the 8 rows' block scales (floats). A group fills the first
+//   u8_gemm_s8_group_bytes(n) bytes of its 8 GEMM rows' memory, from the first row's u.
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats, d ceil(n / 256) floats.
 inline size_t u8_gemm_row_bytes(int64_t n) {
   return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4 + size_t((n + 255) / 256) * 4;
@@ -305,7 +308,7 @@ inline uint64_t float_x2(float f) {
 inline uint64_t int16_x4(int16_t v) { return uint64_t(uint16_t(v)) * 0x0001000100010001ull; }
 
 // Blocks of 32 int8 quants and an fp16 d (Q8_0, Q8_1) into the GEMM form: quants, the block's
-// scale per lane, and m per 16 from half_m(block, h). Activations, and q8_0 weights' signed form.
+// scale per lane, and m per 16 from half_m(block, h). Activations.
 template <class B, class HalfM>
 inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM half_m) {
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -321,16 +324,37 @@ inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 8; }
 
 enum class U8Form { Unsigned, KScales, Signed };
 
-// A weight row into a GEMM form; scratch: u8_gemm_pack_scratch(n) floats. KScales: K-quants only
-// (has_kscales); Signed: q8_0 only.
+// The signed form's groups (see above): rows per group, and the bytes of a group of rows of n.
+inline constexpr int kS8GroupRows = 8;
+inline size_t u8_gemm_s8_group_bytes(int64_t n) { return size_t(n) * kS8GroupRows + size_t(n / 32) * kS8GroupRows * 4; }
+static_assert(kS8GroupRows * 4 == 32, "a group's 4 weights per row fill one 32-byte vector");
+
+// Rows (q8_0, nrows <= kS8GroupRows of them; the group's other rows are zero) into one group of
+// the signed form at out (u8_gemm_s8_group_bytes(n) bytes). n % 32 == 0.
+inline void u8_gemm_pack_s8_group(DType t, const void* const* rows, int nrows, int64_t n, uint8_t* __restrict out) {
+  EDGELLM_CHECK(t == DType::Q8_0, "u8 GEMM: the signed form takes q8_0, not ", dtype_name(t));
+  EDGELLM_CHECK(nrows >= 0 && nrows <= kS8GroupRows && n % 32 == 0, "u8 GEMM: a signed group takes at most ",
+                kS8GroupRows, " rows of a multiple of 32, got ", nrows, " of ", n);
+  constexpr int G = kS8GroupRows;
+  uint8_t* scales = out + size_t(n) * G;
+  if (nrows < G) std::memset(out, 0, u8_gemm_s8_group_bytes(n));
+  for (int r = 0; r < nrows; ++r) {
+    const auto* q8 = static_cast<const block_q8_0*>(rows[r]);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      uint8_t* dst = out + size_t(b) * 32 * G + size_t(r) * 4;
+      for (int k = 0; k < 8; ++k) std::memcpy(dst + k * 4 * G, q8[b].qs + 4 * k, 4);
+      const float d = fp16_to_fp32(q8[b].d);
+      std::memcpy(scales + (size_t(b) * G + size_t(r)) * 4, &d, 4);
+    }
+  }
+}
+
+// A weight row into a GEMM form (Unsigned, or KScales: K-quants only, has_kscales; the signed form
+// packs groups of rows, u8_gemm_pack_s8_group); scratch: u8_gemm_pack_scratch(n) floats.
 inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* scratch,
                                     U8Form form = U8Form::Unsigned) {
   float* s16 = scratch;  // [n / 16] floats, then [n / 16] int16
-  if (form == U8Form::Signed) {
-    EDGELLM_CHECK(t == DType::Q8_0, "u8 GEMM: the signed form takes q8_0, not ", dtype_name(t));
-    u8_gemm_pack_blocks32(static_cast<const block_q8_0*>(row), n, out, [](const block_q8_0&, int) { return 0.0f; });
-    return;
-  }
+  EDGELLM_CHECK(form != U8Form::Signed, "u8 GEMM: the signed form packs groups of rows (u8_gemm_pack_s8_group)");
   if (form == U8Form::KScales) {
     EDGELLM_CHECK(has_kscales(t), "u8 GEMM: the K form takes K-quants, not ", dtype_name(t));
     int16_t* sc = reinterpret_cast<int16_t*>(s16 + n / 16);

@@ -161,49 +161,44 @@ inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a
 }
 
 // The signed form's tile (tile_s8: q8_0 weights, whose bytes shifted by 128 would saturate
-// vpmaddubsw) for levels without VNNI: |w| x (a with w's sign) by vpmaddubsw (pairs of at most
-// 2 * 128 * 127 < 2^15), vpmaddwd by ones, then the float tile's scaling. n % 32 == 0.
+// vpmaddubsw) for levels without VNNI: kS8GroupRows rows x kGemmToks tokens. One 32-byte load holds
+// 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row and a token's
+// 4 activation bytes are broadcast: per 4 weights and token, |w| x (a with w's sign) by
+// vpmaddubsw (pairs of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add (four operations
+// for 8 rows); per 32 weights and token, one convert and fma by d_w * d_a for the 8 rows, and no
+// horizontal sum at the end. n % 32 == 0.
 inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  constexpr int R = kGemmRows, C = kGemmToks;
+  constexpr int G = kS8GroupRows, C = kGemmToks;
+  const uint8_t* q = w[0].u;
+  const float* dw = reinterpret_cast<const float*>(q + size_t(n) * G);
   const __m256i ones = _mm256_set1_epi16(1);
-  static_assert(C % 2 == 0, "tokens are taken in pairs");
-  // acc[r][h]: tokens 2h (lanes 0, 1, 4, 5) and 2h + 1 (lanes 2, 3, 6, 7) of row r, so one
-  // vphaddd, convert and fma serve two tokens; all scales of a 32-weight step are per block.
-  __m256 acc[R][C / 2];
+  __m256 acc[C];
   EDGELLM_GEMM_UNROLL
-  for (int r = 0; r < R; ++r)
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    __m256i isum[C];
     EDGELLM_GEMM_UNROLL
-    for (int h = 0; h < C / 2; ++h) acc[r][h] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < n; k += 32) {
-    __m256i y[C];
-    __m256 dy2[C / 2];
-    EDGELLM_GEMM_UNROLL
-    for (int c = 0; c < C; ++c) y[c] = load256(a[c].u + k);
-    EDGELLM_GEMM_UNROLL
-    for (int h = 0; h < C / 2; ++h)
-      dy2[h] = _mm256_blend_ps(_mm256_broadcast_ss(a[2 * h].sv + k / 4), _mm256_broadcast_ss(a[2 * h + 1].sv + k / 4), 0xCC);
-    EDGELLM_GEMM_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const __m256i q = load256(w[r].u + k), qa = _mm256_abs_epi8(q);
-      const __m256 s = _mm256_broadcast_ss(w[r].sv + k / 4);
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    const uint8_t* qb = q + size_t(b) * 32 * G;
+#pragma GCC unroll 2  // unrolled fully, g++ summed the 32 products of a block as a tree and spilled them
+    for (int k = 0; k < 8; ++k) {
+      const __m256i v = load256(qb + 32 * k), va = _mm256_abs_epi8(v);
       EDGELLM_GEMM_UNROLL
-      for (int h = 0; h < C / 2; ++h) {
-        const __m256i d0 = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[2 * h], q)), ones);
-        const __m256i d1 = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(y[2 * h + 1], q)), ones);
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_hadd_epi32(d0, d1)), _mm256_mul_ps(dy2[h], s), acc[r][h]);
+      for (int c = 0; c < C; ++c) {
+        int32_t x;
+        std::memcpy(&x, a[c].u + b * 32 + 4 * k, 4);
+        const __m256i y = _mm256_sign_epi8(_mm256_set1_epi32(x), v);
+        isum[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(va, y), ones), isum[c]);
       }
     }
-  }
-  EDGELLM_GEMM_UNROLL
-  for (int r = 0; r < R; ++r)
+    const __m256 d = _mm256_loadu_ps(dw + b * G);
     EDGELLM_GEMM_UNROLL
-    for (int h = 0; h < C / 2; ++h) {
-      const __m256 v = acc[r][h];  // lanes 0, 1, 4, 5: token 2h; 2, 3, 6, 7: token 2h + 1
-      const __m128 q4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // t0 t0 t1 t1
-      const __m128 s2 = _mm_add_ps(q4, _mm_movehdup_ps(q4));  // lane 0: token 2h, lane 2: token 2h + 1
-      out[size_t(2 * h) * out_stride + size_t(r)] = _mm_cvtss_f32(s2);
-      out[size_t(2 * h + 1) * out_stride + size_t(r)] = _mm_cvtss_f32(_mm_movehl_ps(s2, s2));
-    }
+    for (int c = 0; c < C; ++c)
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_broadcast_ss(a[c].sv + b * 8)), acc[c]);
+  }
+  static_assert(G == 8, "one float vector holds the group's rows");
+  EDGELLM_GEMM_UNROLL
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
 }
 #endif
 
