@@ -1,11 +1,13 @@
 // The prefill GEMM's common weight form (kernels/layouts/unpack_u8.hpp) against each type's
 // dequantizer, and the GEMM (several tokens) against the GEMV (one token at a time) for shapes
 // the GEMM takes (rows a multiple of 128) with row and token tails, and the forms' arithmetic in
-// scalar code against the ref GEMV on every machine; the x86 K-quant scale unpack;
-// matmul_multi (fused Q/K/V, gate/up) against separate matmuls.
+// scalar code (the grouped K and signed forms too) against the ref GEMV on every machine; the x86
+// K-quant scale unpack; matmul_multi (fused Q/K/V, gate/up) against separate matmuls.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,40 +102,46 @@ double gemm_form_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
   return sum;
 }
 
-// Signed form: row r of an interleaved group (its 4 int8 quants per 32-byte step at r * 4, its
-// block scale per 32 weights after the quants) against an activation row: per block
-// d_w * d_a * integer dot.
+// Byte i of row r in an interleaved group (kernels/layouts/unpack_u8.hpp): step i / 4, lane r.
+uint8_t group_byte(const uint8_t* group, int r, int64_t i) {
+  return group[size_t(i / 4) * 4 * kGroupRows + size_t(r) * 4 + size_t(i % 4)];
+}
+
+// Signed form: row r of a group against an activation row, per block d_w * d_a * integer dot.
 double gemm_s8_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
-  constexpr int G = kS8GroupRows;
-  const auto* dw = reinterpret_cast<const float*>(group + size_t(n) * G);
+  const auto* dw = reinterpret_cast<const float*>(group + size_t(n) * kGroupRows);
   double sum = 0.0;
   for (int64_t b = 0; b < n / 32; ++b) {
     int32_t d = 0;
-    for (int j = 0; j < 32; ++j)
-      d += int32_t(int8_t(group[size_t(b) * 32 * G + size_t(j / 4) * 4 * G + size_t(r) * 4 + size_t(j % 4)])) *
-           int32_t(int8_t(a.u[b * 32 + j]));
-    sum += double(d) * dw[b * G + r] * a.sv[b * 8];
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) d += int32_t(int8_t(group_byte(group, r, i))) * int32_t(int8_t(a.u[i]));
+    sum += double(d) * dw[b * kGroupRows + r] * a.sv[b * 8];
   }
   return sum;
 }
 
-// K form: per super-block d_w * d_a * sum over 16-groups of sc * integer dot (sc16 holds each
-// group's scale 8 times), plus the offsets.
-double gemm_kform_dot(int64_t n, const U8GemmRow& w, const U8GemmRow& a) {
+// K form: row r of a group, per super-block d_w * d_a * sum over 16-groups of sc * integer dot
+// (the group's int16 pair (sc, sc) per row), plus per 16-group m_w * m_a.
+double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
+  constexpr int G = kGroupRows;
+  const uint8_t* sc = group + size_t(n) * G;
+  const auto* mw = reinterpret_cast<const float*>(sc + size_t(n) / 16 * G * 4);
+  const float* dw = mw + n / 16 * G;
   double sum = 0.0;
   for (int64_t sb = 0; sb < n / 256; ++sb) {
     int64_t isum = 0;
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+      int16_t s[2];
+      std::memcpy(s, sc + (size_t(g) * G + size_t(r)) * 4, 4);
+      CHECK(s[0] == s[1]);
       int32_t d = 0;
-      for (int j = 0; j < 16; ++j) d += int32_t(w.u[16 * g + j]) * int32_t(int8_t(a.u[16 * g + j]));
-      isum += int64_t(d) * w.sc16()[8 * g];
+      for (int64_t i = g * 16; i < g * 16 + 16; ++i) d += int32_t(group_byte(group, r, i)) * int32_t(int8_t(a.u[i]));
+      isum += int64_t(d) * s[0];
+      sum += double(mw[g * G + r]) * a.m[g];
     }
-    sum += double(isum) * w.d[sb] * a.d[sb];
+    sum += double(isum) * dw[sb * G + r] * a.d[sb];
   }
-  for (int64_t g = 0; g < n / 16; ++g) sum += double(w.m[g]) * a.m[g];
   return sum;
 }
-
 
 }  // namespace
 
@@ -165,30 +173,31 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
       double scale = 0.0;
       for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(wd[size_t(i)]) * ad[size_t(i)]);
       CHECK(std::fabs(gemm_form_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
-      if (has_kscales(t)) {  // the K form of the same row
-        u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::KScales);
-        CHECK(std::fabs(gemm_kform_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
-      } else {
-        CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::KScales), Error);
-      }
-      // The signed form packs groups of rows; here the row is each of a group's rows in turn (the
-      // group's other rows, and a short group's missing ones, are zero or the row itself).
-      const void* rows[kS8GroupRows];
+      // The grouped forms (K: K-quants, signed: q8_0) pack groups of rows; here the row is each of a
+      // group's rows in turn (a short group's missing rows are zero).
+      const void* rows[kGroupRows];
       for (auto& p : rows) p = w.data();
-      std::vector<uint8_t> group(u8_gemm_s8_group_bytes(n) + 1, 0xEE);
-      if (t == DType::Q8_0) {
-        for (int cnt : {1, 3, kS8GroupRows}) {
-          u8_gemm_pack_s8_group(t, rows, cnt, n, group.data());
-          for (int r = 0; r < kS8GroupRows; ++r) {
-            const double got = gemm_s8_group_dot(n, group.data(), r, ar);
+      std::vector<uint8_t> gscratch(u8_gemm_group_scratch(n));
+      for (U8Form form : {U8Form::KScales, U8Form::Signed}) {
+        const bool takes = form == U8Form::KScales ? has_kscales(t) : t == DType::Q8_0;
+        std::vector<uint8_t> group(u8_gemm_group_bytes(form, n) + 1, 0xEE);
+        if (!takes) {
+          CHECK_THROWS_AS(u8_gemm_pack_group(t, form, rows, 1, n, group.data(), gscratch.data()), Error);
+          continue;
+        }
+        for (int cnt : {1, 3, kGroupRows}) {
+          u8_gemm_pack_group(t, form, rows, cnt, n, group.data(), gscratch.data());
+          for (int r = 0; r < kGroupRows; ++r) {
+            const double got = form == U8Form::KScales ? gemm_k_group_dot(n, group.data(), r, ar)
+                                                       : gemm_s8_group_dot(n, group.data(), r, ar);
             CHECK(std::fabs(got - (r < cnt ? want : 0.0)) <= kMaxGemmErr * scale);
           }
           CHECK(group.back() == 0xEE);  // nothing written past the group
         }
-      } else {
-        CHECK_THROWS_AS(u8_gemm_pack_s8_group(t, rows, 1, n, group.data()), Error);
+        // A group is no larger than the 8 GEMM rows whose memory the driver gives it.
+        CHECK(u8_gemm_group_bytes(form, n) <= kGroupRows * rb);
       }
-      CHECK_THROWS_AS(u8_gemm_pack_weight_row(t, w.data(), n, wr, s16.data(), U8Form::Signed), Error);
+      CHECK_THROWS_AS(u8_gemm_pack_group(t, U8Form::Unsigned, rows, 1, n, wrow.data(), gscratch.data()), Error);
     }
   }
   std::vector<float> x(64, 1.0f);
@@ -200,6 +209,24 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
 
 // On every ISA this build and CPU run (the _dispatch build: every x86 level, so the AVX2 tiles
 // without VNNI, float and K form, run on an AVX-512 machine too).
+TEST_CASE("every table's group interleave equals u8_gemm_interleave_ref") {
+  std::mt19937 rng(16);
+  for (Isa isa : available_isas()) {
+    const KernelTable kt = make_kernel_table(isa);
+    if (!kt.u8_gemm.interleave) continue;
+    CAPTURE(isa_name(isa));
+    for (int64_t n : {32, 256, 2048}) {
+      const size_t stride = size_t(n) + 36;  // rows apart by more than their bytes, as in the scratch
+      std::vector<uint8_t> src(stride * kGroupRows), want(size_t(n) * kGroupRows), got(want.size() + 1, 0xEE);
+      for (auto& b : src) b = uint8_t(rng());
+      u8_gemm_interleave_ref(src.data(), stride, n, want.data());
+      kt.u8_gemm.interleave(src.data(), stride, n, got.data());
+      CHECK(std::equal(want.begin(), want.end(), got.begin()));
+      CHECK(got.back() == 0xEE);
+    }
+  }
+}
+
 TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
   std::mt19937 rng(12);
   ThreadPool pool(2);

@@ -70,14 +70,16 @@ struct U8GemmKernel {
   int rows = 0, toks = 0;
   int max_u = 255;
   void (*tile)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
-  // Optional tile of the K form (kernels/layouts/unpack_u8.hpp): K-quant weights against Q8_K
-  // activations, the integer group scales folded into the integer sums (n % 256 == 0).
+  // Optional tiles of the grouped forms (kernels/layouts/unpack_u8.hpp), register tiles of
+  // group_rows (= kGroupRows) rows x toks tokens that read one interleaved group of rows from
+  // w[0].u (the other w[r] are not read). tile_k: K-quant weights against Q8_K activations, the
+  // integer group scales folded into the integer sums (n % 256 == 0); tile_s8: q8_0 weights (whose
+  // shifted bytes exceed max_u) against Q8_0.
   void (*tile_k)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
-  // Optional tile of the signed form: q8_0 weights (whose shifted bytes exceed max_u) against Q8_0,
-  // a register tile of rows_s8 (= kS8GroupRows) rows x toks tokens that reads one interleaved group
-  // of rows from w[0].u (the other w[r] are not read).
   void (*tile_s8)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
-  int rows_s8 = 0;
+  int group_rows = 0;
+  // Optional: u8_gemm_interleave_ref (unpack_u8.hpp) by vector shuffles, for packing the groups.
+  void (*interleave)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) = nullptr;
   const char* name = "";  // for -v
 };
 

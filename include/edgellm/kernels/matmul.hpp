@@ -253,9 +253,9 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   U8Form form;
   const U8TileFn tile_fn = u8_gemm_tile(kt, w.type, act_type, form);
   EDGELLM_CHECK(tile_fn != nullptr, "u8 GEMM: no tile of this table takes ", dtype_name(w.type), " weights");
-  const bool grouped = form == U8Form::Signed;  // rows packed in interleaved groups of the tile's rows
-  const int64_t R = grouped ? g.rows_s8 : g.rows, C = g.toks;
-  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R == kS8GroupRows),
+  const bool grouped = form != U8Form::Unsigned;  // rows packed in interleaved groups of the tile's rows
+  const int64_t R = grouped ? g.group_rows : g.rows, C = g.toks;
+  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R == kGroupRows),
                 "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
   const size_t rb = u8_gemm_row_bytes(n);
@@ -272,22 +272,24 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   run_chunked(pool, tiles, [&](int64_t tile0, int64_t tile1) {
     thread_local std::vector<uint8_t> wbuf;  // [kGemmRowTile] GEMM rows
     thread_local std::vector<float> s16;
+    thread_local std::vector<uint8_t> gscratch;
     wbuf.resize(rb * size_t(kGemmRowTile));
     s16.resize(u8_gemm_pack_scratch(n));
+    gscratch.resize(u8_gemm_group_scratch(n));
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
       const auto wrow = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes; };
       if (grouped) {
         for (int64_t rg = 0; rg < nr_pad; rg += R) {
-          const void* rows[kS8GroupRows];
+          const void* rows[kGroupRows];
           const int cnt = int(std::min(R, nr - rg));
           for (int r = 0; r < cnt; ++r) rows[r] = wrow(rg + r);
-          u8_gemm_pack_s8_group(w.type, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u);
+          u8_gemm_pack_group(w.type, form, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u, gscratch.data(), g.interleave);
         }
       } else {
         for (int64_t r = 0; r < nr; ++r)
-          u8_gemm_pack_weight_row(w.type, wrow(r), n, U8GemmRow::at(wbuf.data(), n, r), s16.data(), form);
+          u8_gemm_pack_weight_row(w.type, wrow(r), n, U8GemmRow::at(wbuf.data(), n, r), s16.data());
         std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
       }
       for (int64_t t0 = 0; t0 < n_tok_pad; t0 += C) {

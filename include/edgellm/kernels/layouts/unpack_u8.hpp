@@ -102,24 +102,33 @@ inline void q8_0(const block_q8_0* x, int64_t nb, uint8_t* __restrict u, float* 
   }
 }
 
+// q2_K / q3_K: each 128 weights are 32 bytes of 2-bit fields, field j (shift 2j) holding weights
+// 32j .. 32j + 31. Written with constant shifts so the byte loops vectorize (by a shift in a
+// variable g++ kept them scalar: 0.56 ns per weight for q2_K, 5x q4_K's).
 inline void q2_K(const block_q2_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
     kblock(ks, i, d);
     const uint8_t* q = x[i].qs;
-    int g = int(16 * i);
-    for (int n = 0; n < QK_K; n += 128, q += 32)
-      for (int shift = 0; shift < 8; shift += 2)
-        for (int half = 0; half < 2; ++half, u += 16, ++g) {
-          const uint8_t sc = x[i].scales[g - 16 * i];
-          for (int l = 0; l < 16; ++l) u[l] = (q[l + 16 * half] >> shift) & 3;
-          group(s, m, g, d * (sc & 0xF), -dmin * (sc >> 4));
-          kgroup(ks, g, sc & 0xF);
-        }
+    for (int c = 0; c < 2; ++c, q += 32, u += 128) {
+      for (int l = 0; l < 32; ++l) {
+        u[l] = q[l] & 3;
+        u[l + 32] = (q[l] >> 2) & 3;
+        u[l + 64] = (q[l] >> 4) & 3;
+        u[l + 96] = q[l] >> 6;
+      }
+      for (int k = 0; k < 8; ++k) {
+        const int g = int(16 * i) + 8 * c + k;
+        const uint8_t sc = x[i].scales[8 * c + k];
+        group(s, m, g, d * (sc & 0xF), -dmin * (sc >> 4));
+        kgroup(ks, g, sc & 0xF);
+      }
+    }
   }
 }
 
-// The q3_K high bit clear means -4: u = low bits + 4 * high bit, offset -4.
+// The q3_K high bit clear means -4: u = low bits + 4 * high bit, offset -4. Field j of the c-th
+// 128 weights takes hmask bit 4c + j.
 inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d);
@@ -128,17 +137,21 @@ inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* __restrict u, float* 
     unpack_scales_q3_K(x[i].scales, sc);
     const uint8_t* q = x[i].qs;
     const uint8_t* hm = x[i].hmask;
-    uint8_t bit = 1;
-    int is = 0;
-    for (int n = 0; n < QK_K; n += 128, q += 32)
-      for (int shift = 0; shift < 8; shift += 2, bit = uint8_t(bit << 1))
-        for (int half = 0; half < 2; ++half, u += 16, ++is) {
-          for (int l = 0; l < 16; ++l)
-            u[l] = uint8_t(((q[l + 16 * half] >> shift) & 3) | ((hm[l + 16 * half] & bit) ? 4 : 0));
-          const float dl = d * sc[is];
-          group(s, m, int(16 * i) + is, dl, -4 * dl);
-          kgroup(ks, int(16 * i) + is, sc[is]);
-        }
+    for (int c = 0; c < 2; ++c, q += 32, u += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int h = c == 0 ? hm[l] : hm[l] >> 4;
+        u[l] = uint8_t((q[l] & 3) | ((h & 1) << 2));
+        u[l + 32] = uint8_t(((q[l] >> 2) & 3) | ((h & 2) << 1));
+        u[l + 64] = uint8_t(((q[l] >> 4) & 3) | (h & 4));
+        u[l + 96] = uint8_t((q[l] >> 6) | ((h & 8) >> 1));
+      }
+      for (int k = 0; k < 8; ++k) {
+        const int is = 8 * c + k;
+        const float dl = d * sc[is];
+        group(s, m, int(16 * i) + is, dl, -4 * dl);
+        kgroup(ks, int(16 * i) + is, sc[is]);
+      }
+    }
   }
 }
 
@@ -267,15 +280,17 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 // lane (4 weights; per 32 weights: s[2k] x 4, s[2k+1] x 4), m = offset per 16. Activations: u =
 // int8 quants, sv = the block's scale for each lane, m = scale * sum of the 16 quants.
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats.
-// Two more weight forms for tiles without VNNI (U8GemmKernel::tile_k / tile_s8):
-// - K form (K-quant weights against Q8_K activations): u and m as above, but sv's bytes hold the
-//   integer group scales as int16 for vpmaddwd (per 32 weights: sc[2k] x 8, sc[2k+1] x 8) and d
-//   the per-256 scale, so w = d * sc * u + m; activations also give d.
-// - signed form (q8_0 weights against Q8_0 activations): rows in groups of kS8GroupRows, the
-//   register tile's rows, interleaved so that one 32-byte load holds 4 weights of each row:
-//   per 4 weights, the 4 int8 quants (not shifted by 128) of the group's rows in turn; after the
-//   n * 8 quant bytes, per 32 weights the 8 rows' block scales (floats). A group fills the first
-//   u8_gemm_s8_group_bytes(n) bytes of its 8 GEMM rows' memory, from the first row's u.
+// Two more weight forms for tiles without VNNI (U8GemmKernel::tile_k / tile_s8). Both pack rows in
+// groups of kGroupRows, the register tile's rows, interleaved so that one 32-byte load holds 4
+// weights of each of the 8 rows (a lane per row): per 4 weights, the 4 bytes of each row in turn
+// (n * 8 bytes). A group fills the first u8_gemm_group_bytes(form, n) bytes of its 8 GEMM rows'
+// memory, from the first row's u; rows a short group lacks are zero.
+// - K form (K-quant weights against Q8_K activations; n % 256 == 0): after the unsigned quants,
+//   per 16 weights the rows' integer group scales sc as int16 pairs (sc, sc) for vpmaddwd
+//   (32 bytes), then per 16 weights the rows' offsets m (8 floats), then per 256 weights the rows'
+//   super-block scales d (8 floats): w = d * sc * u + m. Activations also give d.
+// - signed form (q8_0 weights against Q8_0 activations; n % 32 == 0): after the int8 quants (not
+//   shifted by 128), per 32 weights the rows' block scales (8 floats): w = d * int8(u).
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats, d ceil(n / 256) floats.
 inline size_t u8_gemm_row_bytes(int64_t n) {
   return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4 + size_t((n + 255) / 256) * 4;
@@ -291,7 +306,6 @@ struct U8GemmRow {
     return {p, reinterpret_cast<float*>(p + n), reinterpret_cast<float*>(p + n + n),
             reinterpret_cast<float*>(p + n + n + size_t(n) / 16 * 4)};
   }
-  const int16_t* sc16() const { return reinterpret_cast<const int16_t*>(sv); }  // the K form's scales
 };
 
 // The tiles read each scale repeated over several lanes. These write the repeats with 64-bit
@@ -305,7 +319,6 @@ inline uint64_t float_x2(float f) {
   std::memcpy(&b, &f, 4);
   return uint64_t(b) * 0x0000000100000001ull;
 }
-inline uint64_t int16_x4(int16_t v) { return uint64_t(uint16_t(v)) * 0x0001000100010001ull; }
 
 // Blocks of 32 int8 quants and an fp16 d (Q8_0, Q8_1) into the GEMM form: quants, the block's
 // scale per lane, and m per 16 from half_m(block, h). Activations.
@@ -324,44 +337,81 @@ inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 8; }
 
 enum class U8Form { Unsigned, KScales, Signed };
 
-// The signed form's groups (see above): rows per group, and the bytes of a group of rows of n.
-inline constexpr int kS8GroupRows = 8;
-inline size_t u8_gemm_s8_group_bytes(int64_t n) { return size_t(n) * kS8GroupRows + size_t(n / 32) * kS8GroupRows * 4; }
-static_assert(kS8GroupRows * 4 == 32, "a group's 4 weights per row fill one 32-byte vector");
-
-// Rows (q8_0, nrows <= kS8GroupRows of them; the group's other rows are zero) into one group of
-// the signed form at out (u8_gemm_s8_group_bytes(n) bytes). n % 32 == 0.
-inline void u8_gemm_pack_s8_group(DType t, const void* const* rows, int nrows, int64_t n, uint8_t* __restrict out) {
-  EDGELLM_CHECK(t == DType::Q8_0, "u8 GEMM: the signed form takes q8_0, not ", dtype_name(t));
-  EDGELLM_CHECK(nrows >= 0 && nrows <= kS8GroupRows && n % 32 == 0, "u8 GEMM: a signed group takes at most ",
-                kS8GroupRows, " rows of a multiple of 32, got ", nrows, " of ", n);
-  constexpr int G = kS8GroupRows;
-  uint8_t* scales = out + size_t(n) * G;
-  if (nrows < G) std::memset(out, 0, u8_gemm_s8_group_bytes(n));
-  for (int r = 0; r < nrows; ++r) {
-    const auto* q8 = static_cast<const block_q8_0*>(rows[r]);
-    for (int64_t b = 0; b < n / 32; ++b) {
-      uint8_t* dst = out + size_t(b) * 32 * G + size_t(r) * 4;
-      for (int k = 0; k < 8; ++k) std::memcpy(dst + k * 4 * G, q8[b].qs + 4 * k, 4);
-      const float d = fp16_to_fp32(q8[b].d);
-      std::memcpy(scales + (size_t(b) * G + size_t(r)) * 4, &d, 4);
-    }
-  }
+// The grouped forms (K and signed, see above): rows per group, bytes of a group of rows of n, and
+// the scratch bytes u8_gemm_pack_group needs.
+inline constexpr int kGroupRows = 8;
+static_assert(kGroupRows * 4 == 32, "a group's 4 weights per row fill one 32-byte vector");
+inline size_t u8_gemm_group_bytes(U8Form form, int64_t n) {
+  const size_t G = kGroupRows, un = size_t(n);
+  return form == U8Form::KScales ? un * G + un / 16 * G * (4 + 4) + un / 256 * G * 4 : un * G + un / 32 * G * 4;
+}
+inline size_t u8_gemm_group_scratch(int64_t n) {  // per row: u, then floats s, m, int16 sc, floats d
+  return size_t(kGroupRows) * (size_t(n) + size_t(n) / 16 * 4 * 2 + size_t(n) / 16 * 2 + size_t(n + 255) / 256 * 4);
 }
 
-// A weight row into a GEMM form (Unsigned, or KScales: K-quants only, has_kscales; the signed form
-// packs groups of rows, u8_gemm_pack_s8_group); scratch: u8_gemm_pack_scratch(n) floats.
-inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* scratch,
-                                    U8Form form = U8Form::Unsigned) {
-  float* s16 = scratch;  // [n / 16] floats, then [n / 16] int16
-  EDGELLM_CHECK(form != U8Form::Signed, "u8 GEMM: the signed form packs groups of rows (u8_gemm_pack_s8_group)");
-  if (form == U8Form::KScales) {
-    EDGELLM_CHECK(has_kscales(t), "u8 GEMM: the K form takes K-quants, not ", dtype_name(t));
-    int16_t* sc = reinterpret_cast<int16_t*>(s16 + n / 16);
-    unpack_row_u8(t, row, n, out.u, s16, out.m, unpack::KScales{sc, out.d});
-    for (int64_t g = 0; g < n / 16; ++g) repeat8(reinterpret_cast<uint8_t*>(out.sv) + g * 16, int16_x4(sc[g]), 2);
+// The quant bytes of a group: kGroupRows rows of n bytes (row r at src + r * stride) interleaved
+// into out, 4 bytes of each row per 32-byte step. n % 32 == 0. (KernelTable::u8_gemm.interleave
+// does the same with vector shuffles.)
+inline void u8_gemm_interleave_ref(const uint8_t* src, size_t stride, int64_t n, uint8_t* __restrict out) {
+  for (int64_t s4 = 0; s4 < n / 4; ++s4)
+    for (int r = 0; r < kGroupRows; ++r) std::memcpy(out + (size_t(s4) * kGroupRows + size_t(r)) * 4, src + size_t(r) * stride + 4 * s4, 4);
+}
+using U8InterleaveFn = void (*)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out);
+
+// Rows (nrows <= kGroupRows of them) into one group of a grouped form at out
+// (u8_gemm_group_bytes(form, n) bytes): KScales takes K-quants (has_kscales), Signed q8_0.
+// scratch: u8_gemm_group_scratch(n) bytes. interleave: the table's, else u8_gemm_interleave_ref.
+inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, int nrows, int64_t n,
+                               uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr) {
+  constexpr int G = kGroupRows;
+  const bool k = form == U8Form::KScales;
+  EDGELLM_CHECK(form != U8Form::Unsigned, "u8 GEMM: the unsigned form packs one row at a time");
+  EDGELLM_CHECK(k ? has_kscales(t) : t == DType::Q8_0, "u8 GEMM: the ", k ? "K form takes K-quants" : "signed form takes q8_0",
+                ", not ", dtype_name(t));
+  const int64_t step = k ? 256 : 32;
+  EDGELLM_CHECK(nrows >= 0 && nrows <= G && n % step == 0, "u8 GEMM: a group takes at most ", G,
+                " rows of a multiple of ", step, ", got ", nrows, " of ", n);
+  if (nrows < G) std::memset(out, 0, u8_gemm_group_bytes(form, n));
+  if (!k) {
+    float* scales = reinterpret_cast<float*>(out + size_t(n) * G);
+    for (int64_t b = 0; b < n / 32; ++b) {  // written in order, as the K form below
+      for (int j = 0; j < 8; ++j)
+        for (int r = 0; r < nrows; ++r)
+          std::memcpy(out + ((size_t(b) * 8 + size_t(j)) * G + size_t(r)) * 4,
+                      static_cast<const block_q8_0*>(rows[r])[b].qs + 4 * j, 4);
+      for (int r = 0; r < nrows; ++r) scales[size_t(b) * G + size_t(r)] = fp16_to_fp32(static_cast<const block_q8_0*>(rows[r])[b].d);
+    }
     return;
   }
+  // The group's rows unpacked one after another (u, s, m, sc, d each; a short group's missing
+  // rows zero), then interleaved step by step, so the group is written in order (a row at a time,
+  // its 4-byte stores 32 bytes apart cost twice the unpacking).
+  const size_t per_row = u8_gemm_group_scratch(n) / G;
+  auto row_u = [&](int r) { return scratch + size_t(r) * per_row; };
+  auto row_f = [&](int r, int64_t at) { return reinterpret_cast<float*>(row_u(r) + n) + at; };  // s, m, sc, d
+  const int64_t ng = n / 16;
+  for (int r = 0; r < nrows; ++r)
+    unpack_row_u8(t, rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng),
+                  unpack::KScales{reinterpret_cast<int16_t*>(row_f(r, 2 * ng)), row_f(r, 2 * ng) + ng / 2});
+  for (int r = nrows; r < G; ++r) std::memset(row_u(r), 0, size_t(n));
+  (interleave ? interleave : u8_gemm_interleave_ref)(scratch, per_row, n, out);
+  uint8_t* gsc = out + size_t(n) * G;
+  float* gm = reinterpret_cast<float*>(gsc + size_t(ng) * G * 4);
+  float* gd = gm + size_t(ng) * G;
+  for (int64_t g = 0; g < ng; ++g)
+    for (int r = 0; r < nrows; ++r) {
+      const uint32_t pair = uint32_t(uint16_t(reinterpret_cast<const int16_t*>(row_f(r, 2 * ng))[g])) * 0x00010001u;
+      std::memcpy(gsc + (size_t(g) * G + size_t(r)) * 4, &pair, 4);
+      gm[size_t(g) * G + size_t(r)] = row_f(r, ng)[g];
+    }
+  for (int64_t b = 0; b < n / 256; ++b)
+    for (int r = 0; r < nrows; ++r) gd[size_t(b) * G + size_t(r)] = (row_f(r, 2 * ng) + ng / 2)[b];
+}
+
+// A weight row into the unsigned GEMM form (the other forms pack groups of rows,
+// u8_gemm_pack_group); scratch: u8_gemm_pack_scratch(n) floats.
+inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* scratch) {
+  float* s16 = scratch;  // [n / 16] floats
   unpack_row_u8(t, row, n, out.u, s16, out.m);
   for (int64_t g = 0; g < n / 16; ++g) repeat8(out.sv + g * 4, float_x2(s16[g]), 2);
 }

@@ -115,60 +115,95 @@ inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, 
 }
 
 #if !EDGELLM_X86_VNNI
-// The K form's tile (KernelTable::u8_gemm.tile_k) for levels without VNNI, where the float tile
-// above pays five operations per 32 weights and token (vpmaddubsw, vpmaddwd, convert, two float
-// multiplies): here vpmaddubsw (u x s8 pairs, below 2^15 since u <= 63), vpmaddwd by the int16
-// group scales and an add sum a super-block in int32 (|sum| < 2^26), then one float fma by
-// d_w * d_a per super-block and pair. n % 256 == 0.
-inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  constexpr int R = kGemmRows, C = kGemmToks;
-  __m256 accf[R][C];
-  EDGELLM_GEMM_UNROLL
-  for (int r = 0; r < R; ++r)
+// u8_gemm_interleave_ref by an 8 x 8 transpose of 4-byte words per 32 bytes of the 8 rows.
+inline void u8_interleave_x86(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) {
+  static_assert(kGroupRows == 8, "8 rows of 4-byte words per step");
+  for (int64_t j = 0; j < n; j += 32) {
+    __m256i r[8];
     EDGELLM_GEMM_UNROLL
-    for (int c = 0; c < C; ++c) accf[r][c] = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < n / 256; ++sb) {
-    __m256i acc[R][C];
+    for (int i = 0; i < 8; ++i) r[i] = load256(src + size_t(i) * stride + j);  // row i, steps j/4 .. j/4 + 7
+    __m256i t[8], u[8];
     EDGELLM_GEMM_UNROLL
-    for (int r = 0; r < R; ++r)
-      EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_si256();
-    const int64_t k1 = (sb + 1) * 256;
-    for (int64_t k = sb * 256; k < k1; k += 32) {
-      __m256i y[C];
-      EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c) y[c] = load256(a[c].u + k);
-      EDGELLM_GEMM_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const __m256i u = load256(w[r].u + k), sc = load256(w[r].sc16() + k / 2);
-        EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c)
-          acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, y[c]), sc));
-      }
+    for (int i = 0; i < 4; ++i) {  // rows 2i, 2i + 1: steps (0 1 | 4 5) and (2 3 | 6 7)
+      t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
     EDGELLM_GEMM_UNROLL
-    for (int r = 0; r < R; ++r)
-      EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c)
-        accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), _mm256_set1_ps(w[r].d[sb] * a[c].d[sb]), accf[r][c]);
-  }
-  __m256 mo[R][C];
-  tile_offsets(n, w, a, mo);
-  EDGELLM_GEMM_UNROLL
-  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3: u[4h + s] holds steps s | s + 4
+      u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+      u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+      u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+      u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    uint8_t* o = out + j * 8;
     EDGELLM_GEMM_UNROLL
-    for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = hsum(accf[r][c]) + hsum(mo[r][c]);
+    for (int s = 0; s < 4; ++s) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * s), _mm256_permute2x128_si256(u[s], u[4 + s], 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * (s + 4)), _mm256_permute2x128_si256(u[s], u[4 + s], 0x31));
+    }
+  }
+}
+
+// The K form's tile (KernelTable::u8_gemm.tile_k) for levels without VNNI, where the float tile
+// above pays five operations per 32 weights and token (vpmaddubsw, vpmaddwd, convert, two float
+// multiplies): kGroupRows rows x kGemmToks tokens over one interleaved group (unpack_u8.hpp), a
+// lane per row. Per 4 weights and token: the token's 4 bytes broadcast, vpmaddubsw (u x s8 pairs,
+// below 2^15 since u <= 63), vpmaddwd by the rows' int16 group scales and an add sum a
+// super-block in int32 (|sum| < 2^26); then per super-block and token one float fma by
+// d_w * d_a, and per 16 weights one fma of the rows' offsets m_w by the token's m_a, for all 8
+// rows at once. n % 256 == 0.
+inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  constexpr int G = kGroupRows, C = kGemmToks;
+  static_assert(G == 8, "one vector holds the group's rows");
+  const uint8_t* u = w[0].u;
+  const uint8_t* sc = u + size_t(n) * G;                                   // per 16 weights: 8 x (sc, sc)
+  const float* mw = reinterpret_cast<const float*>(sc + size_t(n) / 16 * G * 4);  // per 16 weights: 8 floats
+  const float* dw = mw + size_t(n) / 16 * G;                               // per 256 weights: 8 floats
+  __m256 acc[C];
+  EDGELLM_GEMM_UNROLL
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n / 256; ++sb) {
+    __m256i isum[C];
+    EDGELLM_GEMM_UNROLL
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+      const __m256i s = load256(sc + g * 32);
+#pragma GCC unroll 1
+      for (int k = 0; k < 4; ++k) {
+        const __m256i v = load256(u + (g * 4 + k) * 32);
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c) {
+          int32_t x;
+          std::memcpy(&x, a[c].u + g * 16 + 4 * k, 4);
+          isum[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_set1_epi32(x)), s), isum[c]);
+        }
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(dw + sb * G);
+    EDGELLM_GEMM_UNROLL
+    for (int c = 0; c < C; ++c)
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_broadcast_ss(a[c].d + sb)), acc[c]);
+#pragma GCC unroll 4
+    for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+      const __m256 m = _mm256_loadu_ps(mw + g * G);
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(m, _mm256_broadcast_ss(a[c].m + g), acc[c]);
+    }
+  }
+  EDGELLM_GEMM_UNROLL
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
 }
 
 // The signed form's tile (tile_s8: q8_0 weights, whose bytes shifted by 128 would saturate
-// vpmaddubsw) for levels without VNNI: kS8GroupRows rows x kGemmToks tokens. One 32-byte load holds
+// vpmaddubsw) for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte load holds
 // 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row and a token's
 // 4 activation bytes are broadcast: per 4 weights and token, |w| x (a with w's sign) by
 // vpmaddubsw (pairs of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add (four operations
 // for 8 rows); per 32 weights and token, one convert and fma by d_w * d_a for the 8 rows, and no
 // horizontal sum at the end. n % 32 == 0.
 inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  constexpr int G = kS8GroupRows, C = kGemmToks;
+  constexpr int G = kGroupRows, C = kGemmToks;
   const uint8_t* q = w[0].u;
   const float* dw = reinterpret_cast<const float*>(q + size_t(n) * G);
   const __m256i ones = _mm256_set1_epi16(1);

@@ -87,7 +87,8 @@ inline void register_x86_kernels(KernelTable& t) {
 #if !EDGELLM_X86_VNNI
   t.u8_gemm.tile_k = xs::gemm_u8_tile_k_x86;
   t.u8_gemm.tile_s8 = xs::gemm_u8_tile_s8_x86;
-  t.u8_gemm.rows_s8 = kS8GroupRows;
+  t.u8_gemm.group_rows = kGroupRows;
+  t.u8_gemm.interleave = xs::u8_interleave_x86;
 #endif
   t.u8_gemm.name = xs::GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
                    : EDGELLM_X86_VNNI        ? "u8 VNNI GEMM (32-byte steps)"
