@@ -192,10 +192,15 @@ void describe(const LoadedModel& lm) {
   std::fprintf(stderr, "\n%s", lm.model->weights().describe_repack().c_str());
   std::fprintf(stderr, "%s", lm.model->weights().describe_residency().c_str());
   const edgellm::U8GemmKernel& g = lm.model->kernel_table().u8_gemm;
-  if (g.tile)
+  if (g.tile) {
     std::fprintf(stderr, "prefill of matrices not repacked: %s, %dx%d register tile, for legacy and K-quant matrices with "
-                         "rows of a multiple of 128; each 16-row tile is unpacked on the fly, per call\n",
+                         "rows of a multiple of 128; each 16-row tile is unpacked on the fly, per call",
                  g.name, g.rows, g.toks);
+    if (g.group_rows)
+      std::fprintf(stderr, "; K-quants%s in groups of %d interleaved rows, %dx%d tile", g.tile_s8 ? " and q8_0" : "",
+                   g.group_rows, g.group_rows, g.toks);
+    std::fprintf(stderr, "\n");
+  }
   else
     std::fprintf(stderr, "prefill: tiled multi-row GEMV (no u8 GEMM in this kernel table)\n");
 }

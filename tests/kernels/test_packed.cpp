@@ -34,7 +34,8 @@ std::vector<FormatCase> formats_to_test() {
   std::vector<FormatCase> v{{"ref x16", DType::Q4_0, packed::format_q4_0_ref<16>()},
                             {"ref x8", DType::Q4_0, packed::format_q4_0_ref<8>()},
                             {"ref x16", DType::Q8_0, packed::format_q8_0_ref<16>()},
-                            {"ref x8", DType::Q8_0, packed::format_q8_0_ref<8>()}};
+                            {"ref x8", DType::Q8_0, packed::format_q8_0_ref<8>()},
+                            {"ref x8 signed", DType::Q8_0, packed::format_q8_0s_ref<8>()}};
 #if EDGELLM_HAS_X86_KERNELS
   for (Isa isa : available_isas()) {  // every x86 level this CPU runs
     if (isa == Isa::Ref) continue;
@@ -153,7 +154,10 @@ TEST_CASE("prepare_act holds the ref Q8_0 quants, scales and offset corrections"
   for (const FormatCase& fc : formats_to_test()) {
     const std::string fmt = std::string(dtype_name(fc.type)) + " " + fc.name;
     CAPTURE(fmt);
-    const int offset = fc.type == DType::Q4_0 ? packed::kQ4Offset : packed::kQ8Offset;
+    // The signed Q8_0 forms ("q8_0s-ref", AVX2's "q8_0x8s") keep the quants as they are.
+    const std::string pf_name = fc.pf.name;
+    const bool q8_signed = pf_name == "q8_0s-ref" || pf_name == "q8_0x8s";
+    const int offset = fc.type == DType::Q4_0 ? packed::kQ4Offset : q8_signed ? 0 : packed::kQ8Offset;
     for (int64_t n : {32, 2048, 5632}) {
       CAPTURE(n);
       auto x = random_floats(rng, n, 3.0f);
@@ -214,6 +218,17 @@ TEST_CASE("pack places every weight where the layout says and zeroes missing row
       }
     }
   }
+  CHECK(bad == 0);
+  // The signed Q8_0 form: the same places, the int8 quants themselves.
+  std::vector<uint8_t> g8s(G8::group_bytes(n), 0xAB);
+  packed::pack_q8_0<R, 0>(w8.data(), dtype_row_bytes(DType::Q8_0, n), kCount, n, g8s.data());
+  for (int r = 0; r < R; ++r) {
+    const auto* x8 = reinterpret_cast<const block_q8_0*>(w8.data() + dtype_row_bytes(DType::Q8_0, n) * size_t(r));
+    for (int b = 0; b < n / 32; ++b)
+      for (int k = 0; k < 32; ++k)
+        bad += packed::weight_q8_0<R, true>(g8s.data() + G8::qs_at(b), r, k) != (r < kCount ? x8[b].qs[k] : 0);
+  }
+  for (size_t i = G8::scales_at(0); i < G8::scales_at(0) + 2 * size_t(R); ++i) bad += g8s[i] != g8[i];
   CHECK(bad == 0);
   // The empty partner of the odd last block is all zero.
   for (size_t i = G4::qs_at(3); i < G4::scales_at(2); ++i) bad += g4[i] != 0;

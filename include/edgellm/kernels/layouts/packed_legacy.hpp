@@ -6,7 +6,9 @@
 // accumulates one row: a u8 x s8 4-way dot (vpdpbusd) of "word" j of a block — lane r = weights
 // 4j .. 4j+3 of row r — against a broadcast of the activation's quants 4j .. 4j+3 adds each row's
 // partial block dot into its own lane. Per 32-weight block b of the group:
-//   Q8_0 qs: 8 words of 4R bytes; byte 4r + i of word j = u8(q[r][4j + i] + 128).
+//   Q8_0 qs: 8 words of 4R bytes; byte 4r + i of word j = u8(q[r][4j + i] + 128), or in the
+//            signed form (x86 without VNNI, whose vpmaddubsw saturates on bytes above 127) the
+//            int8 quant itself, multiplied as |w| x (y with w's sign), offset 0.
 //   Q4_0 qs: 4 chunks of 4R bytes; byte 4r + i of chunk c = u[r][8c + i] | u[r][8c + 4 + i] << 4
 //            (u = the 0..15 nibble value; low nibbles are word 2c, high nibbles word 2c + 1).
 //   scales: the R row scales as consecutive fp16 (one vcvtph2ps).
@@ -81,8 +83,9 @@ inline void pack_q4_0(const void* src, size_t row_bytes, int count, int64_t n_in
   }
 }
 
-template <int R>
+template <int R, int kOffset = kQ8Offset>
 inline void pack_q8_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  static_assert(kOffset == kQ8Offset || kOffset == 0, "Q8_0 packs unsigned (+128) or signed");
   using G = GeometryQ8_0<R>;
   check_packable(count, R, n_in);
   auto* out = static_cast<uint8_t*>(dst);
@@ -92,7 +95,7 @@ inline void pack_q8_0(const void* src, size_t row_bytes, int count, int64_t n_in
     for (int64_t b = 0; b < n_in / kBlock; ++b) {
       uint8_t* qs = out + G::qs_at(b);
       for (int j = 0; j < kWords; ++j)
-        for (int i = 0; i < 4; ++i) qs[j * 4 * R + 4 * r + i] = uint8_t(x[b].qs[4 * j + i] + kQ8Offset);
+        for (int i = 0; i < 4; ++i) qs[j * 4 * R + 4 * r + i] = uint8_t(x[b].qs[4 * j + i] + kOffset);
       std::memcpy(out + G::scales_at(b) + size_t(r) * sizeof(ggml_half), &x[b].d, sizeof(ggml_half));
     }
   }
@@ -143,9 +146,10 @@ inline int weight_q4_0(const uint8_t* qs, int r, int k) {
   const uint8_t byte = qs[(k / 8) * 4 * R + 4 * r + k % 4];
   return k % 8 < 4 ? byte & 0x0F : byte >> 4;
 }
-template <int R>
+template <int R, bool kSigned = false>
 inline int weight_q8_0(const uint8_t* qs, int r, int k) {
-  return qs[(k / 4) * 4 * R + 4 * r + k % 4];
+  const uint8_t byte = qs[(k / 4) * 4 * R + 4 * r + k % 4];
+  return kSigned ? int(int8_t(byte)) : int(byte);
 }
 
 // out[t * out_stride + r] for t < ntok, r < R: integer block dots, then one float scale per block.
@@ -177,9 +181,9 @@ template <int R>
 inline void gemm_q4_0_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t stride) {
   gemm_ref<GeometryQ4_0<R>, R, weight_q4_0<R>>(n_in, group, act, ntok, out, stride);
 }
-template <int R>
+template <int R, bool kSigned = false>
 inline void gemm_q8_0_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t stride) {
-  gemm_ref<GeometryQ8_0<R>, R, weight_q8_0<R>>(n_in, group, act, ntok, out, stride);
+  gemm_ref<GeometryQ8_0<R>, R, weight_q8_0<R, kSigned>>(n_in, group, act, ntok, out, stride);
 }
 
 inline PackedFormat make_format(int rows, const char* name, size_t (*group_bytes)(int64_t),
@@ -200,6 +204,11 @@ template <int R>
 inline PackedFormat format_q8_0_ref() {
   return make_format(R, "q8_0-ref", GeometryQ8_0<R>::group_bytes, pack_q8_0<R>,
                      prepare_act<kQuantizeQ8_0Ref, kQ8Offset>, gemm_q8_0_ref<R>);
+}
+template <int R>
+inline PackedFormat format_q8_0s_ref() {  // the signed form
+  return make_format(R, "q8_0s-ref", GeometryQ8_0<R>::group_bytes, pack_q8_0<R, 0>,
+                     prepare_act<kQuantizeQ8_0Ref, 0>, gemm_q8_0_ref<R, true>);
 }
 
 }  // namespace packed

@@ -170,9 +170,71 @@ inline void packed_gemm(int64_t n_in, const void* group, const void* act, int nt
   packed_tail<V, kQ4, kT - 1>(ntok - t, n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
 }
 
+#if !EDGELLM_X86_VNNI
+// The signed Q8_0 form (packed_legacy.hpp) for AVX2 without VNNI, whose vpmaddubsw would saturate
+// on the unsigned form's bytes: per word and token |w| x (y with w's sign) by vpmaddubsw (pairs
+// of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add, the words in the outer loop so 4
+// tokens share each loaded word and its |w|; then one convert and fma per block for 8 rows.
+template <int T>
+inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, size_t act_stride, float* out,
+                           size_t out_stride) {
+  using G = packed::GeometryQ8_0<8>;
+  const int64_t nb = n_in / packed::kBlock;
+  const __m256i ones = _mm256_set1_epi16(1);
+  packed::ActView a[T];
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    a[t] = packed::act_view(act + size_t(t) * act_stride, n_in);
+    acc[t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    for (size_t o = 0; o < G::kPair / 2; o += 64) {  // as packed_tile
+      _mm_prefetch(reinterpret_cast<const char*>(group) + G::kPair / 2 * size_t(b) + kPrefetchBytes + o, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(group) + G::kPair / 2 * size_t(b) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+    }
+    const uint8_t* qs = group + G::qs_at(b);
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8.inl)
+    for (int j = 0; j < packed::kWords; ++j) {
+      const __m256i w = load256(qs + 32 * j), wa = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i y = _mm256_sign_epi8(_mm256_set1_epi32(load_i32(a[t].qs + b * packed::kBlock + 4 * j)), w);
+        isum[t] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, y), ones), isum[t]);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(load128(group + G::scales_at(b)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a[t].d[b])), acc[t]);
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + size_t(t) * out_stride, acc[t]);
+}
+
+// PackedFormat::gemm of the signed form: tiles of 4 tokens, then one of the 1-3 left.
+inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  const auto* g = static_cast<const uint8_t*>(group);
+  const auto* a = static_cast<const uint8_t*>(act);
+  const size_t ab = packed::act_bytes(n_in);
+  int t = 0;
+  for (; t + 4 <= ntok; t += 4) packed_s8_tile<4>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
+  switch (ntok - t) {
+    case 3: packed_s8_tile<3>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride); break;
+    case 2: packed_s8_tile<2>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride); break;
+    case 1: packed_s8_tile<1>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride); break;
+    default: break;
+  }
+}
+#endif
+
 }  // namespace xs
 
-// Fills packed_of(Q4_0) and, where the dot step is exact for bytes up to 255 (VNNI), packed_of(Q8_0).
+// Fills packed_of(Q4_0) and packed_of(Q8_0): unsigned where the dot step is exact for bytes up to
+// 255 (VNNI), else (AVX2 without VNNI) the signed Q8_0 form.
 inline void register_x86_packed(KernelTable& t) {
   using V = xs::PackedVec;
   constexpr int R = V::kRows;
@@ -180,11 +242,19 @@ inline void register_x86_packed(KernelTable& t) {
       packed::make_format(R, R == 16 ? "q4_0x16" : "q4_0x8", packed::GeometryQ4_0<R>::group_bytes,
                           packed::pack_q4_0<R>, packed::prepare_act<quantize_row_q8_0_x86, packed::kQ4Offset>,
                           xs::packed_gemm<V, true>);
-  if constexpr (V::kExactU8)
+  if constexpr (V::kExactU8) {
     t.packed_of(DType::Q8_0) =
         packed::make_format(R, R == 16 ? "q8_0x16" : "q8_0x8", packed::GeometryQ8_0<R>::group_bytes,
                             packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0_x86, packed::kQ8Offset>,
                             xs::packed_gemm<V, false>);
+  } else {
+#if !EDGELLM_X86_VNNI
+    static_assert(R == 8, "the signed form's tile is AVX2's");
+    t.packed_of(DType::Q8_0) = packed::make_format(R, "q8_0x8s", packed::GeometryQ8_0<R>::group_bytes,
+                                                   packed::pack_q8_0<R, 0>, packed::prepare_act<quantize_row_q8_0_x86, 0>,
+                                                   xs::packed_s8_gemm);
+#endif
+  }
 }
 
 
