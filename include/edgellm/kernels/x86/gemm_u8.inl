@@ -4,6 +4,7 @@
 // vpdpbusd, each loaded weight vector reused by every token of the tile and each activation vector
 // by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2: with VNNI, or
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
+// Without VNNI, the K-quants and q8_0 take the grouped forms' 8-row tiles further down instead.
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
