@@ -109,7 +109,7 @@ uint8_t group_byte(const uint8_t* group, int r, int64_t i) {
 
 // Signed form: row r of a group against an activation row, per block d_w * d_a * integer dot.
 double gemm_s8_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
-  const auto* dw = reinterpret_cast<const float*>(group + size_t(n) * kGroupRows);
+  const auto* dw = reinterpret_cast<const float*>(group + U8GroupLayout(U8Form::Signed, n).d);
   double sum = 0.0;
   for (int64_t b = 0; b < n / 32; ++b) {
     int32_t d = 0;
@@ -123,9 +123,10 @@ double gemm_s8_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow
 // (the group's int16 pair (sc, sc) per row), plus per 16-group m_w * m_a.
 double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
   constexpr int G = kGroupRows;
-  const uint8_t* sc = group + size_t(n) * G;
-  const auto* mw = reinterpret_cast<const float*>(sc + size_t(n) / 16 * G * 4);
-  const float* dw = mw + n / 16 * G;
+  const U8GroupLayout at(U8Form::KScales, n);
+  const uint8_t* sc = group + at.sc;
+  const auto* mw = reinterpret_cast<const float*>(group + at.m);
+  const auto* dw = reinterpret_cast<const float*>(group + at.d);
   double sum = 0.0;
   for (int64_t sb = 0; sb < n / 256; ++sb) {
     int64_t isum = 0;

@@ -274,8 +274,8 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     thread_local std::vector<float> s16;
     thread_local std::vector<uint8_t> gscratch;
     wbuf.resize(rb * size_t(kGemmRowTile));
-    s16.resize(u8_gemm_pack_scratch(n));
-    gscratch.resize(u8_gemm_group_scratch(n));
+    if (grouped) gscratch.resize(u8_gemm_group_scratch(n));
+    else s16.resize(u8_gemm_pack_scratch(n));
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;

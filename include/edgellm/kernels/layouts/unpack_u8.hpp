@@ -333,7 +333,7 @@ inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM h
 }
 
 // Floats of scratch u8_gemm_pack_weight_row needs for a row of n.
-inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 8; }
+inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 16; }
 
 enum class U8Form { Unsigned, KScales, Signed };
 
@@ -341,10 +341,24 @@ enum class U8Form { Unsigned, KScales, Signed };
 // the scratch bytes u8_gemm_pack_group needs.
 inline constexpr int kGroupRows = 8;
 static_assert(kGroupRows * 4 == 32, "a group's 4 weights per row fill one 32-byte vector");
-inline size_t u8_gemm_group_bytes(U8Form form, int64_t n) {
-  const size_t G = kGroupRows, un = size_t(n);
-  return form == U8Form::KScales ? un * G + un / 16 * G * (4 + 4) + un / 256 * G * 4 : un * G + un / 32 * G * 4;
-}
+// Byte offsets of a group's sections after its n * 8 quant bytes (each 4 bytes per row): K form
+// sc (int16 pairs), m and d; signed form d (the block scales). bytes: the whole group.
+struct U8GroupLayout {
+  size_t sc = 0, m = 0, d = 0, bytes = 0;
+  U8GroupLayout(U8Form form, int64_t n) {
+    const size_t G = kGroupRows, un = size_t(n);
+    if (form == U8Form::KScales) {
+      sc = un * G;
+      m = sc + un / 16 * G * 4;
+      d = m + un / 16 * G * 4;
+      bytes = d + un / 256 * G * 4;
+    } else {
+      d = un * G;
+      bytes = d + un / 32 * G * 4;
+    }
+  }
+};
+inline size_t u8_gemm_group_bytes(U8Form form, int64_t n) { return U8GroupLayout(form, n).bytes; }
 inline size_t u8_gemm_group_scratch(int64_t n) {  // per row: u, then floats s, m, int16 sc, floats d
   return size_t(kGroupRows) * (size_t(n) + size_t(n) / 16 * 4 * 2 + size_t(n) / 16 * 2 + size_t(n + 255) / 256 * 4);
 }
@@ -371,9 +385,10 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
   const int64_t step = k ? 256 : 32;
   EDGELLM_CHECK(nrows >= 0 && nrows <= G && n % step == 0, "u8 GEMM: a group takes at most ", G,
                 " rows of a multiple of ", step, ", got ", nrows, " of ", n);
-  if (nrows < G) std::memset(out, 0, u8_gemm_group_bytes(form, n));
+  const U8GroupLayout at(form, n);
+  if (nrows < G) std::memset(out, 0, at.bytes);
   if (!k) {
-    float* scales = reinterpret_cast<float*>(out + size_t(n) * G);
+    float* scales = reinterpret_cast<float*>(out + at.d);
     for (int64_t b = 0; b < n / 32; ++b) {  // written in order, as the K form below
       for (int j = 0; j < 8; ++j)
         for (int r = 0; r < nrows; ++r)
@@ -395,9 +410,9 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
                   unpack::KScales{reinterpret_cast<int16_t*>(row_f(r, 2 * ng)), row_f(r, 2 * ng) + ng / 2});
   for (int r = nrows; r < G; ++r) std::memset(row_u(r), 0, size_t(n));
   (interleave ? interleave : u8_gemm_interleave_ref)(scratch, per_row, n, out);
-  uint8_t* gsc = out + size_t(n) * G;
-  float* gm = reinterpret_cast<float*>(gsc + size_t(ng) * G * 4);
-  float* gd = gm + size_t(ng) * G;
+  uint8_t* gsc = out + at.sc;
+  float* gm = reinterpret_cast<float*>(out + at.m);
+  float* gd = reinterpret_cast<float*>(out + at.d);
   for (int64_t g = 0; g < ng; ++g)
     for (int r = 0; r < nrows; ++r) {
       const uint32_t pair = uint32_t(uint16_t(reinterpret_cast<const int16_t*>(row_f(r, 2 * ng))[g])) * 0x00010001u;

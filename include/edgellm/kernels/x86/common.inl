@@ -47,6 +47,11 @@ inline __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale16) {
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 // 16 bytes of nibble pairs -> 32 bytes: low nibbles in bytes 0..15, high nibbles in 16..31

@@ -157,9 +157,10 @@ inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a
   constexpr int G = kGroupRows, C = kGemmToks;
   static_assert(G == 8, "one vector holds the group's rows");
   const uint8_t* u = w[0].u;
-  const uint8_t* sc = u + size_t(n) * G;                                   // per 16 weights: 8 x (sc, sc)
-  const float* mw = reinterpret_cast<const float*>(sc + size_t(n) / 16 * G * 4);  // per 16 weights: 8 floats
-  const float* dw = mw + size_t(n) / 16 * G;                               // per 256 weights: 8 floats
+  const U8GroupLayout at(U8Form::KScales, n);
+  const uint8_t* sc = u + at.sc;                              // per 16 weights: 8 x (sc, sc)
+  const float* mw = reinterpret_cast<const float*>(u + at.m);  // per 16 weights: 8 floats
+  const float* dw = reinterpret_cast<const float*>(u + at.d);  // per 256 weights: 8 floats
   __m256 acc[C];
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -174,11 +175,8 @@ inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a
       for (int k = 0; k < 4; ++k) {
         const __m256i v = load256(u + (g * 4 + k) * 32);
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) {
-          int32_t x;
-          std::memcpy(&x, a[c].u + g * 16 + 4 * k, 4);
-          isum[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_set1_epi32(x)), s), isum[c]);
-        }
+        for (int c = 0; c < C; ++c)
+          isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)), s));
       }
     }
     const __m256 d = _mm256_loadu_ps(dw + sb * G);
@@ -206,8 +204,7 @@ inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a
 inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int G = kGroupRows, C = kGemmToks;
   const uint8_t* q = w[0].u;
-  const float* dw = reinterpret_cast<const float*>(q + size_t(n) * G);
-  const __m256i ones = _mm256_set1_epi16(1);
+  const float* dw = reinterpret_cast<const float*>(q + U8GroupLayout(U8Form::Signed, n).d);
   __m256 acc[C];
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -220,12 +217,8 @@ inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* 
     for (int k = 0; k < 8; ++k) {
       const __m256i v = load256(qb + 32 * k), va = _mm256_abs_epi8(v);
       EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c) {
-        int32_t x;
-        std::memcpy(&x, a[c].u + b * 32 + 4 * k, 4);
-        const __m256i y = _mm256_sign_epi8(_mm256_set1_epi32(x), v);
-        isum[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(va, y), ones), isum[c]);
-      }
+      for (int c = 0; c < C; ++c)
+        isum[c] = dot_u8s8_acc(isum[c], va, _mm256_sign_epi8(_mm256_set1_epi32(load_i32(a[c].u + b * 32 + 4 * k)), v));
     }
     const __m256 d = _mm256_loadu_ps(dw + b * G);
     EDGELLM_GEMM_UNROLL

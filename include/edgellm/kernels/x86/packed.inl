@@ -11,12 +11,6 @@
 
 namespace xs {
 
-inline int32_t load_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 #if EDGELLM_X86_AVX512VNNI
 struct PackedVec {
   static constexpr int kRows = 16;
@@ -147,27 +141,39 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
   for (int t = 0; t < T; ++t) V::store(out + size_t(t) * out_stride, acc[t]);
 }
 
-// The remainder tile of 1 .. T-1 tokens, dispatched to a compile-time size.
-template <class V, bool kQ4, int T>
+// Tile::run<T>: a register tile of T tokens; TileOf<V, kQ4> runs packed_tile.
+template <class V, bool kQ4>
+struct TileOf {
+  template <int T>
+  static void run(int64_t n_in, const uint8_t* g, const uint8_t* a, size_t ab, float* out, size_t out_stride) {
+    packed_tile<V, kQ4, T>(n_in, g, a, ab, out, out_stride);
+  }
+};
+
+// The remainder tile of 1 .. T tokens, dispatched to a compile-time size.
+template <class Tile, int T>
 inline void packed_tail(int n, int64_t n_in, const uint8_t* g, const uint8_t* a, size_t ab, float* out,
                         size_t out_stride) {
   if constexpr (T > 0) {
-    if (n == T) packed_tile<V, kQ4, T>(n_in, g, a, ab, out, out_stride);
-    else packed_tail<V, kQ4, T - 1>(n, n_in, g, a, ab, out, out_stride);
+    if (n == T) Tile::template run<T>(n_in, g, a, ab, out, out_stride);
+    else packed_tail<Tile, T - 1>(n, n_in, g, a, ab, out, out_stride);
   }
 }
 
-// PackedFormat::gemm: full register tiles of tokens, then the remainder one smaller tile.
-template <class V, bool kQ4>
-inline void packed_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  constexpr int kT = kPackedTileToks;
+// PackedFormat::gemm: full register tiles of kT tokens, then the remainder in one smaller tile.
+template <class Tile, int kT>
+inline void packed_tiles(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
   const auto* g = static_cast<const uint8_t*>(group);
   const auto* a = static_cast<const uint8_t*>(act);
   const size_t ab = packed::act_bytes(n_in);
   int t = 0;
   for (; t + kT <= ntok; t += kT)
-    packed_tile<V, kQ4, kT>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
-  packed_tail<V, kQ4, kT - 1>(ntok - t, n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
+    Tile::template run<kT>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
+  packed_tail<Tile, kT - 1>(ntok - t, n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
+}
+template <class V, bool kQ4>
+inline void packed_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_tiles<TileOf<V, kQ4>, kPackedTileToks>(n_in, group, act, ntok, out, out_stride);
 }
 
 #if !EDGELLM_X86_VNNI
@@ -180,7 +186,6 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
                            size_t out_stride) {
   using G = packed::GeometryQ8_0<8>;
   const int64_t nb = n_in / packed::kBlock;
-  const __m256i ones = _mm256_set1_epi16(1);
   packed::ActView a[T];
   __m256 acc[T];
 #pragma GCC unroll 4
@@ -203,7 +208,7 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m256i y = _mm256_sign_epi8(_mm256_set1_epi32(load_i32(a[t].qs + b * packed::kBlock + 4 * j)), w);
-        isum[t] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, y), ones), isum[t]);
+        isum[t] = dot_u8s8_acc(isum[t], wa, y);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(load128(group + G::scales_at(b)));
@@ -216,18 +221,14 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
 }
 
 // PackedFormat::gemm of the signed form: tiles of 4 tokens, then one of the 1-3 left.
-inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  const auto* g = static_cast<const uint8_t*>(group);
-  const auto* a = static_cast<const uint8_t*>(act);
-  const size_t ab = packed::act_bytes(n_in);
-  int t = 0;
-  for (; t + 4 <= ntok; t += 4) packed_s8_tile<4>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
-  switch (ntok - t) {
-    case 3: packed_s8_tile<3>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride); break;
-    case 2: packed_s8_tile<2>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride); break;
-    case 1: packed_s8_tile<1>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride); break;
-    default: break;
+struct S8Tile {
+  template <int T>
+  static void run(int64_t n_in, const uint8_t* g, const uint8_t* a, size_t ab, float* out, size_t out_stride) {
+    packed_s8_tile<T>(n_in, g, a, ab, out, out_stride);
   }
+};
+inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  packed_tiles<S8Tile, 4>(n_in, group, act, ntok, out, out_stride);
 }
 #endif
 
