@@ -1,6 +1,6 @@
 // Row-interleaved K-quant groups (kernels/layouts/packed_kquants.hpp, kernels/x86/packed_kquants.inl,
 // kernels/neon/packed_kquants.hpp): the scalar layouts' GEMM and, when compiled in and the CPU has
-// them, the AVX-512 (x16) and NEON dotprod (x4) GEMMs against the per-row vec_dot_*_q8_K_ref on
+// them, the AVX-512 VNNI (x16), other x86 (x8) and NEON dotprod (x4) GEMMs against the per-row vec_dot_*_q8_K_ref on
 // random rows, partial groups and several token counts; prepare_act's quantization against
 // quantize_row_q8_K_ref.
 #include <doctest/doctest.h>
@@ -64,12 +64,14 @@ std::vector<TypeCase> type_cases() {
       {DType::Q6_K, vec_dot_q6_K_q8_K_ref, kMaxPackedErrQ6K, EDGELLM_PACKED_REF_FORMS(q6_K)},
   };
 #if EDGELLM_HAS_X86_KERNELS
-  for (Isa isa : available_isas()) {  // the x16 forms of the AVX-512 VNNI levels this CPU runs
-    if (isa == Isa::Ref || make_kernel_table(isa).packed_of(DType::Q2_K).rows == 0) continue;
+  // every x86 level this CPU runs: the x16 forms of the AVX-512 VNNI levels, the x8 of the others
+  for (Isa isa : available_isas()) {
+    if (isa == Isa::Ref) continue;
     const KernelTable t = make_kernel_table(isa);
+    const int want_rows = isa == Isa::Avx512Vnni ? 16 : 8;
     for (TypeCase& tc : cases) {
       const PackedFormat& pf = t.packed_of(tc.type);
-      REQUIRE(pf.rows == 16);
+      REQUIRE(pf.rows == want_rows);
       tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
     }
   }
@@ -226,7 +228,7 @@ TEST_CASE("packed K-quant activations are quantize_row_q8_K_ref's blocks plus th
   std::vector<PrepareActFn> preps = {prepare_act_q8_K_packed_ref};
 #if EDGELLM_HAS_X86_KERNELS
   for (Isa isa : available_isas())
-    if (isa != Isa::Ref && make_kernel_table(isa).packed_of(DType::Q2_K).rows == 16)
+    if (isa != Isa::Ref)
       preps.push_back(make_kernel_table(isa).packed_of(DType::Q2_K).prepare_act);
 #endif
 #if EDGELLM_HAS_NEON

@@ -32,6 +32,7 @@ namespace EDGELLM_X86_LEVEL_NS {
 #include "edgellm/kernels/x86/gemm_u8.inl"
 #include "edgellm/kernels/x86/packed.inl"
 #include "edgellm/kernels/x86/packed_kquants.inl"
+#include "edgellm/kernels/x86/packed_kquants_avx2.inl"
 
 inline constexpr Isa kIsa = EDGELLM_X86_LEVEL_ISA;
 

@@ -1,8 +1,8 @@
 // AVX-512 VNNI GEMMs of the row-interleaved K-quant groups, Q2_K .. Q6_K (16 rows; layouts and oracle in
 // kernels/layouts/packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16 rows x 4 weights
 // against 4 broadcast activation bytes, one scale multiply per sub-block for all 16 rows, mins via
-// the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: without
-// them nothing is registered (no AVX2 form; the per-row kernels of dot_kquants.inl stay in use).
+// the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: the
+// other levels take the 8-row forms of packed_kquants_avx2.inl.
 
 #if EDGELLM_X86_AVX512VNNI
 #if defined(__GNUC__) && !defined(__clang__)
@@ -385,9 +385,5 @@ inline void register_x86_packed_kquants(KernelTable& t) {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-
-#else  // no AVX-512 VNNI: no packed K-quant forms
-
-inline void register_x86_packed_kquants(KernelTable&) {}
 
 #endif  // EDGELLM_X86_AVX512VNNI

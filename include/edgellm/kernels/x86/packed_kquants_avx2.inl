@@ -1,0 +1,312 @@
+// AVX2 GEMMs of the row-interleaved K-quant groups, Q2_K .. Q6_K at 8 rows (layouts and oracle in
+// kernels/layouts/packed_kquants.hpp), for every level without AVX-512 VNNI (those have the
+// 16-row forms of packed_kquants.inl). One 32-bit lane per row as there, but no VNNI: vpmaddubsw
+// (u8 quants x 4 broadcast s8 activation bytes, products summed in pairs into int16) and the int16
+// sums of a sub-block added in int16 as far as they cannot overflow, then one vpmaddwd by the rows'
+// scale (held in both int16 halves of the row's lane) per sub-block: no vpmaddwd by ones per quad
+// vector. Mins and offsets through the Q8_K bsums, one float fma per super-block, no horizontal
+// sums. Every int16 bound below takes |activation| <= 127 (quantize_row_q8_K) and names how many
+// products one int16 lane holds.
+
+#if !EDGELLM_X86_AVX512VNNI
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace xs::pk8 {
+
+constexpr int kRows = 8;
+// Tokens per register tile: 3 tokens' int16 and int32 sums, the unpacked quad vectors and the
+// float sums fit the 16 ymm registers. 4 was slower for Q2_K .. Q5_K (ns per 32 weights and pair,
+// 2048 x 2048, 128 tokens, best of 8 on the AVX2 EPYC: q3_K 0.53 against 0.84, q2_K 0.53 / 0.64,
+// q4_K 0.59 / 0.65) and level for Q6_K (0.61 / 0.60).
+constexpr int kToks = 3;
+
+inline __m256i bcast4(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
+inline __m256i load(const uint8_t* p) { return load256(p); }
+inline __m256i mask8(int v) { return _mm256_set1_epi8(char(v)); }
+inline __m256i add16(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
+inline __m256i add32(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
+// (v >> S) & M in every byte (a 16-bit shift: M keeps only bits that stayed inside the byte).
+template <int S, int M>
+inline __m256i byte_field(__m256i v) {
+  if constexpr (S == 0) return _mm256_and_si256(v, mask8(M));
+  else return _mm256_and_si256(_mm256_srli_epi16(v, S), mask8(M));
+}
+// Row r's quad (u8, lane r) times the 4 activation bytes at a, products summed in pairs: int16.
+inline __m256i mul(__m256i quads, const int8_t* a) { return _mm256_maddubs_epi16(quads, bcast4(a)); }
+
+// Per-row scale bytes -> each row's value in both int16 halves of its lane (the vpmaddwd operand
+// that multiplies a lane's two int16 sums by the row's scale and adds them).
+// 8 unsigned bytes, one per row:
+inline __m256i scale16_u8(const uint8_t* p) {
+  const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+}
+// From int16 pairs per lane (first, second): the first (kSecond = false) or the second in both halves.
+template <bool kSecond>
+inline __m256i dup16(__m256i pairs) {
+  // per 128-bit half (lanes k = 0..3): bytes 4k, 4k + 1 (first) or 4k + 2, 4k + 3 (second), twice
+  const int64_t lo = kSecond ? 0x0706070603020302 : 0x0504050401000100;
+  const int64_t hi = kSecond ? 0x0F0E0F0E0B0A0B0A : 0x0D0C0D0C09080908;
+  return _mm256_shuffle_epi8(pairs, _mm256_set_epi64x(hi, lo, hi, lo));
+}
+// The 16 bytes of [row][2] scales of sub-blocks 2p, 2p + 1 as int16 pairs per lane.
+inline __m256i pairs_u8(const uint8_t* p) { return _mm256_cvtepu8_epi16(load128(p)); }
+inline __m256i pairs_s8(const uint8_t* p) { return _mm256_cvtepi8_epi16(load128(p)); }
+
+// sum[t] += d8 * (d * isum - dmin * msum) (Q4_K, Q5_K) or d8 * d * isum - d8 * dmin * msum (Q2_K),
+// as packed_kquants.inl's add_d_dmin.
+template <bool kFactored, int T>
+inline void add_d_dmin(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m256i (&isum)[T],
+                       const __m256i (&msum)[T], __m256 (&sum)[T]) {
+  const __m256 d = _mm256_cvtph_ps(load128(sb)), dmin = _mm256_cvtph_ps(load128(sb + 2 * kRows));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256 d8 = _mm256_set1_ps(x[t]->q.d), fi = _mm256_cvtepi32_ps(isum[t]), fm = _mm256_cvtepi32_ps(msum[t]);
+    if constexpr (kFactored) {
+      sum[t] = _mm256_fmadd_ps(d8, _mm256_fmsub_ps(d, fi, _mm256_mul_ps(dmin, fm)), sum[t]);
+    } else {
+      sum[t] = _mm256_add_ps(sum[t], _mm256_fmsub_ps(_mm256_mul_ps(d8, d), fi, _mm256_mul_ps(_mm256_mul_ps(d8, dmin), fm)));
+    }
+  }
+}
+
+// sum[t] += d8 * d * (isum - 2^kShift * csum): Q3_K (offset 4) and Q6_K (offset 32).
+template <int kShift, int T>
+inline void add_d_offset(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m256i (&isum)[T],
+                         const __m256i (&csum)[T], __m256 (&sum)[T]) {
+  const __m256 d = _mm256_cvtph_ps(load128(sb));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(csum[t], kShift));
+    sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(x[t]->q.d), d), _mm256_cvtepi32_ps(total), sum[t]);
+  }
+}
+
+// isum[t] += scale * (the 16-weight sum of sub-block g from its four quad vectors), a[t] = the
+// sub-block's 16 activation bytes. int16: 8 products of at most 7 x 127 (Q2_K, Q3_K).
+template <int T>
+inline void sub16(const __m256i (&q)[4], const int8_t* const (&a)[T], __m256i scale, __m256i (&isum)[T]) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256i s = add16(add16(mul(q[0], a[t]), mul(q[1], a[t] + 4)), add16(mul(q[2], a[t] + 8), mul(q[3], a[t] + 12)));
+    isum[t] = add32(isum[t], _mm256_madd_epi16(s, scale));
+  }
+}
+
+// Q2_K: per sub-block one load of 2-bit quads, 7 ops to unpack them.
+struct Q2K {
+  static constexpr size_t kBytes = packed_k::q2_K_bytes(kRows);
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m256 (&sum)[T]) {
+    __m256i isum[T], msum[T];
+    for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+      // scale bytes of sub-blocks 2p, 2p + 1: low nibble scale, high nibble min
+      const __m256i pair = pairs_u8(sb + 4 * kRows + p * 2 * kRows);
+      const __m256i scales = _mm256_and_si256(pair, _mm256_set1_epi16(0x0F)), mins = _mm256_srli_epi16(pair, 4);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) msum[t] = add32(msum[t], _mm256_madd_epi16(mins, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int h = 0; h < 2; ++h) {
+        const int g = 2 * p + h;
+        const __m256i v = load(sb + 20 * kRows + g * 4 * kRows);
+        const __m256i q[4] = {byte_field<0, 3>(v), byte_field<2, 3>(v), byte_field<4, 3>(v), byte_field<6, 3>(v)};
+        const int8_t* a[T];
+        for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 16 * g;
+        sub16(q, a, h ? dup16<true>(scales) : dup16<false>(scales), isum);
+      }
+    }
+    add_d_dmin<false>(sb, x, isum, msum, sum);
+  }
+};
+
+// Q3_K: per pair of sub-blocks 3 loads and 19 ops to unpack its eight quad vectors.
+struct Q3K {
+  static constexpr size_t kBytes = packed_k::q3_K_bytes(kRows);
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m256 (&sum)[T]) {
+    __m256i isum[T], csum[T];
+    for (int t = 0; t < T; ++t) isum[t] = csum[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+      const __m256i pairs = pairs_s8(sb + 2 * kRows + p * 2 * kRows);  // signed scales of 2p, 2p + 1
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) csum[t] = add32(csum[t], _mm256_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
+      const uint8_t* pr = sb + 18 * kRows + p * 12 * kRows;
+      const __m256i va = load(pr), vb = load(pr + 4 * kRows), vc = load(pr + 8 * kRows);
+      const int8_t* a[T];
+      for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * p;
+      const __m256i q0[4] = {byte_field<0, 7>(va), byte_field<3, 7>(va), byte_field<0, 7>(vb), byte_field<3, 7>(vb)};
+      sub16(q0, a, dup16<false>(pairs), isum);
+      // v6 = a's top bit pair | c's bit 7 as bit 2; v7 = b's top pair | c's bit 6 as bit 2
+      const __m256i q1[4] = {byte_field<0, 7>(vc), byte_field<3, 7>(vc),
+                             _mm256_or_si256(byte_field<6, 3>(va), byte_field<5, 4>(vc)),
+                             _mm256_or_si256(byte_field<6, 3>(vb), byte_field<4, 4>(vc))};
+      for (int t = 0; t < T; ++t) a[t] += 16;
+      sub16(q1, a, dup16<true>(pairs), isum);
+    }
+    add_d_offset<2>(sb, x, isum, csum, sum);
+  }
+};
+
+// Q4_K (kHigh = false) and Q5_K (kHigh = true: a vector of fifth bits after each sub-block's 4 quad
+// vectors). Per sub-block of 32 weights: 4 loads of nibble quads, 8 vpmaddubsw per token.
+template <bool kHigh>
+struct Q45K {
+  static constexpr size_t kBytes = kHigh ? packed_k::q5_K_bytes(kRows) : packed_k::q4_K_bytes(kRows);
+  static constexpr int kSubBytes = kHigh ? 20 * kRows : 16 * kRows;
+  // Quad vector J's low (weights 4J..) and high (16 + 4J..) nibbles, with Q5_K's fifth bits (bit J
+  // and bit 4 + J of hb).
+  template <int J>
+  static void quads(const uint8_t* qs, __m256i hb, __m256i& lo, __m256i& hi) {
+    const __m256i v = load(qs + J * 4 * kRows);
+    lo = byte_field<0, 0x0F>(v);
+    hi = byte_field<4, 0x0F>(v);
+    if constexpr (kHigh) {
+      const __m256i b4 = mask8(0x10);
+      lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4 - J), b4));
+      hi = _mm256_or_si256(hi, J == 0 ? _mm256_and_si256(hb, b4) : _mm256_and_si256(_mm256_srli_epi16(hb, J), b4));
+    }
+  }
+  template <int J, int T>
+  static void step(const uint8_t* qs, __m256i hb, const int8_t* const (&a)[T], __m256i (&lo_acc)[T], __m256i (&hi_acc)[T]) {
+    __m256i lo, hi;
+    quads<J>(qs, hb, lo, hi);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      if constexpr (J == 0) {
+        lo_acc[t] = mul(lo, a[t]);
+        hi_acc[t] = mul(hi, a[t] + 16);
+      } else {
+        lo_acc[t] = add16(lo_acc[t], mul(lo, a[t] + 4 * J));
+        hi_acc[t] = add16(hi_acc[t], mul(hi, a[t] + 16 + 4 * J));
+      }
+    }
+  }
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m256 (&sum)[T]) {
+    __m256i isum[T], msum[T];
+    for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* qs = sb + 20 * kRows + s * kSubBytes;
+      const __m256i hb = kHigh ? load(qs + 16 * kRows) : _mm256_setzero_si256();
+      const int8_t* a[T];
+      for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s;
+      // int16 sums of 8 products each for the low and the high nibbles: at most 8 x 31 x 127
+      __m256i lo_acc[T], hi_acc[T];
+      step<0>(qs, hb, a, lo_acc, hi_acc);
+      step<1>(qs, hb, a, lo_acc, hi_acc);
+      step<2>(qs, hb, a, lo_acc, hi_acc);
+      step<3>(qs, hb, a, lo_acc, hi_acc);
+      const __m256i scale = scale16_u8(sb + 4 * kRows + s * kRows);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        if constexpr (kHigh) {  // both halves together would reach 16 x 31 x 127: two vpmaddwd
+          isum[t] = add32(isum[t], add32(_mm256_madd_epi16(lo_acc[t], scale), _mm256_madd_epi16(hi_acc[t], scale)));
+        } else {  // 16 products of at most 15 x 127 = 30480 fit one int16
+          isum[t] = add32(isum[t], _mm256_madd_epi16(add16(lo_acc[t], hi_acc[t]), scale));
+        }
+      }
+    }
+    for (int p = 0; p < 4; ++p) {  // mins of sub-blocks 2p, 2p + 1 against the sums per 32
+      const __m256i m = pairs_u8(sb + 12 * kRows + p * 2 * kRows);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) msum[t] = add32(msum[t], _mm256_madd_epi16(m, bcast4(x[t]->bsums32 + 2 * p)));
+    }
+    add_d_dmin<true>(sb, x, isum, msum, sum);
+  }
+};
+
+// Q6_K: per sub-block 3 loads, 11 ops to unpack; its quads reach 63, so an int16 lane holds the
+// sum of two vpmaddubsw (4 products, at most 4 x 63 x 127 = 32004) and the scale is applied twice.
+struct Q6K {
+  static constexpr size_t kBytes = packed_k::q6_K_bytes(kRows);
+  template <int T>
+  static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m256 (&sum)[T]) {
+    __m256i isum[T], csum[T];
+    for (int t = 0; t < T; ++t) isum[t] = csum[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+      const __m256i pairs = pairs_s8(sb + 2 * kRows + p * 2 * kRows);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) csum[t] = add32(csum[t], _mm256_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int h = 0; h < 2; ++h) {
+        const int g = 2 * p + h;
+        const uint8_t* base = sb + 18 * kRows + g * 12 * kRows;
+        const __m256i v0 = load(base), v1 = load(base + 4 * kRows), v2 = load(base + 8 * kRows);
+        // quad 3: bits 6-7 of v0, v1, v2 as its bits 0-1, 2-3, 4-5
+        const __m256i q3 = _mm256_or_si256(_mm256_or_si256(byte_field<6, 0x03>(v0), byte_field<4, 0x0C>(v1)),
+                                           byte_field<2, 0x30>(v2));
+        const __m256i q0 = byte_field<0, 0x3F>(v0), q1 = byte_field<0, 0x3F>(v1), q2 = byte_field<0, 0x3F>(v2);
+        const __m256i scale = h ? dup16<true>(pairs) : dup16<false>(pairs);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* a = x[t]->q.qs + 16 * g;
+          const __m256i s01 = add16(mul(q0, a), mul(q1, a + 4)), s23 = add16(mul(q2, a + 8), mul(q3, a + 12));
+          isum[t] = add32(isum[t], add32(_mm256_madd_epi16(s01, scale), _mm256_madd_epi16(s23, scale)));
+        }
+      }
+    }
+    add_d_offset<5>(sb, x, isum, csum, sum);
+  }
+};
+
+// T tokens (from t0) x the 8 rows of one group: out[t * out_stride + r], with packed.inl's software
+// prefetch distances in the group stream.
+template <class K, int T>
+void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
+  const PackedActQ8K* x[T];
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = static_cast<const PackedActQ8K*>(act) + size_t(t0 + t) * size_t(nsb);
+    sum[t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nsb; ++b, w += K::kBytes) {
+    for (size_t o = 0; o < K::kBytes; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchL2Bytes + o), _MM_HINT_T1);
+    }
+    K::superblock(w, x, sum);
+    for (int t = 0; t < T; ++t) ++x[t];
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + size_t(t0 + t) * out_stride, sum[t]);
+}
+
+template <class K, int T>
+void gemm_tail(int n, int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
+  if constexpr (T > 0) {
+    if (n == T) gemm_tile<K, T>(nsb, w, act, t0, out, out_stride);
+    else gemm_tail<K, T - 1>(n, nsb, w, act, t0, out, out_stride);
+  }
+}
+
+template <class K>
+void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  const int64_t nsb = n_in / QK_K;
+  const auto* w = static_cast<const uint8_t*>(group);
+  int t0 = 0;
+  for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
+  gemm_tail<K, kToks - 1>(ntok - t0, nsb, w, act, t0, out, out_stride);
+}
+
+}  // namespace xs::pk8
+
+inline void prepare_act_q8_K_packed_x86(const float* x, int64_t n_in, void* dst) {
+  prepare_act_q8_K_packed<quantize_row_q8_K_x86>(x, n_in, dst);
+}
+
+// Sets t.packed_of(Q2_K .. Q6_K) to the 8-row forms.
+inline void register_x86_packed_kquants(KernelTable& t) {
+  using namespace xs::pk8;
+  constexpr auto prep = prepare_act_q8_K_packed_x86;
+  set_packed_kquant_form<kRows>(t, DType::Q2_K, "q2_Kx8", gemm<Q2K>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q3_K, "q3_Kx8", gemm<Q3K>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q4_K, "q4_Kx8", gemm<Q45K<false>>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q5_K, "q5_Kx8", gemm<Q45K<true>>, prep);
+  set_packed_kquant_form<kRows>(t, DType::Q6_K, "q6_Kx8", gemm<Q6K>, prep);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif  // !EDGELLM_X86_AVX512VNNI
