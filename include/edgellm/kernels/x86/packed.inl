@@ -69,11 +69,21 @@ struct PackedVec {
 inline constexpr int kPackedTileToks = PackedVec::kRows == 16 ? 8 : 2;
 
 // Software prefetch distance in the group stream: every line of the block this far ahead into L1,
-// and a second, farther prefetch into L2 that keeps more DRAM reads in flight than the L1 fill
-// buffers allow (distances chosen by measurement: docs/PERF.md, "Kernel constants"). Prefetching
-// past the group's end is harmless.
-inline constexpr size_t kPrefetchBytes = 4096;
-inline constexpr size_t kPrefetchL2Bytes = 16384;
+// and for the 16-row (AVX-512 VNNI) forms a second, farther prefetch into L2 that keeps more DRAM
+// reads in flight than the L1 fill buffers allow (distances chosen by measurement on a Xeon:
+// docs/PERF.md, "Kernel constants"). The 8-row forms of the other levels prefetch into L1 only, 3
+// KiB ahead: on the AVX2 EPYC the L2 prefetch made decode slower (docs/PERF.md, "Packed K-quants
+// on AVX2"). Prefetching past the group's end is harmless.
+inline constexpr size_t kPrefetchBytes = PackedVec::kRows == 16 ? 4096 : 3072;
+inline constexpr size_t kPrefetchL2Bytes = PackedVec::kRows == 16 ? 16384 : 0;
+
+// The prefetches for the `bytes` of the stream that start at p.
+inline void prefetch_ahead(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + kPrefetchBytes + o, _MM_HINT_T0);
+  if constexpr (kPrefetchL2Bytes > 0)
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + kPrefetchL2Bytes + o, _MM_HINT_T1);
+}
 
 // The 8 words of block b as vectors (lane r = weights 4j .. 4j+3 of row r). kX16: the odd (high
 // nibble) words as v & 0xF0, 16 x their value: one op instead of a shift and a mask; their dots
@@ -116,10 +126,7 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* qs = group + G::qs_at(b);
-    for (size_t o = 0; o < G::kPair / 2; o += 64)  // the lines of the block kPrefetchBytes ahead
-      _mm_prefetch(reinterpret_cast<const char*>(group) + G::kPair / 2 * size_t(b) + kPrefetchBytes + o, _MM_HINT_T0);
-    for (size_t o = 0; o < G::kPair / 2; o += 64)  // and into L2 kPrefetchL2Bytes ahead
-      _mm_prefetch(reinterpret_cast<const char*>(group) + G::kPair / 2 * size_t(b) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+    prefetch_ahead(group + G::kPair / 2 * size_t(b), G::kPair / 2);  // the lines of the block, ahead
     I w[packed::kWords];
     load_words<V, kQ4, kX16>(qs, w);
     const F dw = V::scales(group + G::scales_at(b));
@@ -194,10 +201,7 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
     acc[t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    for (size_t o = 0; o < G::kPair / 2; o += 64) {  // as packed_tile
-      _mm_prefetch(reinterpret_cast<const char*>(group) + G::kPair / 2 * size_t(b) + kPrefetchBytes + o, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(group) + G::kPair / 2 * size_t(b) + kPrefetchL2Bytes + o, _MM_HINT_T1);
-    }
+    prefetch_ahead(group + G::kPair / 2 * size_t(b), G::kPair / 2);  // as packed_tile
     const uint8_t* qs = group + G::qs_at(b);
     __m256i isum[T];
 #pragma GCC unroll 4

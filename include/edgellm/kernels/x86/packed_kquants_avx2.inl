@@ -252,7 +252,7 @@ struct Q6K {
 };
 
 // T tokens (from t0) x the 8 rows of one group: out[t * out_stride + r], with packed.inl's software
-// prefetch distances in the group stream.
+// prefetch in the group stream.
 template <class K, int T>
 void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
   const PackedActQ8K* x[T];
@@ -262,10 +262,7 @@ void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* ou
     sum[t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nsb; ++b, w += K::kBytes) {
-    for (size_t o = 0; o < K::kBytes; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchBytes + o), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchL2Bytes + o), _MM_HINT_T1);
-    }
+    prefetch_ahead(w, K::kBytes);
     K::superblock(w, x, sum);
     for (int t = 0; t < T; ++t) ++x[t];
   }
