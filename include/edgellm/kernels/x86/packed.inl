@@ -53,6 +53,11 @@ struct PackedVec {
   static I zero_i() { return _mm256_setzero_si256(); }
   static I add(I a, I b) { return _mm256_add_epi32(a, b); }
   static I dot(I acc, I u, I s) { return dot_u8s8_acc(acc, u, s); }
+  // Without VNNI: u8 x s8 products summed in pairs into int16 lanes, int16 adds, and the int16
+  // pairs of each 32-bit lane summed into it.
+  static I pairs16(I u, I s) { return _mm256_maddubs_epi16(u, s); }
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  static I widen16(I a) { return _mm256_madd_epi16(a, _mm256_set1_epi16(1)); }
   static F scales(const uint8_t* p) { return _mm256_cvtph_ps(load128(p)); }
   static F zero() { return _mm256_setzero_ps(); }
   static F splat(float v) { return _mm256_set1_ps(v); }
@@ -135,14 +140,27 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const int8_t* y = a[t].qs + b * packed::kBlock;
-      I s0 = V::splat(a[t].corr + b), s1 = V::zero_i();
+      if constexpr (kQ4 && !V::kExactU8) {
+        // vpmaddubsw without VNNI: the block's 8 words summed in int16 (16 products of at most 15 x
+        // 127 per lane, no overflow), two chains, then one vpmaddwd by ones instead of one per word.
+        I h0 = V::pairs16(w[0], V::splat(y)), h1 = V::pairs16(w[1], V::splat(y + 4));
 #pragma GCC unroll 4
-      for (int j = 0; j < packed::kWords; j += 2) {
-        s0 = V::dot(s0, w[j], V::splat(y + 4 * j));
-        s1 = V::dot(s1, w[j + 1], V::splat(y + 4 * j + 4));
+        for (int j = 2; j < packed::kWords; j += 2) {
+          h0 = V::add16(h0, V::pairs16(w[j], V::splat(y + 4 * j)));
+          h1 = V::add16(h1, V::pairs16(w[j + 1], V::splat(y + 4 * j + 4)));
+        }
+        const I isum = V::add(V::splat(a[t].corr + b), V::widen16(V::add16(h0, h1)));
+        acc[t] = V::fma(V::cvt(isum), V::mul(dw, V::splat(a[t].d[b])), acc[t]);
+      } else {
+        I s0 = V::splat(a[t].corr + b), s1 = V::zero_i();
+#pragma GCC unroll 4
+        for (int j = 0; j < packed::kWords; j += 2) {
+          s0 = V::dot(s0, w[j], V::splat(y + 4 * j));
+          s1 = V::dot(s1, w[j + 1], V::splat(y + 4 * j + 4));
+        }
+        // s1 holds only odd words' dots (with kX16: 16 x the high nibbles', a multiple of 16)
+        acc[t] = V::fma(V::cvt(V::add(s0, kX16 ? V::div16(s1) : s1)), V::mul(dw, V::splat(a[t].d[b])), acc[t]);
       }
-      // s1 holds only odd words' dots (with kX16: 16 x the high nibbles', a multiple of 16)
-      acc[t] = V::fma(V::cvt(V::add(s0, kX16 ? V::div16(s1) : s1)), V::mul(dw, V::splat(a[t].d[b])), acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) V::store(out + size_t(t) * out_stride, acc[t]);
