@@ -9,6 +9,12 @@
 // products one int16 lane holds.
 
 #if !EDGELLM_X86_AVX512VNNI
+#if EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
+// These kernels use no VNNI instruction, and a dispatch build compiles the avx2 level first: the
+// avx2-vnni level registers that level's functions (the same code and bits) instead of compiling
+// them a second time, which cost every translation unit of a plain -O2 build ~3 s.
+inline void register_x86_packed_kquants(KernelTable& t) { x86_avx2::register_x86_packed_kquants(t); }
+#else
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -306,4 +312,5 @@ inline void register_x86_packed_kquants(KernelTable& t) {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#endif  // EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
 #endif  // !EDGELLM_X86_AVX512VNNI
