@@ -4,6 +4,13 @@
 // the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: the
 // other levels take the 8-row forms of packed_kquants_avx2.inl.
 
+// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_x86 (bit-exact
+// with the ref): the activations of every level's packed K-quant forms (x16 here, x8 in
+// packed_kquants_avx2.inl).
+inline void prepare_act_q8_K_packed_x86(const float* x, int64_t n_in, void* dst) {
+  prepare_act_q8_K_packed<quantize_row_q8_K_x86>(x, n_in, dst);
+}
+
 #if EDGELLM_X86_AVX512VNNI
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -364,12 +371,6 @@ void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out
 }
 
 }  // namespace xs::pk
-
-// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_x86 (bit-exact
-// with the ref).
-inline void prepare_act_q8_K_packed_x86(const float* x, int64_t n_in, void* dst) {
-  prepare_act_q8_K_packed<quantize_row_q8_K_x86>(x, n_in, dst);
-}
 
 // Sets t.packed_of(Q2_K .. Q6_K) to the 16-row forms.
 inline void register_x86_packed_kquants(KernelTable& t) {

@@ -29,11 +29,11 @@ constexpr int kRows = 8;
 // q4_K 0.59 / 0.65) and level for Q6_K (0.61 / 0.60).
 constexpr int kToks = 3;
 
-inline __m256i bcast4(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
-inline __m256i load(const uint8_t* p) { return load256(p); }
+// The AVX2 steps of packed.inl's PackedVec: V::splat(p) broadcasts 4 activation bytes to every
+// 32-bit lane, V::pairs16 is vpmaddubsw, V::add16 / V::add add int16 / int32 lanes.
+using V = PackedVec;
+static_assert(V::kRows == kRows, "the 8-row forms use PackedVec's 32-byte vectors");
 inline __m256i mask8(int v) { return _mm256_set1_epi8(char(v)); }
-inline __m256i add16(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
-inline __m256i add32(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
 // (v >> S) & M in every byte (a 16-bit shift: M keeps only bits that stayed inside the byte).
 template <int S, int M>
 inline __m256i byte_field(__m256i v) {
@@ -41,7 +41,7 @@ inline __m256i byte_field(__m256i v) {
   else return _mm256_and_si256(_mm256_srli_epi16(v, S), mask8(M));
 }
 // Row r's quad (u8, lane r) times the 4 activation bytes at a, products summed in pairs: int16.
-inline __m256i mul(__m256i quads, const int8_t* a) { return _mm256_maddubs_epi16(quads, bcast4(a)); }
+inline __m256i mul(__m256i quads, const int8_t* a) { return V::pairs16(quads, V::splat(a)); }
 
 // Per-row scale bytes -> each row's value in both int16 halves of its lane (the vpmaddwd operand
 // that multiplies a lane's two int16 sums by the row's scale and adds them).
@@ -97,8 +97,9 @@ template <int T>
 inline void sub16(const __m256i (&q)[4], const int8_t* const (&a)[T], __m256i scale, __m256i (&isum)[T]) {
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    const __m256i s = add16(add16(mul(q[0], a[t]), mul(q[1], a[t] + 4)), add16(mul(q[2], a[t] + 8), mul(q[3], a[t] + 12)));
-    isum[t] = add32(isum[t], _mm256_madd_epi16(s, scale));
+    const __m256i s = V::add16(V::add16(mul(q[0], a[t]), mul(q[1], a[t] + 4)),
+                               V::add16(mul(q[2], a[t] + 8), mul(q[3], a[t] + 12)));
+    isum[t] = V::add(isum[t], _mm256_madd_epi16(s, scale));
   }
 }
 
@@ -114,10 +115,10 @@ struct Q2K {
       const __m256i pair = pairs_u8(sb + 4 * kRows + p * 2 * kRows);
       const __m256i scales = _mm256_and_si256(pair, _mm256_set1_epi16(0x0F)), mins = _mm256_srli_epi16(pair, 4);
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) msum[t] = add32(msum[t], _mm256_madd_epi16(mins, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int t = 0; t < T; ++t) msum[t] = V::add(msum[t], _mm256_madd_epi16(mins, V::splat(x[t]->q.bsums + 2 * p)));
       for (int h = 0; h < 2; ++h) {
         const int g = 2 * p + h;
-        const __m256i v = load(sb + 20 * kRows + g * 4 * kRows);
+        const __m256i v = V::load(sb + 20 * kRows + g * 4 * kRows);
         const __m256i q[4] = {byte_field<0, 3>(v), byte_field<2, 3>(v), byte_field<4, 3>(v), byte_field<6, 3>(v)};
         const int8_t* a[T];
         for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 16 * g;
@@ -138,9 +139,9 @@ struct Q3K {
     for (int p = 0; p < 8; ++p) {
       const __m256i pairs = pairs_s8(sb + 2 * kRows + p * 2 * kRows);  // signed scales of 2p, 2p + 1
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) csum[t] = add32(csum[t], _mm256_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int t = 0; t < T; ++t) csum[t] = V::add(csum[t], _mm256_madd_epi16(pairs, V::splat(x[t]->q.bsums + 2 * p)));
       const uint8_t* pr = sb + 18 * kRows + p * 12 * kRows;
-      const __m256i va = load(pr), vb = load(pr + 4 * kRows), vc = load(pr + 8 * kRows);
+      const __m256i va = V::load(pr), vb = V::load(pr + 4 * kRows), vc = V::load(pr + 8 * kRows);
       const int8_t* a[T];
       for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * p;
       const __m256i q0[4] = {byte_field<0, 7>(va), byte_field<3, 7>(va), byte_field<0, 7>(vb), byte_field<3, 7>(vb)};
@@ -166,13 +167,13 @@ struct Q45K {
   // and bit 4 + J of hb).
   template <int J>
   static void quads(const uint8_t* qs, __m256i hb, __m256i& lo, __m256i& hi) {
-    const __m256i v = load(qs + J * 4 * kRows);
+    const __m256i v = V::load(qs + J * 4 * kRows);
     lo = byte_field<0, 0x0F>(v);
     hi = byte_field<4, 0x0F>(v);
     if constexpr (kHigh) {
       const __m256i b4 = mask8(0x10);
       lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4 - J), b4));
-      hi = _mm256_or_si256(hi, J == 0 ? _mm256_and_si256(hb, b4) : _mm256_and_si256(_mm256_srli_epi16(hb, J), b4));
+      hi = _mm256_or_si256(hi, byte_field<J, 0x10>(hb));
     }
   }
   template <int J, int T>
@@ -185,8 +186,8 @@ struct Q45K {
         lo_acc[t] = mul(lo, a[t]);
         hi_acc[t] = mul(hi, a[t] + 16);
       } else {
-        lo_acc[t] = add16(lo_acc[t], mul(lo, a[t] + 4 * J));
-        hi_acc[t] = add16(hi_acc[t], mul(hi, a[t] + 16 + 4 * J));
+        lo_acc[t] = V::add16(lo_acc[t], mul(lo, a[t] + 4 * J));
+        hi_acc[t] = V::add16(hi_acc[t], mul(hi, a[t] + 16 + 4 * J));
       }
     }
   }
@@ -196,7 +197,7 @@ struct Q45K {
     for (int t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
       const uint8_t* qs = sb + 20 * kRows + s * kSubBytes;
-      const __m256i hb = kHigh ? load(qs + 16 * kRows) : _mm256_setzero_si256();
+      const __m256i hb = kHigh ? V::load(qs + 16 * kRows) : _mm256_setzero_si256();
       const int8_t* a[T];
       for (int t = 0; t < T; ++t) a[t] = x[t]->q.qs + 32 * s;
       // int16 sums of 8 products each for the low and the high nibbles: at most 8 x 31 x 127
@@ -209,16 +210,16 @@ struct Q45K {
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         if constexpr (kHigh) {  // both halves together would reach 16 x 31 x 127: two vpmaddwd
-          isum[t] = add32(isum[t], add32(_mm256_madd_epi16(lo_acc[t], scale), _mm256_madd_epi16(hi_acc[t], scale)));
+          isum[t] = V::add(isum[t], V::add(_mm256_madd_epi16(lo_acc[t], scale), _mm256_madd_epi16(hi_acc[t], scale)));
         } else {  // 16 products of at most 15 x 127 = 30480 fit one int16
-          isum[t] = add32(isum[t], _mm256_madd_epi16(add16(lo_acc[t], hi_acc[t]), scale));
+          isum[t] = V::add(isum[t], _mm256_madd_epi16(V::add16(lo_acc[t], hi_acc[t]), scale));
         }
       }
     }
     for (int p = 0; p < 4; ++p) {  // mins of sub-blocks 2p, 2p + 1 against the sums per 32
       const __m256i m = pairs_u8(sb + 12 * kRows + p * 2 * kRows);
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) msum[t] = add32(msum[t], _mm256_madd_epi16(m, bcast4(x[t]->bsums32 + 2 * p)));
+      for (int t = 0; t < T; ++t) msum[t] = V::add(msum[t], _mm256_madd_epi16(m, V::splat(x[t]->bsums32 + 2 * p)));
     }
     add_d_dmin<true>(sb, x, isum, msum, sum);
   }
@@ -235,11 +236,11 @@ struct Q6K {
     for (int p = 0; p < 8; ++p) {
       const __m256i pairs = pairs_s8(sb + 2 * kRows + p * 2 * kRows);
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) csum[t] = add32(csum[t], _mm256_madd_epi16(pairs, bcast4(x[t]->q.bsums + 2 * p)));
+      for (int t = 0; t < T; ++t) csum[t] = V::add(csum[t], _mm256_madd_epi16(pairs, V::splat(x[t]->q.bsums + 2 * p)));
       for (int h = 0; h < 2; ++h) {
         const int g = 2 * p + h;
         const uint8_t* base = sb + 18 * kRows + g * 12 * kRows;
-        const __m256i v0 = load(base), v1 = load(base + 4 * kRows), v2 = load(base + 8 * kRows);
+        const __m256i v0 = V::load(base), v1 = V::load(base + 4 * kRows), v2 = V::load(base + 8 * kRows);
         // quad 3: bits 6-7 of v0, v1, v2 as its bits 0-1, 2-3, 4-5
         const __m256i q3 = _mm256_or_si256(_mm256_or_si256(byte_field<6, 0x03>(v0), byte_field<4, 0x0C>(v1)),
                                            byte_field<2, 0x30>(v2));
@@ -248,8 +249,8 @@ struct Q6K {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* a = x[t]->q.qs + 16 * g;
-          const __m256i s01 = add16(mul(q0, a), mul(q1, a + 4)), s23 = add16(mul(q2, a + 8), mul(q3, a + 12));
-          isum[t] = add32(isum[t], add32(_mm256_madd_epi16(s01, scale), _mm256_madd_epi16(s23, scale)));
+          const __m256i s01 = V::add16(mul(q0, a), mul(q1, a + 4)), s23 = V::add16(mul(q2, a + 8), mul(q3, a + 12));
+          isum[t] = V::add(isum[t], V::add(_mm256_madd_epi16(s01, scale), _mm256_madd_epi16(s23, scale)));
         }
       }
     }
@@ -293,10 +294,6 @@ void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out
 }
 
 }  // namespace xs::pk8
-
-inline void prepare_act_q8_K_packed_x86(const float* x, int64_t n_in, void* dst) {
-  prepare_act_q8_K_packed<quantize_row_q8_K_x86>(x, n_in, dst);
-}
 
 // Sets t.packed_of(Q2_K .. Q6_K) to the 8-row forms.
 inline void register_x86_packed_kquants(KernelTable& t) {
