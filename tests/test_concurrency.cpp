@@ -26,18 +26,18 @@ using namespace edgellm_test;
 namespace {
 
 // One conversation of the concurrency test: its own prompt, sampler seed and session shape.
-struct Job {
+struct SessionJob {
   std::string prompt;
   GenerateParams gp;
   SessionParams sp = one_thread();
 };
 
-std::vector<Job> make_jobs(int n, int max_tokens, bool pool_of_two) {
+std::vector<SessionJob> make_jobs(int n, int max_tokens, bool pool_of_two) {
   const char* prompts[] = {"Once upon a time", "The little dog", "She said hello to", "In the morning the sun",
                            "Tom and Lily went", "A big red ball"};
-  std::vector<Job> jobs;
+  std::vector<SessionJob> jobs;
   for (int i = 0; i < n; ++i) {
-    Job j;
+    SessionJob j;
     j.prompt = prompts[i % 6];
     j.gp.max_tokens = max_tokens;
     j.gp.ignore_eos = true;
@@ -58,7 +58,7 @@ std::vector<Job> make_jobs(int n, int max_tokens, bool pool_of_two) {
 }
 
 // Two turns per job on a fresh session (the second continues the first's history).
-std::vector<int32_t> run_job(const Loaded& m, const Job& j) {
+std::vector<int32_t> run_job(const Loaded& m, const SessionJob& j) {
   Session s(m.model, m.tok, j.sp);
   GenerateResult a = s.generate(j.prompt, j.gp);
   GenerateResult b = s.generate(" and then", j.gp);
@@ -69,9 +69,9 @@ std::vector<int32_t> run_job(const Loaded& m, const Job& j) {
 }
 
 void check_concurrent_equals_sequential(const Loaded& m, int n_jobs, int max_tokens, bool pool_of_two) {
-  const std::vector<Job> jobs = make_jobs(n_jobs, max_tokens, pool_of_two);
+  const std::vector<SessionJob> jobs = make_jobs(n_jobs, max_tokens, pool_of_two);
   std::vector<std::vector<int32_t>> sequential;
-  for (const Job& j : jobs) sequential.push_back(run_job(m, j));
+  for (const SessionJob& j : jobs) sequential.push_back(run_job(m, j));
 
   std::vector<std::vector<int32_t>> concurrent(jobs.size());
   std::vector<std::string> errors(jobs.size());
@@ -110,11 +110,11 @@ TEST_CASE("concurrent sessions on stories260K equal the same sessions run one af
 
 TEST_CASE("sessions keep the model alive after the loader drops it") {
   Loaded m = load_bytes(synthetic_bytes());
-  const std::vector<Job> jobs = make_jobs(2, /*max_tokens=*/10, /*pool_of_two=*/false);
+  const std::vector<SessionJob> jobs = make_jobs(2, /*max_tokens=*/10, /*pool_of_two=*/false);
   const std::vector<int32_t> expect0 = run_job(m, jobs[0]), expect1 = run_job(m, jobs[1]);
   std::vector<int32_t> got0, got1;
   std::atomic<int> started{0};
-  auto worker = [&started](std::shared_ptr<Session> s, const Job& j, std::vector<int32_t>* out) {
+  auto worker = [&started](std::shared_ptr<Session> s, const SessionJob& j, std::vector<int32_t>* out) {
     started.fetch_add(1);
     *out = s->generate(j.prompt, j.gp).tokens;
     out->push_back(-1);

@@ -23,12 +23,6 @@ namespace {
 // batch. Same math, different summation grouping in the GEMM: tiny differences only.
 constexpr double kMaxLogprobDiff = 1e-3;
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 TEST_CASE("normalize_number") {
@@ -142,12 +136,12 @@ TEST_CASE("the sample task files parse") {
   const std::string dir = std::string(EDGELLM_SOURCE_DIR) + "/examples/data/";
   int files = 0;
   for (const char* f : {"piqa_sample", "hellaswag_sample", "arc_sample", "stories_mc"}) {
-    const auto lines = Json::parse_lines(slurp(dir + f + ".jsonl"));
+    const auto lines = Json::parse_lines(read_file(dir + f + ".jsonl"));
     CHECK(lines.size() >= 3);
     for (size_t i = 0; i < lines.size(); ++i) CHECK_NOTHROW(parse_mc_item(lines[i], i + 1));
     ++files;
   }
-  const auto gsm = Json::parse_lines(slurp(dir + "gsm8k_sample.jsonl"));
+  const auto gsm = Json::parse_lines(read_file(dir + "gsm8k_sample.jsonl"));
   CHECK(gsm.size() >= 3);
   for (size_t i = 0; i < gsm.size(); ++i) {
     const GenItem g = parse_gen_item(gsm[i], i + 1);

@@ -47,7 +47,7 @@ std::vector<std::vector<float>> run(const LlamaModel& m, const std::vector<int32
   return rows;
 }
 
-std::vector<double> softmax(const std::vector<float>& x) {
+std::vector<double> softmax_f64(const std::vector<float>& x) {
   const float mx = *std::max_element(x.begin(), x.end());
   std::vector<double> p(x.size());
   double sum = 0;
@@ -63,7 +63,7 @@ struct Agreement {
 Agreement compare(const std::vector<std::vector<float>>& base, const std::vector<std::vector<float>>& test) {
   Agreement a;
   for (size_t r = 0; r < base.size(); ++r) {
-    const auto p = softmax(base[r]), q = softmax(test[r]);
+    const auto p = softmax_f64(base[r]), q = softmax_f64(test[r]);
     double kl = 0;
     for (size_t i = 0; i < p.size(); ++i)
       if (p[i] > 0) kl += p[i] * (std::log(p[i]) - std::log(std::max(q[i], 1e-300)));

@@ -34,12 +34,6 @@ constexpr int kPplChunks = -1;  // all, against perplexity.json
 constexpr double kPplChunksExpect = 0;
 #endif
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 TEST_CASE("log_softmax_at: uniform and two-token rows by hand") {
@@ -144,11 +138,11 @@ TEST_CASE("KL base file round trip and bad files") {
 TEST_CASE("stories260K: PPL over the shared text equals llama.cpp's (perplexity.json)") {
   const std::string data = EDGELLM_SHARED_DATA;
   EDGELLM_SKIP_WITHOUT(data + "/reference/perplexity.json");
-  const Json ref = Json::parse(slurp(data + "/reference/perplexity.json"));
+  const Json ref = Json::parse(read_file(data + "/reference/perplexity.json"));
   const int n_ctx = static_cast<int>(ref["n_ctx"].as_int());
   auto model = LlamaModel::load(data + "/models/stories260K.gguf");
   const Tokenizer tok(Vocab::from_gguf(model->file()));
-  const auto tokens = tok.encode(slurp(data + "/" + ref["text"].as_string()), tok.add_bos(), false);
+  const auto tokens = tok.encode(read_file(data + "/" + ref["text"].as_string()), tok.add_bos(), false);
   const PplChunking c = PplChunking::make(tokens.size(), n_ctx, kPplChunks);
   if (kPplChunks < 0) CHECK(c.n_chunk == ref["chunks"].as_int());
   ThreadPool pool(2);

@@ -16,6 +16,8 @@
 #include <edgellm/runtime/memory_stats.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "test_util.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define EDGELLM_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -28,7 +30,7 @@ using namespace edgellm;
 
 namespace {
 
-const std::string kData = EDGELLM_SHARED_DATA;
+using edgellm_test::kData;
 
 constexpr int kWarmupTokens = 600;   // past the context twice: every path (eviction too) has run
 constexpr int kSoakTokens = 3000;    // measured after the warm-up

@@ -1,10 +1,13 @@
 // Helpers shared by the test files: where the shared data is, file checks and reads.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <vector>
 
 namespace edgellm_test {
 
@@ -34,6 +37,14 @@ inline std::string read_file(const std::string& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// n floats drawn uniformly from [lo, hi) with rng.
+inline std::vector<float> uniform_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = dist(rng);
+  return v;
 }
 
 }  // namespace edgellm_test

@@ -18,7 +18,10 @@
 #include "edgellm/quant/ref.hpp"
 #include "q8_1_float_model.hpp"
 
+#include "../test_util.hpp"
+
 using namespace edgellm;
+using edgellm_test::uniform_floats;
 
 namespace {
 
@@ -38,24 +41,17 @@ constexpr double kMaxRefVsDequantErr = 1e-5;
 // A SIMD activation quantizer may differ from the ref by one quantization step per element.
 constexpr double kMaxActQuantSteps = 1.001;
 
-struct TypeCase {
+struct DotCase {
   DType type;
   double tol;
 };
-const TypeCase kTypes[] = {
+const DotCase kDotTypes[] = {
     {DType::Q4_0, kMaxDotErrLegacy}, {DType::Q4_1, kMaxDotErrLegacy}, {DType::Q5_0, kMaxDotErrLegacy},
     {DType::Q5_1, kMaxDotErrLegacy}, {DType::Q8_0, kMaxDotErrLegacy}, {DType::Q2_K, kMaxDotErrQ2K},
     {DType::Q3_K, kMaxDotErrQ3K},    {DType::Q4_K, kMaxDotErrQ4K},    {DType::Q5_K, kMaxDotErrQ5K},
     {DType::Q6_K, kMaxDotErrQ6K},    {DType::F32, kMaxDotErrFloat},   {DType::F16, kMaxDotErrFloat},
     {DType::BF16, kMaxDotErrFloat},
 };
-
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& f : v) f = dist(rng);
-  return v;
-}
 
 // Row lengths: one block, a few blocks, and a model-like length, per block size.
 std::vector<int> lengths_for(DType t) {
@@ -71,7 +67,7 @@ std::vector<uint8_t> make_weights(std::mt19937& rng, DType t, int n, int nrows) 
   std::vector<uint8_t> w(rb * size_t(nrows));
   for (int r = 0; r < nrows; ++r) {
     const float spread = 0.25f + 0.5f * float(r % 5);
-    const auto f = random_floats(rng, n, -spread, spread);
+    const auto f = uniform_floats(rng, n, -spread, spread);
     quantize_row(t, f.data(), w.data() + rb * size_t(r), n);
   }
   return w;
@@ -147,7 +143,7 @@ std::vector<uint8_t> random_block_rows(std::mt19937& rng, DType t, int n, int nr
 TEST_CASE("ref dots match a float dot of the dequantized rows") {
   const KernelTable ref = make_kernel_table(Isa::Ref);
   std::mt19937 rng(1234);
-  for (const TypeCase& tc : kTypes) {
+  for (const DotCase& tc : kDotTypes) {
     const TypeKernels& k = ref.of(tc.type);
     REQUIRE(static_cast<bool>(k.vec_dot));
     REQUIRE(static_cast<bool>(ref.of(k.vec_dot_type).from_float));
@@ -156,7 +152,7 @@ TEST_CASE("ref dots match a float dot of the dequantized rows") {
       CAPTURE(type_s);
       CAPTURE(n);
       const auto w = make_weights(rng, tc.type, n, 1);
-      const auto x = random_floats(rng, n);
+      const auto x = uniform_floats(rng, n, -1.0f, 1.0f);
       std::vector<uint8_t> a(dtype_row_bytes(k.vec_dot_type, n));
       ref.of(k.vec_dot_type).from_float(x.data(), a.data(), n);
       double fdot = 0.0;
@@ -174,7 +170,7 @@ TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref") {
     const KernelTable t = make_kernel_table(isa);
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
-    for (const TypeCase& tc : kTypes) {
+    for (const DotCase& tc : kDotTypes) {
       const TypeKernels& k = t.of(tc.type);
       const TypeKernels& kr = ref.of(tc.type);
       REQUIRE(static_cast<bool>(k.vec_dot));
@@ -188,7 +184,7 @@ TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref") {
         constexpr int kRows = 11;  // not a multiple of any unroll
         const auto w = make_weights(rng, tc.type, n, kRows);
         const size_t rb = dtype_row_bytes(tc.type, n);
-        const auto x = random_floats(rng, n);
+        const auto x = uniform_floats(rng, n, -1.0f, 1.0f);
         std::vector<uint8_t> a(dtype_row_bytes(k.vec_dot_type, n));
         ref.of(k.vec_dot_type).from_float(x.data(), a.data(), n);
         std::vector<double> want(kRows), scale(kRows);
@@ -223,7 +219,7 @@ TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref on random block by
     const KernelTable t = make_kernel_table(isa);
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
-    for (const TypeCase& tc : kTypes) {
+    for (const DotCase& tc : kDotTypes) {
       if (dtype_block_size(tc.type) == 1) continue;  // float weights: every bit pattern is not a test
       const TypeKernels& k = t.of(tc.type);
       const TypeKernels& kr = ref.of(tc.type);
@@ -236,7 +232,7 @@ TEST_CASE("every ISA's vec_dot and vec_dot_rows match the ref on random block by
         constexpr int kRows = 9;
         const size_t stride = dtype_row_bytes(tc.type, n) + kPad;
         const auto w = random_block_rows(rng, tc.type, n, kRows, stride);
-        const auto x = random_floats(rng, n, -3.0f, 3.0f);
+        const auto x = uniform_floats(rng, n, -3.0f, 3.0f);
         std::vector<uint8_t> a(dtype_row_bytes(k.vec_dot_type, n));
         ref.of(k.vec_dot_type).from_float(x.data(), a.data(), n);
         std::vector<double> want(kRows), scale(kRows);
@@ -274,7 +270,7 @@ TEST_CASE("every ISA's activation quantizers match the ref within one step") {
       REQUIRE(static_cast<bool>(t.of(at).from_float));
       const int bs = int(dtype_block_size(at));
       for (int n : {bs, 4 * bs, 4096}) {
-        auto x = random_floats(rng, n, -3.0f, 3.0f);
+        auto x = uniform_floats(rng, n, -3.0f, 3.0f);
         for (int i = 0; i < bs; ++i) x[size_t(i)] = 0.0f;  // an all-zero block
         if (n > bs) x[size_t(bs + 5)] = -7.0f, x[size_t(bs + 9)] = 7.0f;  // tie of signs
         const size_t bytes = dtype_row_bytes(at, n);

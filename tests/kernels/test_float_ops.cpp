@@ -12,7 +12,10 @@
 
 #include "edgellm/kernels/select.hpp"
 
+#include "../test_util.hpp"
+
 using namespace edgellm;
+using edgellm_test::uniform_floats;
 
 namespace {
 
@@ -23,13 +26,6 @@ constexpr float kMaxAbsErrRope = 1e-6f;
 constexpr float kMaxRelErrExpPs = 2.4e-7f;
 
 const int kLengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 4096 + 3};
-
-std::vector<float> randv(std::mt19937& rng, int n, float lo = -2.0f, float hi = 2.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& f : v) f = d(rng);
-  return v;
-}
 
 std::vector<uint16_t> to_f16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());
@@ -101,7 +97,7 @@ TEST_CASE("float helpers of every ISA match the ref") {
     CAPTURE(isa_s);
     for (int n : kLengths) {
       CAPTURE(n);
-      const auto a = randv(rng, n), b = randv(rng, n);
+      const auto a = uniform_floats(rng, n, -2.0f, 2.0f), b = uniform_floats(rng, n, -2.0f, 2.0f);
       {  // rmsnorm, out-of-place and in place
         std::vector<float> o1(a.size()), o2(a.size()), inplace = a;
         f.rmsnorm(o1.data(), a.data(), b.data(), n, 1e-5f);
@@ -113,7 +109,7 @@ TEST_CASE("float helpers of every ISA match the ref") {
         }
       }
       {  // softmax (with a -inf entry as a causal mask makes) and silu_mul
-        std::vector<float> s1 = randv(rng, n, -20.0f, 20.0f);
+        std::vector<float> s1 = uniform_floats(rng, n, -20.0f, 20.0f);
         if (n > 2) s1[1] = -INFINITY;
         std::vector<float> s2 = s1;
         f.softmax(s1.data(), n);
@@ -125,7 +121,7 @@ TEST_CASE("float helpers of every ISA match the ref") {
         }
         CHECK(std::fabs(total - 1.0f) <= 1e-5f);
         if (n > 2) CHECK(s1[1] == 0.0f);
-        std::vector<float> g1 = randv(rng, n, -30.0f, 30.0f), g2 = g1;
+        std::vector<float> g1 = uniform_floats(rng, n, -30.0f, 30.0f), g2 = g1;
         f.silu_mul(g1.data(), b.data(), n);
         r.silu_mul(g2.data(), b.data(), n);
         for (int i = 0; i < n; ++i)
@@ -156,7 +152,7 @@ TEST_CASE("rope (normal and NEOX) of every ISA matches the ref, including partia
         cs[size_t(2 * i)] = std::cos(t);
         cs[size_t(2 * i + 1)] = std::sin(t);
       }
-      auto x1 = randv(rng, s.n_heads * s.head_dim);
+      auto x1 = uniform_floats(rng, s.n_heads * s.head_dim, -2.0f, 2.0f);
       auto x2 = x1;
       const auto x0 = x1;
       f.rope(x1.data(), s.n_heads, s.head_dim, s.n_rot, cs.data());
@@ -208,7 +204,7 @@ TEST_CASE("gemm_f32 of every ISA matches the ref (strides, tails, accumulate)") 
         CAPTURE(s.K);
         CAPTURE(acc);
         const int lda = s.K + 3, ldb = s.N + 5, ldc = s.N + 2;
-        const auto A = randv(rng, s.M * lda), B = randv(rng, s.K * ldb), C0 = randv(rng, s.M * ldc);
+        const auto A = uniform_floats(rng, s.M * lda, -2.0f, 2.0f), B = uniform_floats(rng, s.K * ldb, -2.0f, 2.0f), C0 = uniform_floats(rng, s.M * ldc, -2.0f, 2.0f);
         std::vector<float> c1 = C0, c2 = C0;
         f.gemm_f32(s.M, s.N, s.K, A.data(), lda, B.data(), ldb, c1.data(), ldc, acc);
         r.gemm_f32(s.M, s.N, s.K, A.data(), lda, B.data(), ldb, c2.data(), ldc, acc);
@@ -237,7 +233,7 @@ TEST_CASE("KV-cache row conversions (to_float of F16 and Q8_0) of every ISA are 
     CAPTURE(isa_s);
     for (int n : {1, 7, 8, 9, 31, 32, 64, 100, 1024 + 5}) {
       CAPTURE(n);
-      std::vector<float> v = randv(rng, n, -70000.0f, 70000.0f);  // beyond fp16's range: infinities
+      std::vector<float> v = uniform_floats(rng, n, -70000.0f, 70000.0f);  // beyond fp16's range: infinities
       for (int i = 0; i < n; i += 5) v[size_t(i)] *= 1e-6f;       // and subnormals
       const std::vector<uint16_t> h = to_f16(v);
       std::vector<float> got(size_t(n), -1.0f), want(size_t(n), -2.0f);
@@ -246,7 +242,7 @@ TEST_CASE("KV-cache row conversions (to_float of F16 and Q8_0) of every ISA are 
       CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * size_t(n)) == 0);
       if (n % 32 != 0) continue;
       std::vector<uint8_t> q(dtype_row_bytes(DType::Q8_0, n));
-      r.of(DType::Q8_0).from_float(randv(rng, n).data(), q.data(), n);
+      r.of(DType::Q8_0).from_float(uniform_floats(rng, n, -2.0f, 2.0f).data(), q.data(), n);
       t.of(DType::Q8_0).to_float(q.data(), got.data(), n);
       r.of(DType::Q8_0).to_float(q.data(), want.data(), n);
       CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * size_t(n)) == 0);
@@ -265,7 +261,7 @@ TEST_CASE("transpose_f32 of every ISA is the ref's (tiles, edges, strides)") {
         CAPTURE(rows);
         CAPTURE(cols);
         const int lds = cols + 3, ldd = rows + 2;
-        const std::vector<float> src = randv(rng, rows * lds);
+        const std::vector<float> src = uniform_floats(rng, rows * lds, -2.0f, 2.0f);
         std::vector<float> got(size_t(cols) * size_t(ldd), -7.0f), want = got;
         f.transpose_f32(src.data(), rows, cols, lds, got.data(), ldd);
         transpose_f32_ref(src.data(), rows, cols, lds, want.data(), ldd);

@@ -26,10 +26,10 @@ constexpr float kMaxUnpackErr = 1e-5f;
 // GEMM vs GEMV, relative to sum |w * a| of the output: only the float summation order differs.
 constexpr double kMaxGemmErr = 1e-5;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+const DType kGemmTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                         DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-std::vector<float> randv(std::mt19937& rng, int64_t n) {
+std::vector<float> normal_floats(std::mt19937& rng, int64_t n) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& f : v) f = d(rng);
@@ -41,11 +41,11 @@ std::vector<float> randv(std::mt19937& rng, int64_t n) {
 TEST_CASE("unpack_row_u8 gives the dequantized values for every type") {
   std::mt19937 rng(11);
   const int64_t n = 512;
-  for (DType t : kTypes) {
+  for (DType t : kGemmTypes) {
     const std::string name = dtype_name(t);
     CAPTURE(name);
     REQUIRE(can_unpack_u8(t));
-    const auto x = randv(rng, n);
+    const auto x = normal_floats(rng, n);
     std::vector<uint8_t> q(dtype_row_bytes(t, n));
     quantize_row(t, x.data(), q.data(), n);
     std::vector<float> want(static_cast<size_t>(n)), s(static_cast<size_t>(n / 16)), m(static_cast<size_t>(n / 16));
@@ -155,12 +155,12 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
   const size_t rb = u8_gemm_row_bytes(n);
   std::vector<uint8_t> wrow(rb), arow(rb);
   std::vector<float> s16(u8_gemm_pack_scratch(n));
-  for (DType t : kTypes) {
+  for (DType t : kGemmTypes) {
     const std::string name = dtype_name(t);
     CAPTURE(name);
     const DType act = ref.of(t).vec_dot_type;
     for (int it = 0; it < 8; ++it) {
-      const auto wf = randv(rng, n), x = randv(rng, n);
+      const auto wf = normal_floats(rng, n), x = normal_floats(rng, n);
       std::vector<uint8_t> w(dtype_row_bytes(t, n)), q(dtype_row_bytes(act, n)), scratch(q.size());
       quantize_row(t, wf.data(), w.data(), n);
       ref.of(act).from_float(x.data(), q.data(), n);
@@ -232,7 +232,7 @@ TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
   std::mt19937 rng(12);
   ThreadPool pool(2);
   for (Isa isa : available_isas())
-  for (DType t : kTypes) {
+  for (DType t : kGemmTypes) {
     const KernelTable kt = make_kernel_table(isa);
     const std::string name = std::string(isa_name(isa)) + " " + dtype_name(t) + " (" +
                              (kt.u8_gemm.tile ? kt.u8_gemm.name : "no u8 GEMM") + ")";
@@ -242,14 +242,14 @@ TEST_CASE("matmul over several tokens equals the one-token matmul per token") {
     std::vector<uint8_t> w(rb * size_t(n_out));
     std::vector<float> wf(size_t(n_in * n_out));
     for (int64_t r = 0; r < n_out; ++r) {
-      const auto f = randv(rng, n_in);
+      const auto f = normal_floats(rng, n_in);
       quantize_row(t, f.data(), w.data() + size_t(r) * rb, n_in);
       dequantize_row(t, w.data() + size_t(r) * rb, wf.data() + r * n_in, n_in);
     }
     const MatmulWeight mw{t, w.data(), n_in, n_out, rb};
     // The tiles this test is for really run (q8_0 without VNNI: the signed form).
     if (kt.u8_gemm.tile) CHECK(detail::gemm_u8_applies(kt, mw, n_tok));
-    const auto x = randv(rng, n_tok * n_in);
+    const auto x = normal_floats(rng, n_tok * n_in);
     std::vector<float> y(size_t(n_tok * n_out)), y1(static_cast<size_t>(n_out));
     matmul(kt, &pool, mw, x.data(), n_tok, y.data());
     for (int64_t tok = 0; tok < n_tok; ++tok) {
@@ -282,14 +282,14 @@ TEST_CASE("matmul_multi gives each matrix's own matmul, fused or not") {
       const size_t rb = dtype_row_bytes(m.type, n_in);
       data.emplace_back(rb * size_t(m.n_out));
       for (int64_t r = 0; r < m.n_out; ++r) {
-        const auto f = randv(rng, n_in);
+        const auto f = normal_floats(rng, n_in);
         quantize_row(m.type, f.data(), data.back().data() + size_t(r) * rb, n_in);
       }
     }
     for (size_t i = 0; i < set.size(); ++i)
       ws.push_back({set[i].type, data[i].data(), n_in, set[i].n_out, dtype_row_bytes(set[i].type, n_in)});
     for (int64_t n_tok : {int64_t(1), int64_t(5)}) {
-      const auto x = randv(rng, n_tok * n_in);
+      const auto x = normal_floats(rng, n_tok * n_in);
       std::vector<std::vector<float>> got(ws.size()), want(ws.size());
       std::vector<MatmulTask> tasks;
       for (size_t i = 0; i < ws.size(); ++i) {

@@ -16,7 +16,10 @@
 #include "../packed_stub.hpp"
 #include "q8_1_float_model.hpp"
 
+#include "../test_util.hpp"
+
 using namespace edgellm;
+using edgellm_test::uniform_floats;
 
 namespace {
 
@@ -24,15 +27,8 @@ namespace {
 // activations, so only the float summation order differs.
 constexpr double kMaxMatmulErr = 1e-5;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+const DType kMatmulTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F32,  DType::F16,  DType::BF16};
-
-std::vector<float> randv(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& f : v) f = d(rng);
-  return v;
-}
 
 // y_ref[t, r] and sum |w * a| from dequantized weights and the ref-quantized activations (against
 // Q8_1, with the min term from the activation's s: q8_1_float_model.hpp).
@@ -68,7 +64,7 @@ TEST_CASE("matmul matches a naive dequantized matmul for every ISA, type, token 
   const KernelTable ref = make_kernel_table(Isa::Ref);
   std::mt19937 rng(2024);
   ThreadPool pool2(2), pool3(3);
-  for (DType type : kTypes) {
+  for (DType type : kMatmulTypes) {
     const std::string type_s = dtype_name(type);
     CAPTURE(type_s);
     const int64_t n_in = dtype_block_size(type) == 256 ? 512 : 96;
@@ -76,13 +72,13 @@ TEST_CASE("matmul matches a naive dequantized matmul for every ISA, type, token 
     const size_t rb = dtype_row_bytes(type, n_in) + 8;  // padded rows: row_bytes is honoured
     std::vector<uint8_t> w(rb * size_t(n_out), 0xAB);
     for (int64_t r = 0; r < n_out; ++r) {
-      const auto f = randv(rng, n_in);
+      const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
       quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
     }
     const MatmulWeight mw{type, w.data(), n_in, n_out, rb};
     for (int64_t n_tok : {int64_t(1), int64_t(2), int64_t(5), int64_t(70)}) {
       CAPTURE(n_tok);
-      const auto x = randv(rng, n_tok * n_in);
+      const auto x = uniform_floats(rng, n_tok * n_in, -1.0f, 1.0f);
       std::vector<double> want, scale;
       naive_matmul(ref, type, w, rb, n_in, n_out, x, n_tok, want, scale);
       for (Isa isa : available_isas()) {
@@ -106,11 +102,11 @@ TEST_CASE("matmul with an explicit scratch gives the same result as the thread-l
   const int64_t n_in = 256, n_out = 9, n_tok = 3;
   std::vector<uint8_t> w(dtype_row_bytes(DType::Q4_K, n_in) * n_out);
   for (int64_t r = 0; r < n_out; ++r) {
-    const auto f = randv(rng, n_in);
+    const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
     quantize_row(DType::Q4_K, f.data(), w.data() + size_t(r) * dtype_row_bytes(DType::Q4_K, n_in), n_in);
   }
   const MatmulWeight mw{DType::Q4_K, w.data(), n_in, n_out, dtype_row_bytes(DType::Q4_K, n_in)};
-  const auto x = randv(rng, n_tok * n_in);
+  const auto x = uniform_floats(rng, n_tok * n_in, -1.0f, 1.0f);
   std::vector<float> y1(size_t(n_tok * n_out)), y2(size_t(n_tok * n_out));
   MatmulScratch scratch;
   matmul(kt, nullptr, mw, x.data(), n_tok, y1.data(), scratch);
@@ -164,7 +160,7 @@ TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul
       const size_t rb = dtype_row_bytes(type, n_in);
       std::vector<uint8_t> w(rb * size_t(n_out));
       for (int64_t r = 0; r < n_out; ++r) {
-        const auto f = randv(rng, n_in);
+        const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
         quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
       }
       const std::vector<uint8_t> packed = pack_matrix(pf, w, rb, n_in, n_out);
@@ -174,7 +170,7 @@ TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul
       mw.pf = &pf;
       for (int64_t n_tok : {int64_t(1), int64_t(3), int64_t(70)}) {
         CAPTURE(n_tok);
-        const auto x = randv(rng, n_tok * n_in);
+        const auto x = uniform_floats(rng, n_tok * n_in, -1.0f, 1.0f);
         std::vector<double> want, scale;
         naive_matmul(make_kernel_table(Isa::Ref), type, w, rb, n_in, n_out, x, n_tok, want, scale);
         for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
@@ -184,7 +180,7 @@ TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul
         }
       }
       // Fused decode of two packed matrices (Q/K/V-like) and of a packed + a plain one (not fused).
-      const auto x = randv(rng, n_in);
+      const auto x = uniform_floats(rng, n_in, -1.0f, 1.0f);
       std::vector<float> y_ref(static_cast<size_t>(n_out)), y1(static_cast<size_t>(n_out), NAN), y2(static_cast<size_t>(n_out), NAN);
       matmul(kt, nullptr, plain, x.data(), 1, y_ref.data());
       for (const MatmulWeight* second : {static_cast<const MatmulWeight*>(&mw), &plain}) {
@@ -220,14 +216,14 @@ TEST_CASE("matmul_multi fuses packed matrices of different types that share the 
       const size_t rb = dtype_row_bytes(types[i], n_in);
       raw[size_t(i)].resize(rb * size_t(n_out[i]));
       for (int64_t r = 0; r < n_out[i]; ++r) {
-        const auto f = randv(rng, n_in);
+        const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
         quantize_row(types[i], f.data(), raw[size_t(i)].data() + size_t(r) * rb, n_in);
       }
       const PackedFormat& pf = kt.packed_of(types[i]);
       packed[size_t(i)] = pack_matrix(pf, raw[size_t(i)], rb, n_in, n_out[i]);
       mw[size_t(i)] = MatmulWeight{types[i], raw[size_t(i)].data(), n_in, n_out[i], rb, packed[size_t(i)].data(), &pf};
     }
-    const auto x = randv(rng, n_in);
+    const auto x = uniform_floats(rng, n_in, -1.0f, 1.0f);
     std::vector<std::vector<float>> fused(3), alone(3);
     MatmulTask tasks[3];
     for (int i = 0; i < 3; ++i) {
@@ -250,7 +246,7 @@ TEST_CASE("matmul by role: each row's outputs are bit-identical whatever rows co
   ThreadPool pool2(2);
   for (Isa isa : available_isas()) {
     const KernelTable kt = make_kernel_table(isa);
-    for (DType type : kTypes) {
+    for (DType type : kMatmulTypes) {
       const bool packs = kt.packed[static_cast<uint32_t>(type)].rows > 0;
       for (bool use_packed : {false, true}) {
         if (use_packed && !packs) continue;
@@ -260,7 +256,7 @@ TEST_CASE("matmul by role: each row's outputs are bit-identical whatever rows co
         const size_t rb = dtype_row_bytes(type, n_in);
         std::vector<uint8_t> w(rb * size_t(n_out));
         for (int64_t r = 0; r < n_out; ++r) {
-          const auto f = randv(rng, n_in);
+          const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
           quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
         }
         MatmulWeight mw{type, w.data(), n_in, n_out, rb};
@@ -271,7 +267,7 @@ TEST_CASE("matmul by role: each row's outputs are bit-identical whatever rows co
           mw.packed = packed.data();
           mw.pf = &pf;
         }
-        const auto x = randv(rng, n_tok * n_in);
+        const auto x = uniform_floats(rng, n_tok * n_in, -1.0f, 1.0f);
         auto rows_of = [&](const std::vector<float>& y, int64_t t0, int64_t n) {
           return std::vector<float>(y.begin() + t0 * n_out, y.begin() + (t0 + n) * n_out);
         };

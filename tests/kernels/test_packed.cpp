@@ -16,7 +16,10 @@
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/quant/ref.hpp"
 
+#include "../test_util.hpp"
+
 using namespace edgellm;
+using edgellm_test::uniform_floats;
 
 namespace {
 
@@ -62,19 +65,12 @@ std::vector<FormatCase> formats_to_test() {
   return v;
 }
 
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float spread) {
-  std::uniform_real_distribution<float> dist(-spread, spread);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& f : v) f = dist(rng);
-  return v;
-}
-
 // nrows quantized rows of type t, a different spread per row.
 std::vector<uint8_t> make_rows(std::mt19937& rng, DType t, int64_t n, int nrows) {
   const size_t rb = dtype_row_bytes(t, n);
   std::vector<uint8_t> w(rb * size_t(nrows));
   for (int r = 0; r < nrows; ++r) {
-    const auto f = random_floats(rng, n, 0.25f + 0.5f * float(r % 5));
+    const auto f = uniform_floats(rng, n, -(0.25f + 0.5f * float(r % 5)), 0.25f + 0.5f * float(r % 5));
     quantize_row(t, f.data(), w.data() + rb * size_t(r), n);
   }
   return w;
@@ -123,7 +119,7 @@ TEST_CASE("packed gemm matches the unpacked ref vec_dot per row and token") {
           CAPTURE(ntok);
           std::vector<uint8_t> act(ab * size_t(ntok)), qref(qb * size_t(ntok));
           for (int t = 0; t < ntok; ++t) {
-            const auto x = random_floats(rng, n, 1.0f);
+            const auto x = uniform_floats(rng, n, -1.0f, 1.0f);
             pf.prepare_act(x.data(), n, act.data() + ab * size_t(t));
             quantize_row(DType::Q8_0, x.data(), qref.data() + qb * size_t(t), n);
           }
@@ -160,7 +156,7 @@ TEST_CASE("prepare_act holds the ref Q8_0 quants, scales and offset corrections"
     const int offset = fc.type == DType::Q4_0 ? packed::kQ4Offset : q8_signed ? 0 : packed::kQ8Offset;
     for (int64_t n : {32, 2048, 5632}) {
       CAPTURE(n);
-      auto x = random_floats(rng, n, 3.0f);
+      auto x = uniform_floats(rng, n, -3.0f, 3.0f);
       x[5] = 0.5f;  // ties: roundf's half-away-from-zero must be kept
       std::fill(x.begin() + 32 * ((n / 32) - 1), x.end(), 0.0f);  // an all-zero last block: d = 0
       std::vector<uint8_t> act(fc.pf.act_bytes(n));

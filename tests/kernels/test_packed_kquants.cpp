@@ -21,7 +21,10 @@
 #endif
 #include "edgellm/quant/ref.hpp"
 
+#include "../test_util.hpp"
+
 using namespace edgellm;
+using edgellm_test::uniform_floats;
 
 namespace {
 
@@ -44,7 +47,7 @@ struct Form {
   std::string name;
 };
 
-struct TypeCase {
+struct KquantCase {
   DType type;
   VecDotFn ref_dot;
   double tol;
@@ -55,8 +58,8 @@ struct TypeCase {
 #define EDGELLM_PACKED_REF_FORMS(q)                                                              \
   {{16, group_bytes_##q##_packed<16>, pack_##q##_packed<16>, gemm_##q##_packed_ref<16>, "ref x16"}, \
    {5, group_bytes_##q##_packed<5>, pack_##q##_packed<5>, gemm_##q##_packed_ref<5>, "ref x5"}}
-std::vector<TypeCase> type_cases() {
-  std::vector<TypeCase> cases = {
+std::vector<KquantCase> type_cases() {
+  std::vector<KquantCase> cases = {
       {DType::Q2_K, vec_dot_q2_K_q8_K_ref, kMaxPackedErrQ2K, EDGELLM_PACKED_REF_FORMS(q2_K)},
       {DType::Q3_K, vec_dot_q3_K_q8_K_ref, kMaxPackedErrQ3K, EDGELLM_PACKED_REF_FORMS(q3_K)},
       {DType::Q4_K, vec_dot_q4_K_q8_K_ref, kMaxPackedErrQ4K, EDGELLM_PACKED_REF_FORMS(q4_K)},
@@ -69,7 +72,7 @@ std::vector<TypeCase> type_cases() {
     if (isa == Isa::Ref) continue;
     const KernelTable t = make_kernel_table(isa);
     const int want_rows = isa == Isa::Avx512Vnni ? 16 : 8;
-    for (TypeCase& tc : cases) {
+    for (KquantCase& tc : cases) {
       const PackedFormat& pf = t.packed_of(tc.type);
       REQUIRE(pf.rows == want_rows);
       tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
@@ -80,7 +83,7 @@ std::vector<TypeCase> type_cases() {
   if (cpu_has_dotprod()) {  // the x4 dotprod forms: sdot would trap on an ARMv8.0 CPU
     KernelTable nt;
     register_neon_packed_kquants(nt);
-    for (TypeCase& tc : cases) {
+    for (KquantCase& tc : cases) {
       const PackedFormat& pf = nt.packed_of(tc.type);
       REQUIRE(pf.rows == 4);
       tc.forms.push_back({pf.rows, pf.group_bytes, pf.pack, pf.gemm, pf.name});
@@ -88,13 +91,6 @@ std::vector<TypeCase> type_cases() {
   }
 #endif
   return cases;
-}
-
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& f : v) f = dist(rng);
-  return v;
 }
 
 // sum |w_i * a_i| of the dequantized row and activation: the scale of the allowed error.
@@ -110,7 +106,7 @@ double abs_dot_scale(DType wt, const void* w, const PackedActQ8K* a, int64_t n) 
 
 TEST_CASE("packed K-quant GEMMs match the per-row ref dots") {
   std::mt19937 rng(2024);
-  for (const TypeCase& tc : type_cases()) {
+  for (const KquantCase& tc : type_cases()) {
     const std::string type_s = dtype_name(tc.type);
     CAPTURE(type_s);
     for (int64_t n : {256, 512, 2048, 5632}) {
@@ -122,14 +118,14 @@ TEST_CASE("packed K-quant GEMMs match the per-row ref dots") {
         std::vector<uint8_t> w(rb * size_t(nrows));
         for (int r = 0; r < nrows; ++r) {
           const float spread = 0.25f + 0.5f * float(r % 5);
-          const auto f = random_floats(rng, n, -spread, spread);
+          const auto f = uniform_floats(rng, n, -spread, spread);
           quantize_row(tc.type, f.data(), w.data() + rb * size_t(r), n);
         }
         for (int ntok : {1, 3, 7, 64}) {
           CAPTURE(ntok);
           std::vector<uint8_t> act(ab * size_t(ntok));
           for (int t = 0; t < ntok; ++t) {
-            const auto x = random_floats(rng, n, -2.0f, 2.0f);
+            const auto x = uniform_floats(rng, n, -2.0f, 2.0f);
             prepare_act_q8_K_packed_ref(x.data(), n, act.data() + ab * size_t(t));
           }
           // want[t][r], scale[t][r] from the per-row ref on the activation's block_q8_K part.
@@ -179,7 +175,7 @@ TEST_CASE("packed K-quant GEMMs match the per-row ref dots") {
 // float order in one path fails here even when it stays within the ref tolerance above.
 TEST_CASE("packed K-quant GEMMs give each token the same bits with 1 or many tokens") {
   std::mt19937 rng(77);
-  for (const TypeCase& tc : type_cases()) {
+  for (const KquantCase& tc : type_cases()) {
     const std::string type_s = dtype_name(tc.type);
     CAPTURE(type_s);
     const int64_t n = 1024;
@@ -188,7 +184,7 @@ TEST_CASE("packed K-quant GEMMs give each token the same bits with 1 or many tok
       CAPTURE(f.name);
       std::vector<uint8_t> w(rb * size_t(f.rows));
       for (int r = 0; r < f.rows; ++r) {
-        const auto x = random_floats(rng, n, -1.0f, 1.0f);
+        const auto x = uniform_floats(rng, n, -1.0f, 1.0f);
         quantize_row(tc.type, x.data(), w.data() + rb * size_t(r), n);
       }
       std::vector<uint8_t> group(f.group_bytes(n));
@@ -197,7 +193,7 @@ TEST_CASE("packed K-quant GEMMs give each token the same bits with 1 or many tok
         CAPTURE(ntok);
         std::vector<uint8_t> act(ab * size_t(ntok));
         for (int t = 0; t < ntok; ++t) {
-          const auto x = random_floats(rng, n, -3.0f, 3.0f);
+          const auto x = uniform_floats(rng, n, -3.0f, 3.0f);
           prepare_act_q8_K_packed_ref(x.data(), n, act.data() + ab * size_t(t));
         }
         std::vector<float> all(size_t(ntok) * size_t(f.rows)), one(size_t(f.rows));
@@ -236,7 +232,7 @@ TEST_CASE("packed K-quant activations are quantize_row_q8_K_ref's blocks plus th
 #endif
   for (int64_t n : {256, 1024, 5632}) {
     CAPTURE(n);
-    auto x = random_floats(rng, n, -3.0f, 3.0f);
+    auto x = uniform_floats(rng, n, -3.0f, 3.0f);
     for (int i = 0; i < QK_K; ++i) x[size_t(i)] = 0.0f;              // an all-zero block
     if (n > QK_K) x[size_t(QK_K + 5)] = -7.0f, x[size_t(QK_K + 9)] = 7.0f;  // tie of signs
     std::vector<block_q8_K> want(size_t(n / QK_K));
