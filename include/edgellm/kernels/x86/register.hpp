@@ -45,7 +45,15 @@
 
 #define EDGELLM_X86_LEVEL_NS x86_avx2_vnni
 #define EDGELLM_X86_LEVEL_ISA Isa::Avx2Vnni
+// EDGELLM_X86_EMULATE_AVXVNNI, for tests only (a dispatch build of the kernel tests, tests/
+// CMakeLists.txt): this level without the avxvnni target, its one VNNI instruction computed exactly
+// from AVX2 (kernels/x86/common.inl), run on every AVX2 CPU, so that a machine without AVX-VNNI
+// checks the rest of the level's code against the reference. Not for programs: it is slower.
+#if defined(EDGELLM_X86_EMULATE_AVXVNNI)
+#define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c"
+#else
 #define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c,avxvnni"
+#endif
 #define EDGELLM_X86_AVXVNNI 1
 #define EDGELLM_X86_AVX512 0
 #define EDGELLM_X86_AVX512VNNI 0
@@ -135,7 +143,11 @@ inline bool x86_cpu_runs(Isa level) {
   const X86Cpu& c = x86_cpu();
   switch (level) {
     case Isa::Avx2: return c.avx2;
+#if EDGELLM_X86_DISPATCH && defined(EDGELLM_X86_EMULATE_AVXVNNI)
+    case Isa::Avx2Vnni: return c.avx2;
+#else
     case Isa::Avx2Vnni: return c.avx_vnni;
+#endif
     case Isa::Avx512: return c.avx512;
     case Isa::Avx512Vnni: return c.avx512_vnni;
     default: return false;
