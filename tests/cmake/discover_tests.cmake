@@ -4,6 +4,10 @@
 # Inputs (-D): TEST_EXECUTABLE, TEST_EXECUTOR (the cross-compiling emulator, may be empty),
 # TEST_WORKING_DIR, STEMS (the files' names without .cpp), SUFFIX, CTEST_FILE.
 set(script "")
+set(executor "")
+foreach(part IN LISTS TEST_EXECUTOR)
+  string(APPEND executor " [==[${part}]==]")
+endforeach()
 foreach(stem IN LISTS STEMS)
   set(file_filter "--source-file=*/${stem}.cpp")
   execute_process(
@@ -24,10 +28,6 @@ foreach(stem IN LISTS STEMS)
     math(EXPR count "${count} + 1")
     # doctest splits --test-case on ',' unless escaped.
     string(REPLACE "," "\\," filter "${name}")
-    set(executor "")
-    foreach(part IN LISTS TEST_EXECUTOR)
-      string(APPEND executor " [==[${part}]==]")
-    endforeach()
     string(APPEND script
       "add_test([==[${stem}${SUFFIX}/${name}]==]${executor} [==[${TEST_EXECUTABLE}]==] [==[--test-case=${filter}]==] [==[${file_filter}]==])\n"
       "set_tests_properties([==[${stem}${SUFFIX}/${name}]==] PROPERTIES WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==] SKIP_RETURN_CODE 77)\n")
