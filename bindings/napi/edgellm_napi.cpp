@@ -61,6 +61,25 @@ napi_value guarded(napi_env env, F&& body) {
   return nullptr;
 }
 
+// The same for the functions that return a promise: a bad argument rejects it (await and .catch()
+// see every error the same way).
+template <class F>
+napi_value guarded_promise(napi_env env, F&& body) {
+  napi_value err = nullptr;
+  try {
+    return body();
+  } catch (const NapiFailed&) {
+    napi_get_and_clear_last_exception(env, &err);
+  } catch (const std::exception& e) {
+    napi_value msg;
+    if (napi_create_string_utf8(env, e.what(), NAPI_AUTO_LENGTH, &msg) == napi_ok) napi_create_error(env, nullptr, msg, &err);
+  }
+  napi_deferred d;
+  napi_value promise = nullptr;
+  if (err && napi_create_promise(env, &d, &promise) == napi_ok) napi_reject_deferred(env, d, err);
+  return promise;
+}
+
 napi_valuetype type_of(napi_env env, napi_value v) {
   napi_valuetype t = napi_undefined;
   check(env, napi_typeof(env, v, &t));
@@ -318,7 +337,7 @@ void load_complete(napi_env env, napi_status, void* data) {
 }
 
 napi_value LoadModel(napi_env env, napi_callback_info info) {
-  return guarded(env, [&]() -> napi_value {
+  return guarded_promise(env, [&]() -> napi_value {
     Args<2> a(env, info);
     if (!a.argv[0]) edgellm::throw_error("loadModel(path, options?): path is required");
     auto w = std::make_unique<LoadWork>();
@@ -612,7 +631,7 @@ edgellm::GenerateParams generate_params(const Options& o) {
 }
 
 napi_value SessionGenerate(napi_env env, napi_callback_info info) {
-  return guarded(env, [&]() -> napi_value {
+  return guarded_promise(env, [&]() -> napi_value {
     Args<3> a(env, info);
     std::shared_ptr<SessionState> st = open_session(env, a.self);
     if (st->busy) edgellm::throw_error("generate: this session is already generating (one call at a time per session)");
