@@ -1,7 +1,8 @@
 // The Node-API module against stories260K: greedy text equal to edgellm-cli's, streaming,
 // cancellation (onToken returning false, session.cancel() from JS), two sessions at once, chat
 // turns, bad files rejected with the process alive, close(). Run by ctest through run.sh
-// (EDGELLM_NAPI_MODULE, EDGELLM_CLI, EDGELLM_SHARED_DATA in the environment).
+// (EDGELLM_NAPI_MODULE, EDGELLM_CLI, EDGELLM_SHARED_DATA in the environment; EDGELLM_CLI_EMULATOR:
+// the command line that runs a cross-built edgellm-cli, as qemu-aarch64 -L ...).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -16,8 +17,9 @@ const PROMPT = 'Once upon a time';
 const greedy = (n) => ({ maxTokens: n, temperature: 0 });
 
 // edgellm-cli's continuation (stdout: the text and a newline) for the same prompt and flags.
+const CLI = [...(process.env.EDGELLM_CLI_EMULATOR || '').split(' ').filter(Boolean), process.env.EDGELLM_CLI];
 function cliText(prompt, n) {
-  const out = execFileSync(process.env.EDGELLM_CLI, ['-m', MODEL, '-p', prompt, '-n', String(n), '--temp', '0'],
+  const out = execFileSync(CLI[0], [...CLI.slice(1), '-m', MODEL, '-p', prompt, '-n', String(n), '--temp', '0'],
                            { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   assert.ok(out.endsWith('\n'));
   return out.slice(0, -1);
