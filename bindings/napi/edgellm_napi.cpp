@@ -652,6 +652,7 @@ napi_value SessionGenerate(napi_env env, napi_callback_info info) {
       w->prompt = extends ? w->chat_full.substr(st->fed.size()) : w->chat_full;
     }
     if (!w->chat) st->fed.clear();  // plain text breaks the chat bookkeeping
+    if (a.argv[1] && !a.argv[2] && type_of(env, a.argv[1]) == napi_function) std::swap(a.argv[1], a.argv[2]);  // (prompt, onToken)
     w->gp = generate_params(Options(env, a.argv[1], "generate options"));
     if (a.argv[2] && type_of(env, a.argv[2]) != napi_undefined) {
       if (type_of(env, a.argv[2]) != napi_function) edgellm::throw_error("generate: onToken must be a function");
@@ -718,7 +719,9 @@ napi_value SessionClose(napi_env env, napi_callback_info info) {
 napi_value SessionNPast(napi_env env, napi_callback_info info) {
   return guarded(env, [&]() -> napi_value {
     Args<1> a(env, info);
-    return make_number(env, open_session(env, a.self)->session->n_past());
+    std::shared_ptr<SessionState> st = open_session(env, a.self);
+    if (st->busy) edgellm::throw_error("nPast: the session is generating (its KV cache is changing)");
+    return make_number(env, st->session->n_past());
   });
 }
 

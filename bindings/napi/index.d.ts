@@ -90,11 +90,12 @@ export declare class Session {
    * One call at a time per session; rejects with the library's error text (context full, ...).
    */
   generate(prompt: string | ChatMessage[], options?: GenerateOptions, onToken?: OnToken): Promise<GenerateResult>;
+  generate(prompt: string | ChatMessage[], onToken: OnToken): Promise<GenerateResult>;
   /** Stops a running generate() within a token; it resolves with stopReason 'cancelled'. */
   cancel(): void;
   /** Forgets the conversation (not while generating). */
   reset(): void;
-  /** Tokens held in the session's KV cache. */
+  /** Tokens held in the session's KV cache (throws while generating). */
   nPast(): number;
   /** Frees the KV cache and threads now (a running call is cancelled first). */
   close(): void;

@@ -45,6 +45,13 @@ test('greedy text equals edgellm-cli and the streamed pieces concatenate to it',
   // Without onToken: the same text.
   const s2 = model.createSession();
   assert.equal((await s2.generate(PROMPT, greedy(48))).text, expected);
+  // generate(prompt, onToken): the default options (128 tokens, temperature 0.8, seed 24301).
+  const streamed = [];
+  s2.reset();
+  const d = await s2.generate(PROMPT, (p) => { streamed.push(p); });
+  assert.equal(streamed.join(''), d.text);
+  s2.reset();
+  assert.equal((await s2.generate(PROMPT)).text, d.text);  // seeded: the same draw again
   s2.close();
 });
 
@@ -85,6 +92,8 @@ test('session.cancel() from JS while generating', async () => {
     if (++calls === 3) setImmediate(() => s.cancel());  // a later turn of the event loop, not the callback's answer
   });
   await assert.rejects(s.generate(PROMPT), /already generating/);
+  assert.throws(() => s.nPast(), /generating/);
+  assert.throws(() => s.reset(), /generating/);
   const r = await p;
   assert.equal(r.stopReason, 'cancelled');
   assert.ok(r.tokens.length < 20, `${r.tokens.length} tokens after cancel`);
