@@ -101,6 +101,12 @@ napi_value make_object(napi_env env) {
   check(env, napi_create_object(env, &v));
   return v;
 }
+napi_value make_id_array(napi_env env, const std::vector<int32_t>& ids) {
+  napi_value arr;
+  check(env, napi_create_array_with_length(env, ids.size(), &arr));
+  for (size_t i = 0; i < ids.size(); ++i) check(env, napi_set_element(env, arr, static_cast<uint32_t>(i), make_number(env, ids[i])));
+  return arr;
+}
 void set(napi_env env, napi_value obj, const char* name, napi_value v) { check(env, napi_set_named_property(env, obj, name, v)); }
 
 std::string string_of(napi_env env, napi_value v, const std::string& what) {
@@ -392,10 +398,7 @@ napi_value ModelTokenize(napi_env env, napi_callback_info info) {
     const std::string text = string_of(env, a.argv[0], "tokenize: text");
     const Options o(env, a.argv[1], "tokenize options");
     const std::vector<int32_t> ids = m.tok->encode(text, o.boolean("addBos", m.tok->add_bos()), o.boolean("parseSpecial", true));
-    napi_value arr;
-    check(env, napi_create_array_with_length(env, ids.size(), &arr));
-    for (size_t i = 0; i < ids.size(); ++i) check(env, napi_set_element(env, arr, static_cast<uint32_t>(i), make_number(env, ids[i])));
-    return arr;
+    return make_id_array(env, ids);
   });
 }
 
@@ -523,11 +526,9 @@ void generate_execute(napi_env, void* data) {
 }
 
 napi_value result_object(napi_env env, const edgellm::GenerateResult& r) {
-  napi_value out = make_object(env), toks, t = make_object(env);
+  napi_value out = make_object(env), t = make_object(env);
   set(env, out, "text", make_string(env, r.text));
-  check(env, napi_create_array_with_length(env, r.tokens.size(), &toks));
-  for (size_t i = 0; i < r.tokens.size(); ++i) check(env, napi_set_element(env, toks, static_cast<uint32_t>(i), make_number(env, r.tokens[i])));
-  set(env, out, "tokens", toks);
+  set(env, out, "tokens", make_id_array(env, r.tokens));
   set(env, out, "stopReason", make_string(env, stop_reason_js(r.reason)));
   set(env, t, "promptTokens", make_number(env, r.n_prompt));
   set(env, t, "prefillMs", make_number(env, r.prefill_ms));
