@@ -728,9 +728,14 @@ napi_value SessionNPast(napi_env env, napi_callback_info info) {
 
 // ---- registration ----
 
-napi_property_descriptor method(const char* name, napi_callback cb, void* data) {
-  return {name, nullptr, cb, nullptr, nullptr, nullptr, napi_default, data};
+// Class methods as a JS class has them (writable, configurable); the module's exports enumerable
+// (Object.keys and console.log show them). Plain bits: older NAPI headers lack napi_default_method.
+constexpr auto kMethod = static_cast<napi_property_attributes>(napi_writable | napi_configurable);
+constexpr auto kExport = napi_enumerable;
+napi_property_descriptor method(const char* name, napi_callback cb, void* data, napi_property_attributes attr = kMethod) {
+  return {name, nullptr, cb, nullptr, nullptr, nullptr, attr, data};
 }
+napi_property_descriptor exported_value(const char* name, napi_value v) { return {name, nullptr, nullptr, nullptr, nullptr, v, kExport, nullptr}; }
 
 void module_finalize(napi_env env, void* data, void*) {
   auto* m = static_cast<ModuleData*>(data);
@@ -757,10 +762,8 @@ napi_value Init(napi_env env, napi_value exports) {
     check(env, napi_create_reference(env, model_class, 1, &mod->model_ctor));
     check(env, napi_create_reference(env, session_class, 1, &mod->session_ctor));
     const napi_property_descriptor exported[] = {
-        method("loadModel", LoadModel, mod),
-        {"Model", nullptr, nullptr, nullptr, nullptr, model_class, napi_default, nullptr},
-        {"Session", nullptr, nullptr, nullptr, nullptr, session_class, napi_default, nullptr},
-        {"version", nullptr, nullptr, nullptr, nullptr, make_string(env, EDGELLM_VERSION_STRING), napi_default, nullptr}};
+        method("loadModel", LoadModel, mod, kExport), exported_value("Model", model_class),
+        exported_value("Session", session_class), exported_value("version", make_string(env, EDGELLM_VERSION_STRING))};
     check(env, napi_define_properties(env, exports, sizeof exported / sizeof exported[0], exported));
     check(env, napi_wrap(env, exports, mod, module_finalize, nullptr, nullptr));  // freed with the module's exports
     return exports;
