@@ -1,14 +1,18 @@
 #!/bin/sh
 # install-prereqs.sh [--tests] [--server]: the Debian / Ubuntu packages edgellm's build needs
-# (cmake, g++; with --tests also doctest-dev and the server's library; with --server
-# libcpp-httplib-dev and pkg-config for edgellm-server; node and npm for the server's client test
-# come from elsewhere: it skips without them), installed only when missing, as root or through
-# sudo. Used by README's commands and .ci/run.
+# (cmake, g++; with --tests also doctest-dev, the server's library, and node with node_api.h for
+# the Node-API module and its tests: nodejs + libnode-dev, unless a node and the header are there
+# already, e.g. NodeSource's nodejs; with --server libcpp-httplib-dev and pkg-config for
+# edgellm-server; npm for the server's client test comes from elsewhere: it skips without it),
+# installed only when missing, as root or through sudo. Used by README's commands and .ci/run.
 set -eu
 pkgs="cmake g++"
 for a in "$@"; do
   case "$a" in
-    --tests) pkgs="$pkgs doctest-dev libcpp-httplib-dev pkg-config" ;;
+    --tests)
+      pkgs="$pkgs doctest-dev libcpp-httplib-dev pkg-config"
+      command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+      [ -f /usr/include/node/node_api.h ] || pkgs="$pkgs libnode-dev" ;;
     --server) pkgs="$pkgs libcpp-httplib-dev pkg-config" ;;
     *) echo "install-prereqs.sh: unknown option $a (--tests, --server)" >&2; exit 1 ;;
   esac

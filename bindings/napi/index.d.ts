@@ -1,0 +1,132 @@
+// edgellm's Node-API module: edgellm.node under Node.js (`require` / `createRequire`), libedgellm.so
+// in an OpenHarmony app (`import llm from 'libedgellm.so'`). Implemented in edgellm_napi.cpp.
+// Nothing here blocks the JS thread: loadModel and generate run on the host's worker threads.
+
+/** KV cache storage: f32 (exact), f16 (half the memory), q8_0 (a quarter; head dim % 32 == 0). */
+export type KvType = 'f32' | 'f16' | 'q8_0';
+
+export interface LoadOptions {
+  /** Memory the model may use in MiB (weights, KV at ctx, scratch); a larger model keeps what fits
+   *  resident and streams the rest from storage. Default: what this process may use. */
+  memBudgetMiB?: number;
+  /** Decoding threads of each session (default 0: every core). */
+  threads?: number;
+  /** KV cache type of the sessions (default 'f32'). */
+  kvType?: KvType;
+  /** Context of the sessions in tokens (default 0: the model's training context, at most 4096). */
+  ctx?: number;
+  /** Repack weight matrices into the interleaved forms the kernels prefer (default true). */
+  repack?: boolean;
+}
+
+export interface SessionOptions {
+  /** Prepended as a system message when generate() is given messages without one. */
+  systemPrompt?: string;
+  /** Chat template name (e.g. 'chatml', 'llama3', 'gemma'); default: the model file's, else chatml. */
+  chatTemplate?: string;
+  /** Overrides of the model's defaults for this session. */
+  ctx?: number;
+  threads?: number;
+  kvType?: KvType;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | string;
+  content: string;
+}
+
+export interface GenerateOptions {
+  /** Tokens to generate at most (default 128; -1: until another rule stops). */
+  maxTokens?: number;
+  /** 0 = greedy (default 0.8). */
+  temperature?: number;
+  topP?: number;          // default 0.95
+  topK?: number;          // default 40; 0 = off
+  minP?: number;          // default 0.05
+  repeatPenalty?: number; // default 1 (off)
+  seed?: number;          // default 24301; an integer below 2^53
+  /** Stop strings: generation ends at the first one, which is not part of the text. */
+  stop?: string[];
+  /** Wall-clock budget of the whole call in ms: the answer ends before it (0 = none). */
+  deadlineMs?: number;
+  /** Keep going past end-of-generation tokens. */
+  ignoreEos?: boolean;
+}
+
+export type StopReason = 'eos' | 'stop' | 'maxTokens' | 'deadline' | 'contextFull' | 'cancelled';
+
+export interface Timings {
+  promptTokens: number;
+  prefillMs: number;
+  ttftMs: number;
+  decodeMs: number;
+  prefillTokensPerSec: number;
+  decodeTokensPerSec: number;
+  peakRssBytes: number;
+}
+
+export interface GenerateResult {
+  /** The whole continuation (stop string removed). When onToken stopped the call, it may hold up
+   *  to two pieces more than onToken received (decoding runs at most a piece ahead). */
+  text: string;
+  tokens: number[];
+  stopReason: StopReason;
+  timings: Timings;
+}
+
+/**
+ * Called on the JS thread with each piece of valid UTF-8 text as it is generated (the pieces
+ * concatenate to the result's text). Returning false stops generation (stopReason 'cancelled');
+ * a throw stops it too and rejects generate() with the thrown value.
+ */
+export type OnToken = (piece: string) => boolean | void;
+
+export declare class Session {
+  private constructor();
+  /**
+   * A string continues the session's text as is (the first call adds BOS). Messages are rendered
+   * with the chat template; when the rendering extends what the session already holds (the same
+   * conversation plus new turns) only the new part is evaluated, otherwise the session starts over.
+   * One call at a time per session; rejects with the library's error text (context full, ...).
+   */
+  generate(prompt: string | ChatMessage[], options?: GenerateOptions, onToken?: OnToken): Promise<GenerateResult>;
+  generate(prompt: string | ChatMessage[], onToken: OnToken): Promise<GenerateResult>;
+  /** Stops a running generate() within a token; it resolves with stopReason 'cancelled'. */
+  cancel(): void;
+  /** Forgets the conversation (not while generating). */
+  reset(): void;
+  /** Tokens held in the session's KV cache (throws while generating). */
+  nPast(): number;
+  /** Frees the KV cache and threads now (a running call is cancelled first). */
+  close(): void;
+}
+
+export interface ModelDescription {
+  version: string;
+  path: string;
+  fileBytes: number;
+  config: { nLayer: number; nEmbd: number; nHead: number; nHeadKv: number; nFf: number; nVocab: number; nCtxTrain: number };
+  defaults: { ctx: number; threads: number; kvType: KvType };
+  chatTemplate: string;
+  /** The kernels chosen for this CPU, one per line. */
+  kernels: string;
+  repacked: string;
+  /** Which weights are resident and which are streamed under memBudgetMiB. */
+  residency: string;
+  /** Weights + KV at ctx + scratch against the machine's RAM. */
+  memoryPlan: string;
+}
+
+export declare class Model {
+  private constructor();
+  createSession(options?: SessionOptions): Session;
+  tokenize(text: string, options?: { addBos?: boolean; parseSpecial?: boolean }): number[];
+  detokenize(tokens: number[] | Int32Array | Uint32Array, options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): string;
+  describe(): ModelDescription;
+  /** Drops the model's reference to the weights: they are freed when the last session using them closes. */
+  close(): void;
+}
+
+/** Loads a GGUF model on a worker thread; rejects with the library's error text (missing file, bad GGUF, ...). */
+export declare function loadModel(path: string, options?: LoadOptions): Promise<Model>;
+export declare const version: string;
