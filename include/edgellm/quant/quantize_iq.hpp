@@ -1247,5 +1247,38 @@ inline size_t quantize_tq2_0(const float* src, void* dst, int64_t nrows, int64_t
                                                                             n_per_row, imatrix);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Row quantizers without an importance matrix (ggml's quantize_row_<type>_ref, the types' from_float
+// in quant/ref.hpp). IQ4_NL's is ggml's quick form (the first scale guess, no trial scales), not
+// quantize_iq4_nl's; the others are quantize_<type> of one row. IQ2_XXS, IQ2_XS, IQ1_S (need an
+// imatrix) and IQ1_M (ggml has none) have no row form.
+
+inline void quantize_row_iq4_nl_ref(const float* EDGELLM_RESTRICT x, block_iq4_nl* EDGELLM_RESTRICT y, int64_t k) {
+  detail::iq::check_shape("IQ4_NL", 1, k, QK4_NL);
+  uint8_t L[QK4_NL];
+  float scale;
+  uint16_t unused_h;
+  for (int64_t ib = 0; ib < k / QK4_NL; ++ib)
+    detail::iq::iq4_super_block(QK4_NL, x + QK4_NL * ib, &y[ib].d, y[ib].qs, &unused_h, nullptr, &scale, L, nullptr, -1);
+}
+inline void quantize_row_iq4_xs_ref(const float* EDGELLM_RESTRICT x, block_iq4_xs* EDGELLM_RESTRICT y, int64_t k) {
+  quantize_iq4_xs(x, y, 1, k, nullptr);
+}
+inline void quantize_row_iq3_xxs_ref(const float* EDGELLM_RESTRICT x, block_iq3_xxs* EDGELLM_RESTRICT y, int64_t k) {
+  quantize_iq3_xxs(x, y, 1, k, nullptr);
+}
+inline void quantize_row_iq3_s_ref(const float* EDGELLM_RESTRICT x, block_iq3_s* EDGELLM_RESTRICT y, int64_t k) {
+  quantize_iq3_s(x, y, 1, k, nullptr);
+}
+inline void quantize_row_iq2_s_ref(const float* EDGELLM_RESTRICT x, block_iq2_s* EDGELLM_RESTRICT y, int64_t k) {
+  quantize_iq2_s(x, y, 1, k, nullptr);
+}
+inline void quantize_row_tq1_0_ref(const float* EDGELLM_RESTRICT x, block_tq1_0* EDGELLM_RESTRICT y, int64_t k) {
+  quantize_tq1_0(x, y, 1, k, nullptr);
+}
+inline void quantize_row_tq2_0_ref(const float* EDGELLM_RESTRICT x, block_tq2_0* EDGELLM_RESTRICT y, int64_t k) {
+  quantize_tq2_0(x, y, 1, k, nullptr);
+}
+
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END
