@@ -428,67 +428,84 @@ inline int odd_scale4(float id, float scale, int maxv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// IQ2_XXS, IQ2_XS, IQ2_S (8-weight points of magnitudes 1, 3, 5 times the scale).
+// IQ2_XXS, IQ3_XXS (8- / 4-weight points of magnitudes 1, 3, 5 / 1 ... 15 times the scale), IQ2_XS, IQ2_S.
 
-inline void iq2_xxs_row(const float* x, block_iq2_xxs* y, int64_t n, const float* qw_row) {
+// IQ2_XXS's search over one group of 32 (xval >= 0 up to the parity sign): make_qp_quants' scale,
+// 13 trial scales around it, each snapping the 4 points to the grid, then the points rounded again
+// at the best scale and the scale refitted. L = the levels; false when the group stays zero.
+inline bool iq2_xxs_search(const GridMap& g, const float* xval, const float* weight, const float* waux, int8_t* L,
+                           float* scale_out) {
   EDGELLM_EXACT_FP_SCOPE
-  const GridMap& g = grid_iq2xxs();
   constexpr int kMaxQ = 3;
+  int8_t Laux[32];
+  float scale = make_qp_quants(32, kMaxQ + 1, xval, reinterpret_cast<uint8_t*>(L), weight);
+  const float eff_max = scale * kMaxQ;
+  if (eff_max <= 0) return false;
+  float best = 0;
+  for (int is = -6; is <= 6; ++is) {
+    const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
+    const float this_scale = 1 / id;
+    for (int k = 0; k < 4; ++k) {
+      const int u = round_levels(g, xval + 8 * k, id, kMaxQ, Laux + 8 * k);
+      snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+    }
+    float sumqx, sumq2;
+    odd_level_sums(32, weight, xval, Laux, &sumqx, &sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::memcpy(L, Laux, 32);
+    }
+  }
+  if (scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < 4; ++k) {
+      const int u = round_levels(g, xval + 8 * k, id, kMaxQ, L + 8 * k);
+      snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+    }
+    float sumqx, sumq2;
+    odd_level_sums(32, weight, xval, L, &sumqx, &sumq2);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  *scale_out = scale;
+  return true;
+}
+
+// IQ2_XXS (8-weight points) and IQ3_XXS (4-weight points, kIq3): per 32 weights 4 even sign
+// patterns, one grid-index byte per point and a word of the 4 x 7 sign bits with the 4-bit group
+// scale on top. IQ2_XXS interleaves each group's 4 index bytes and its word; IQ3_XXS stores all
+// index bytes, then all words.
+template <bool kIq3, class Block>
+inline void xxs_row(const float* x, Block* y, int64_t n, const float* qw_row) {
+  EDGELLM_EXACT_FP_SCOPE
+  const GridMap& g = kIq3 ? grid_iq3xxs() : grid_iq2xxs();
+  constexpr int kPoints = kIq3 ? 8 : 4;  // grid points per 32 weights
   float scales[QK_K / 32], weight[32], xval[32], waux[32];
-  int8_t L[32], Laux[32];
+  int8_t L[32];
   uint8_t block_signs[4];
-  uint32_t q2[2 * (QK_K / 32)];
   for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+    uint8_t index[QK_K / 32][kPoints] = {};
+    uint32_t words[QK_K / 32] = {};
     y[ibl].d = fp32_to_fp16(0.f);
-    std::memset(q2, 0, sizeof(q2));
     float max_scale = 0;
     const float* xbl = x + QK_K * ibl;
-    const float sigma2 = sum_squares(xbl, QK_K) / QK_K;
+    const float sumx2 = sum_squares(xbl, QK_K);
+    const float sigma2 = kIq3 ? 2 * sumx2 / QK_K : sumx2 / QK_K;
     for (int ib = 0; ib < QK_K / 32; ++ib) {
       const float* xb = xbl + 32 * ib;
-      imatrix_weights(qw_row + QK_K * ibl + 32 * ib, xb, sigma2, 32, weight);
+      group_weights(qw_row ? qw_row + QK_K * ibl + 32 * ib : nullptr, xb, sigma2, 32, weight);
       const float max = group_magnitudes(xb, weight, 32, true, waux, xval, block_signs);
-      if (max < kGroupMaxEps) {
+      float scale = 0;
+      bool zero = max < (kIq3 ? kEpsIq3xxs : kGroupMaxEps);
+      if (!zero && kIq3) scale = grid_scale_search(g, 32, 8, 15, 0.2f, false, max, xval, weight, waux, L);
+      if (!zero && !kIq3) zero = !iq2_xxs_search(g, xval, weight, waux, L, &scale);
+      if (zero) {
         scales[ib] = 0;
         continue;
-      }
-      float scale = make_qp_quants(32, kMaxQ + 1, xval, reinterpret_cast<uint8_t*>(L), weight);
-      const float eff_max = scale * kMaxQ;
-      if (eff_max <= 0) {
-        scales[ib] = 0;
-        continue;
-      }
-      float best = 0;
-      for (int is = -6; is <= 6; ++is) {
-        const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
-        const float this_scale = 1 / id;
-        for (int k = 0; k < 4; ++k) {
-          const int u = round_levels(g, xval + 8 * k, id, kMaxQ, Laux + 8 * k);
-          snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
-        }
-        float sumqx, sumq2;
-        odd_level_sums(32, weight, xval, Laux, &sumqx, &sumq2);
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-          scale = sumqx / sumq2;
-          best = scale * sumqx;
-          std::memcpy(L, Laux, 32);
-        }
-      }
-      if (scale > 0) {
-        const float id = 1 / scale;
-        for (int k = 0; k < 4; ++k) {
-          const int u = round_levels(g, xval + 8 * k, id, kMaxQ, L + 8 * k);
-          snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
-        }
-        float sumqx, sumq2;
-        odd_level_sums(32, weight, xval, L, &sumqx, &sumq2);
-        if (sumq2 > 0) scale = sumqx / sumq2;
       }
       scale = positive_scale(scale, block_signs, 4, 127);
-      for (int k = 0; k < 4; ++k) {
-        q2[2 * ib + 0] |= uint32_t(grid_index_of(g, L + 8 * k)) << (8 * k);
-        q2[2 * ib + 1] |= uint32_t(block_signs[k]) << (7 * k);
-      }
+      for (int k = 0; k < kPoints; ++k) index[ib][k] = uint8_t(grid_index_of(g, L + (32 / kPoints) * k));
+      for (int k = 0; k < 4; ++k) words[ib] |= uint32_t(block_signs[k]) << (7 * k);
       scales[ib] = scale;
       max_scale = std::max(max_scale, scale);
     }
@@ -497,12 +514,20 @@ inline void iq2_xxs_row(const float* x, block_iq2_xxs* y, int64_t n, const float
       continue;
     }
     const float d = max_scale / 31;
-    y[ibl].d = fp32_to_fp16(d);
+    y[ibl].d = fp32_to_fp16(kIq3 ? d * 1.0125f : d);
     const float id = 1 / d;
-    for (int ib = 0; ib < QK_K / 32; ++ib) q2[2 * ib + 1] |= uint32_t(odd_scale4(id, scales[ib], 15)) << 28;
-    std::memcpy(y[ibl].qs, q2, sizeof(q2));
+    for (int ib = 0; ib < QK_K / 32; ++ib) words[ib] |= uint32_t(odd_scale4(id, scales[ib], 15)) << 28;
+    auto* qs = reinterpret_cast<uint8_t*>(y[ibl].qs);
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+      const size_t at_index = kIq3 ? size_t(kPoints * ib) : size_t(8 * ib);
+      const size_t at_word = kIq3 ? size_t(QK_K / 4 + 4 * ib) : size_t(8 * ib + 4);
+      std::memcpy(qs + at_index, index[ib], kPoints);
+      std::memcpy(qs + at_word, &words[ib], 4);
+    }
   }
 }
+inline void iq2_xxs_row(const float* x, block_iq2_xxs* y, int64_t n, const float* qw) { xxs_row<false>(x, y, n, qw); }
+inline void iq3_xxs_row(const float* x, block_iq3_xxs* y, int64_t n, const float* qw) { xxs_row<true>(x, y, n, qw); }
 
 // IQ2_XS (even_signs, 7 sign bits next to a 9-bit index) and IQ2_S (all 8 sign bits stored,
 // 10-bit indexes) share everything but the weights without imatrix and the packing.
@@ -582,50 +607,7 @@ inline void iq2_16_row(const float* x, void* vy, int64_t n, const float* qw_row)
 }
 
 // ---------------------------------------------------------------------------------------------
-// IQ3_XXS, IQ3_S (4-weight points of odd magnitudes 1 ... 15 times the scale).
-
-inline void iq3_xxs_row(const float* x, block_iq3_xxs* y, int64_t n, const float* qw_row) {
-  EDGELLM_EXACT_FP_SCOPE
-  const GridMap& g = grid_iq3xxs();
-  constexpr int kMaxQ = 8;
-  float scales[QK_K / 32], weight[32], xval[32], waux[32];
-  int8_t L[32];
-  uint8_t block_signs[4];
-  for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-    uint8_t q3[QK_K / 4] = {};
-    uint32_t scales_and_signs[QK_K / 32] = {};
-    y[ibl].d = fp32_to_fp16(0.f);
-    float max_scale = 0;
-    const float* xbl = x + QK_K * ibl;
-    const float sigma2 = 2 * sum_squares(xbl, QK_K) / QK_K;
-    for (int ib = 0; ib < QK_K / 32; ++ib) {
-      const float* xb = xbl + 32 * ib;
-      group_weights(qw_row ? qw_row + QK_K * ibl + 32 * ib : nullptr, xb, sigma2, 32, weight);
-      const float max = group_magnitudes(xb, weight, 32, true, waux, xval, block_signs);
-      if (max < kEpsIq3xxs) {
-        scales[ib] = 0;
-        continue;
-      }
-      float scale = grid_scale_search(g, 32, kMaxQ, 15, 0.2f, false, max, xval, weight, waux, L);
-      scale = positive_scale(scale, block_signs, 4, 127);
-      for (int k = 0; k < 8; ++k) q3[8 * ib + k] = uint8_t(grid_index_of(g, L + 4 * k));
-      scales_and_signs[ib] = uint32_t(block_signs[0]) | (uint32_t(block_signs[1]) << 7) |
-                             (uint32_t(block_signs[2]) << 14) | (uint32_t(block_signs[3]) << 21);
-      scales[ib] = scale;
-      max_scale = std::max(max_scale, scale);
-    }
-    if (!max_scale) {
-      std::memset(y[ibl].qs, 0, sizeof(y[ibl].qs));
-      continue;
-    }
-    const float d = max_scale / 31;
-    y[ibl].d = fp32_to_fp16(d * 1.0125f);
-    const float id = 1 / d;
-    for (int ib = 0; ib < QK_K / 32; ++ib) scales_and_signs[ib] |= uint32_t(odd_scale4(id, scales[ib], 15)) << 28;
-    std::memcpy(y[ibl].qs, q3, sizeof(q3));
-    std::memcpy(y[ibl].qs + sizeof(q3), scales_and_signs, sizeof(scales_and_signs));
-  }
-}
+// IQ3_S (4-weight points of odd magnitudes 1 ... 15 times the scale).
 
 inline void iq3_s_row(const float* x, block_iq3_s* y, int64_t n, const float* qw_row) {
   EDGELLM_EXACT_FP_SCOPE
