@@ -82,7 +82,7 @@ void check_type_against_llama(DType type) {
   const QuantizeFn quantize = quantizer_of(type);
   REQUIRE(static_cast<bool>(quantize));
   int compared = 0, with_imatrix = 0;
-  double seconds = 0;
+  double seconds = 0, weights = 0;
   for (const char* ft : kIqFiles) {
     const std::string path = dir + "models/tiny-llama-256-" + ft + "-imat.gguf";
     if (!edgellm_test::path_exists(path)) continue;
@@ -101,11 +101,13 @@ void check_type_against_llama(DType type) {
         ++with_imatrix;
       }
       seconds += requantize_and_compare(type, quantize, s, t, w);
+      weights += double(s.n_elements());
       ++compared;
     }
   }
   MESSAGE(std::string(dtype_name(type)), ": ", compared, " tensors compared (", with_imatrix, " with imatrix weights), ",
-          seconds * 1e3 / (compared ? compared : 1), " ms CPU per tensor (the first includes building the grid map)");
+          seconds * 1e3 / (compared ? compared : 1), " ms CPU per tensor, ", weights / 1e6, " Mweights in ", seconds,
+          " s CPU (with building the grid map on first use)");
   if (compared == 0) EDGELLM_SKIP("no ", dtype_name(type), " tensor in the shared iq files");
 }
 
