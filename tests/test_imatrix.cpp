@@ -1,0 +1,170 @@
+// Tests for quant/imatrix.hpp: llama-imatrix's GGUF and legacy .dat files read, written back
+// byte for byte, converted into each other, the weights llama-quantize derives, and bad files.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <edgellm/quant/imatrix.hpp>
+
+#include "test_util.hpp"
+
+using namespace edgellm_test;
+using namespace edgellm;
+
+namespace {
+
+const std::string kImatGguf = kData + "/iq/tiny-llama-256.imatrix.gguf";
+const std::string kImatDat = kData + "/iq/tiny-llama-256.imatrix.dat";
+
+std::vector<uint8_t> file_bytes(const std::string& p) {
+  const std::string s = read_file(p);
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+// A small raw-form matrix: one 2-D weight, one 3-D weight with an expert that saw no rows.
+Imatrix small_raw() {
+  Imatrix m;
+  m.chunk_size = 4;
+  m.chunk_count = 2;
+  m.datasets = {"text.txt"};
+  m.has_metadata = true;
+  m.entries["blk.0.ffn_up.weight"] = ImatrixEntry{{8.0f, 2.0f, 4.0f}, {8}};
+  m.entries["blk.0.ffn_up_exps.weight"] = ImatrixEntry{{6.0f, 3.0f, 5.0f, 7.0f}, {3, 0}};
+  return m;
+}
+
+void put_i32(std::vector<uint8_t>& b, int32_t v) {
+  uint8_t x[4];
+  std::memcpy(x, &v, 4);
+  b.insert(b.end(), x, x + 4);
+}
+
+}  // namespace
+
+TEST_CASE("imatrix: the shared GGUF and .dat files read, and their weights agree") {
+  EDGELLM_SKIP_WITHOUT(kImatGguf);
+  const Imatrix g = load_imatrix(kImatGguf);
+  const Imatrix d = load_imatrix(kImatDat);
+  CHECK(g.format == ImatrixFormat::Gguf);
+  CHECK(d.format == ImatrixFormat::Dat);
+  CHECK(g.has_metadata);
+  CHECK(g.chunk_size == 64);
+  CHECK(g.chunk_count == d.chunk_count);
+  REQUIRE(g.datasets.size() == 1);
+  CHECK(g.datasets == d.datasets);
+  REQUIRE(g.entries.size() == 14);  // 7 matmuls x 2 layers; the output is not collected
+  CHECK(d.entries.size() == g.entries.size());
+  for (const auto& kv : g.entries) {
+    INFO(kv.first);
+    const std::vector<float> wg = g.weights(kv.first), wd = d.weights(kv.first);
+    REQUIRE(wg.size() == wd.size());
+    REQUIRE(kv.second.counts.size() == 1);
+    CHECK(kv.second.counts[0] == int64_t(g.chunk_count) * g.chunk_size);
+    // .dat stores (sum / count) * ncall in float: back to sum / count within a few ulps.
+    for (size_t i = 0; i < wg.size(); ++i) CHECK(wd[i] == doctest::Approx(wg[i]).epsilon(1e-6));
+  }
+  CHECK(g.weights("output.weight").empty());
+  CHECK(g.all_weights().size() == 14);
+}
+
+TEST_CASE("imatrix: written back byte for byte, GGUF -> .dat is llama-imatrix's .dat") {
+  EDGELLM_SKIP_WITHOUT(kImatGguf);
+  const Imatrix g = load_imatrix(kImatGguf);
+  const Imatrix d = load_imatrix(kImatDat);
+  CHECK(imatrix_gguf_bytes(g) == file_bytes(kImatGguf));
+  CHECK(imatrix_dat_bytes(d) == file_bytes(kImatDat));
+  CHECK(imatrix_dat_bytes(g) == file_bytes(kImatDat));
+  // .dat -> raw form (llama-imatrix --in-file): counts ncall * chunk size, same weights.
+  const Imatrix r = imatrix_dat_to_raw(d, 64);
+  CHECK(r.chunk_count == g.chunk_count);
+  for (const auto& kv : g.entries) {
+    const std::vector<float> wg = g.weights(kv.first), wr = r.weights(kv.first);
+    REQUIRE(wr.size() == wg.size());
+    for (size_t i = 0; i < wg.size(); ++i) CHECK(wr[i] == doctest::Approx(wg[i]).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("imatrix: weights per matrix, round trips of a 3-D entry") {
+  const Imatrix m = small_raw();
+  CHECK(m.weights("blk.0.ffn_up.weight") == std::vector<float>{1.0f, 0.25f, 0.5f});
+  // expert 1 saw no rows: llama-quantize gives it weights 1
+  CHECK(m.weights("blk.0.ffn_up_exps.weight") == std::vector<float>{2.0f, 1.0f, 1.0f, 1.0f});
+  const Imatrix g = parse_imatrix_bytes(imatrix_gguf_bytes(m), "m.gguf");
+  CHECK(g.has_metadata);
+  CHECK(g.chunk_count == 2);
+  CHECK(g.chunk_size == 4);
+  CHECK(g.datasets == m.datasets);
+  REQUIRE(g.entries.size() == 2);
+  CHECK(g.entries.at("blk.0.ffn_up_exps.weight").counts == std::vector<int64_t>{3, 0});
+  CHECK(g.entries.at("blk.0.ffn_up_exps.weight").sums == m.entries.at("blk.0.ffn_up_exps.weight").sums);
+  const Imatrix d = parse_imatrix_bytes(imatrix_dat_bytes(m), "m.dat");
+  CHECK(d.format == ImatrixFormat::Dat);
+  // ncall = ceil(max count / chunk size); values (sum / count) * ncall, 1 * ncall where unseen
+  CHECK(d.entries.at("blk.0.ffn_up.weight").counts == std::vector<int64_t>{2});
+  CHECK(d.entries.at("blk.0.ffn_up.weight").sums == std::vector<float>{2.0f, 0.5f, 1.0f});
+  CHECK(d.entries.at("blk.0.ffn_up_exps.weight").counts == std::vector<int64_t>{1});
+  CHECK(d.entries.at("blk.0.ffn_up_exps.weight").sums == std::vector<float>{2.0f, 1.0f, 1.0f, 1.0f});
+  CHECK(d.datasets == m.datasets);
+  CHECK(d.chunk_count == 2);
+}
+
+TEST_CASE("imatrix: bad files throw Error naming the file and the entry") {
+  CHECK_THROWS_WITH_AS(parse_imatrix_bytes({}, "e.dat"), doctest::Contains("e.dat: empty"), Error);
+  std::vector<uint8_t> b;
+  put_i32(b, 0);
+  CHECK_THROWS_WITH_AS(parse_imatrix_bytes(b, "z.dat"), doctest::Contains("z.dat: no entries"), Error);
+  b.clear();
+  put_i32(b, 1);
+  put_i32(b, 3);
+  b.insert(b.end(), {'a', 'b', 'c'});
+  put_i32(b, 1);
+  put_i32(b, 4);  // 4 values announced, 1 given
+  put_i32(b, 0);
+  CHECK_THROWS_WITH_AS(parse_imatrix_bytes(b, "t.dat"), doctest::Contains("t.dat: truncated: entry 0 'abc' needs 4"),
+                       Error);
+  b.clear();
+  put_i32(b, 1);
+  put_i32(b, 1 << 30);
+  CHECK_THROWS_WITH_AS(parse_imatrix_bytes(b, "n.dat"), doctest::Contains("entry 0: name length 1073741824"), Error);
+  b.clear();
+  put_i32(b, 1);
+  put_i32(b, 1);
+  b.push_back('w');
+  put_i32(b, 1);
+  put_i32(b, 0);
+  CHECK_THROWS_WITH_AS(parse_imatrix_bytes(b, "v.dat"), doctest::Contains("entry 0 'w': value count 0"), Error);
+
+  // GGUF: sums without counts, wrong types, a GGUF with no entries.
+  {
+    GgufWriter w;
+    const float s[2] = {1, 2};
+    w.add_tensor("blk.0.x.weight.in_sum2", DType::F32, Shape{2}, s);
+    CHECK_THROWS_WITH_AS(parse_imatrix_bytes(w.to_bytes(), "a.gguf"),
+                         doctest::Contains("a.gguf: entry 'blk.0.x.weight': has 'blk.0.x.weight.in_sum2' but no"), Error);
+  }
+  {
+    GgufWriter w;
+    const float s[2] = {1, 2};
+    const uint16_t c = 0;
+    w.add_tensor("w.in_sum2", DType::F32, Shape{2}, s);
+    w.add_tensor("w.counts", DType::F16, Shape{1}, &c);
+    CHECK_THROWS_WITH_AS(parse_imatrix_bytes(w.to_bytes(), "f.gguf"), doctest::Contains("entry 'w': sums and counts must be F32"),
+                         Error);
+  }
+  {
+    GgufWriter w;
+    const float s[3] = {1, 2, 3}, c[2] = {1, 1};
+    w.add_tensor("w.in_sum2", DType::F32, Shape{3}, s);
+    w.add_tensor("w.counts", DType::F32, Shape{2}, c);
+    CHECK_THROWS_WITH_AS(parse_imatrix_bytes(w.to_bytes(), "s.gguf"), doctest::Contains("entry 'w': 3 sums do not split into 2"),
+                         Error);
+  }
+  {
+    GgufWriter w;
+    w.set_string("general.type", "imatrix");
+    CHECK_THROWS_WITH_AS(parse_imatrix_bytes(w.to_bytes(), "0.gguf"), doctest::Contains("0.gguf: no entries"), Error);
+  }
+  CHECK_THROWS_WITH_AS(load_imatrix("/nonexistent/x.imatrix"), doctest::Contains("/nonexistent/x.imatrix: cannot open"), Error);
+}
