@@ -1,11 +1,16 @@
 // Tests for quant/imatrix.hpp: llama-imatrix's GGUF and legacy .dat files read, written back
-// byte for byte, converted into each other, the weights llama-quantize derives, and bad files.
+// byte for byte, converted into each other, the weights llama-quantize derives, bad files; and the
+// forward pass's matmul observer (model/llama.hpp) feeding ImatrixCollector.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <edgellm/model/llama.hpp>
 #include <edgellm/quant/imatrix.hpp>
 
 #include "test_util.hpp"
@@ -167,4 +172,49 @@ TEST_CASE("imatrix: bad files throw Error naming the file and the entry") {
     CHECK_THROWS_WITH_AS(parse_imatrix_bytes(w.to_bytes(), "0.gguf"), doctest::Contains("0.gguf: no entries"), Error);
   }
   CHECK_THROWS_WITH_AS(load_imatrix("/nonexistent/x.imatrix"), doctest::Contains("/nonexistent/x.imatrix: cannot open"), Error);
+}
+
+TEST_CASE("imatrix: the forward pass's matmul observer feeds the collector every weight's input rows") {
+  const std::string path = kData + "/models/tiny-llama-256-f32.gguf";
+  EDGELLM_SKIP_WITHOUT(path);
+  const auto model = LlamaModel::load(path);
+  const LlamaConfig& c = model->config();
+  std::map<std::string, std::pair<int, int>> seen;  // weight -> (rows, cols) of its last call
+  ImatrixCollector collector(/*chunk_size=*/10);
+  std::vector<float> first_q_row;
+  LlamaContext ctx;
+  ctx.set_matmul_observer([&](const std::string& w, const float* x, int rows, int cols) {
+    seen[w] = {rows, cols};
+    collector.add(w, x, rows, cols);
+    if (w == "blk.0.attn_q.weight" && first_q_row.empty()) first_q_row.assign(x, x + cols);
+  });
+  PagedKvCache kv(model->kv_params(64));
+  const int seq = kv.create_sequence();
+  Batch b;
+  for (int i = 0; i < 20; ++i) b.add(1 + i * 7, i, seq, i >= 15);
+  model->forward(ctx, kv, b);
+  // 7 matrices per layer with every token's row; the output with the 5 rows that want logits
+  REQUIRE(seen.size() == size_t(7 * c.n_layer + 1));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    CHECK(seen[p + "attn_q.weight"] == std::make_pair(20, c.n_embd));
+    CHECK(seen[p + "attn_output.weight"] == std::make_pair(20, c.q_dim()));
+    CHECK(seen[p + "ffn_up.weight"] == std::make_pair(20, c.n_embd));
+    CHECK(seen[p + "ffn_down.weight"] == std::make_pair(20, c.n_ff));
+  }
+  CHECK(seen["output.weight"] == std::make_pair(5, c.n_embd));
+  // The first input row of blk.0.attn_q is token 1's embedding, RMS-normed and scaled by attn_norm.
+  const GgufFile& f = model->file();
+  const float* emb = reinterpret_cast<const float*>(f.tensor("token_embd.weight").data) + size_t(1) * c.n_embd;
+  const float* g = reinterpret_cast<const float*>(f.tensor("blk.0.attn_norm.weight").data);
+  double ss = 0;
+  for (int j = 0; j < c.n_embd; ++j) ss += double(emb[j]) * emb[j];
+  const double inv = 1.0 / std::sqrt(ss / c.n_embd + c.rms_eps);
+  REQUIRE(first_q_row.size() == size_t(c.n_embd));
+  for (int j = 0; j < c.n_embd; ++j) CHECK(first_q_row[size_t(j)] == doctest::Approx(emb[j] * inv * g[j]).epsilon(1e-5));
+  // Collected: 20 rows per layer weight, chunk count 20 / 10.
+  const Imatrix m = collector.result({"text.txt"});
+  CHECK(m.chunk_count == 2);
+  CHECK(m.entries.at("blk.1.ffn_down.weight").counts == std::vector<int64_t>{20});
+  CHECK(m.entries.at("blk.0.attn_q.weight").sums[0] >= first_q_row[0] * first_q_row[0]);
 }
