@@ -7,7 +7,8 @@
 //
 // Entry points have ggml's shape: quantize_<type>(src, dst, nrows, n_per_row, imatrix) quantizes
 // nrows rows of n_per_row floats, imatrix = n_per_row importances (or nullptr), and returns the
-// bytes written. quantize_chunk(type, ...) picks one at run time (ggml_quantize_chunk).
+// bytes written. quantize_chunk(type, ...) picks one at run time (ggml_quantize_chunk), the i-quant
+// and ternary types included (quant/quantize_iq.hpp, whose IQ1_*, IQ2_XXS / IQ2_XS need a matrix).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -22,17 +23,11 @@
 #include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/quantize.hpp"
+#include "edgellm/quant/quantize_iq.hpp"
 #include "edgellm/quant/ref.hpp"
 #include "edgellm/quant/ref_kquants.hpp"
 #include "edgellm/quant/ref_legacy.hpp"
 #include "edgellm/quant/scales.hpp"
-
-#if defined(__has_include)
-#if __has_include("edgellm/quant/quantize_iq.hpp")
-#include "edgellm/quant/quantize_iq.hpp"
-#define EDGELLM_HAVE_QUANTIZE_IQ 1
-#endif
-#endif
 
 EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
@@ -347,12 +342,10 @@ EDGELLM_QUANTIZE_WEIGHTED(q6_K, Q6_K)
 // Whether quantize_chunk can write type t (with or without a matrix).
 inline bool can_quantize_chunk(DType t) {
   switch (t) {
-#ifdef EDGELLM_HAVE_QUANTIZE_IQ
     case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M: case DType::IQ4_NL: case DType::IQ4_XS: case DType::TQ1_0:
     case DType::TQ2_0:
       return true;
-#endif
     default: return can_quantize(t);
   }
 }
@@ -374,7 +367,6 @@ inline size_t quantize_chunk(DType t, const float* src, void* dst, int64_t nrows
     case DType::Q4_K: return quantize_q4_K(src, dst, nrows, n_per_row, imatrix);
     case DType::Q5_K: return quantize_q5_K(src, dst, nrows, n_per_row, imatrix);
     case DType::Q6_K: return quantize_q6_K(src, dst, nrows, n_per_row, imatrix);
-#ifdef EDGELLM_HAVE_QUANTIZE_IQ
     case DType::IQ2_XXS: return quantize_iq2_xxs(src, dst, nrows, n_per_row, imatrix);
     case DType::IQ2_XS: return quantize_iq2_xs(src, dst, nrows, n_per_row, imatrix);
     case DType::IQ2_S: return quantize_iq2_s(src, dst, nrows, n_per_row, imatrix);
@@ -386,7 +378,6 @@ inline size_t quantize_chunk(DType t, const float* src, void* dst, int64_t nrows
     case DType::IQ4_XS: return quantize_iq4_xs(src, dst, nrows, n_per_row, imatrix);
     case DType::TQ1_0: return quantize_tq1_0(src, dst, nrows, n_per_row, imatrix);
     case DType::TQ2_0: return quantize_tq2_0(src, dst, nrows, n_per_row, imatrix);
-#endif
     default: {
       const size_t row_size = dtype_row_bytes(t, n_per_row);
       auto* out = static_cast<uint8_t*>(dst);
