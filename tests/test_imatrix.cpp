@@ -12,6 +12,7 @@
 
 #include <edgellm/model/llama.hpp>
 #include <edgellm/quant/imatrix.hpp>
+#include <edgellm/quant/quantize_weighted.hpp>
 
 #include "test_util.hpp"
 
@@ -217,4 +218,72 @@ TEST_CASE("imatrix: the forward pass's matmul observer feeds the collector every
   CHECK(m.chunk_count == 2);
   CHECK(m.entries.at("blk.1.ffn_down.weight").counts == std::vector<int64_t>{20});
   CHECK(m.entries.at("blk.0.attn_q.weight").sums[0] >= first_q_row[0] * first_q_row[0]);
+}
+
+namespace {
+// Deterministic rows for the weighted quantizers: LCG floats, a scale growing with the row,
+// outliers (every 37th value x8), one all-zero 32-block; and an importance per column. Only exact
+// products are added to, so the values do not depend on FMA contraction.
+void weighted_test_rows(std::vector<float>& x, std::vector<float>& qw, int64_t nrows, int64_t n) {
+  uint32_t s = 12345u;
+  auto next = [&] {
+    s = s * 1664525u + 1013904223u;
+    return float(s >> 8) * (1.0f / 16777216.0f);
+  };
+  x.resize(size_t(nrows * n));
+  qw.resize(size_t(n));
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float scale = 0.01f * float(1 + r * r);
+    for (int64_t j = 0; j < n; ++j) {
+      float v = (next() - 0.5f) * 4.0f * scale;
+      if (j % 37 == 5) v *= 8.0f;
+      if (r == 3 && j < 32) v = 0.0f;
+      x[size_t(r * n + j)] = v;
+    }
+  }
+  // k / 256 + 0.05: the product is exact, so an FMA-contracting build generates the same values
+  for (int64_t j = 0; j < n; ++j) {
+    s = s * 1664525u + 1013904223u;
+    qw[size_t(j)] = 0.05f + float(s >> 22) * (1.0f / 256.0f);
+  }
+}
+uint64_t fnv1a(const std::vector<uint8_t>& b) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t c : b) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+TEST_CASE("imatrix: the weighted legacy and K-quant quantizers give ggml's bytes") {
+  // FNV-1a of ggml's quantize_<type>(rows, 8 x 512, imatrix / nullptr) output on these rows, from
+  // the libggml-base of llama.cpp v0.5.0 (de3ff81, x86, no FMA in ggml-base) that wrote
+  // ../shared/data/iq. The shared iq files cover q2_K, q4_K and q6_K with a matrix; this covers
+  // every type llama-quantize feeds a matrix to, without data files.
+  struct Golden {
+    DType type;
+    uint64_t with_imatrix, without;
+  };
+  const Golden golden[] = {
+      {DType::Q4_0, 0xa7020d2664140280ull, 0x8d992278dd0450b2ull}, {DType::Q4_1, 0x1764743aa1eebeddull, 0x0ae9002bd97068b9ull},
+      {DType::Q5_0, 0x237395a0cf584ee4ull, 0x90c38d830201744eull}, {DType::Q5_1, 0x945275364a99ca8eull, 0xaa2a902bd331a9b3ull},
+      {DType::Q2_K, 0xbe52783796778e8cull, 0x82500994c75cc5d7ull}, {DType::Q3_K, 0xa96d2e2f0374126cull, 0x81a53c503cc403a6ull},
+      {DType::Q4_K, 0xd45584a406c51d39ull, 0x876389ae09eed8fbull}, {DType::Q5_K, 0xd1509e401aa66e84ull, 0x69e41c91b4891870ull},
+      {DType::Q6_K, 0x273ed301d7c01bf9ull, 0x66efd6984ef252a8ull},
+  };
+  constexpr int64_t kRows = 8, kCols = 512;
+  std::vector<float> x, qw;
+  weighted_test_rows(x, qw, kRows, kCols);
+  for (const Golden& g : golden) {
+    INFO(std::string(dtype_name(g.type)));
+    std::vector<uint8_t> out(dtype_row_bytes(g.type, kCols) * kRows);
+    CHECK(quantize_chunk(g.type, x.data(), out.data(), kRows, kCols, qw.data()) == out.size());
+    CHECK(fnv1a(out) == g.with_imatrix);
+    CHECK(quantize_chunk(g.type, x.data(), out.data(), kRows, kCols, nullptr) == out.size());
+    CHECK(fnv1a(out) == g.without);
+  }
+  std::vector<uint8_t> out(4096);
+  CHECK_THROWS_WITH_AS(quantize_chunk(DType::Q4_K, x.data(), out.data(), 1, 96, nullptr), doctest::Contains("96"), Error);
 }
