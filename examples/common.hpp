@@ -3,6 +3,7 @@
 // on stderr, exit 0 on success, exit 1 with one "error: ..." line otherwise).
 #pragma once
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -92,6 +93,23 @@ inline int threads_flag(Args& args, const std::string& flag) {
   if (hw > 0 && unsigned(n) > hw)
     std::fprintf(stderr, "warning: %s %d is more than the %u hardware threads: expect a slower run\n", flag.c_str(), n, hw);
   return n;
+}
+
+// --chunks N (perplexity, imatrix): how many chunks of the text to use, -1 = all of them.
+inline int chunks_flag(Args& args, const std::string& flag) {
+  const int n = args.integer32(flag, -1, INT32_MAX);
+  if (n == 0) edgellm::throw_error("option ", flag, ": 0 chunks leave nothing to do (-1 = every chunk of the text)");
+  return n;
+}
+
+// The flags of the tools that read a text in chunks (perplexity, imatrix): -f / --file TEXT,
+// -c / --ctx-size N (tokens per chunk, >= 4), --chunks N. Consumes f when it is one; false otherwise.
+inline bool chunked_text_flag(Args& args, const std::string& f, std::string& text, int& n_ctx, int& chunks) {
+  if (f == "-f" || f == "--file") text = args.value(f);
+  else if (f == "-c" || f == "--ctx-size") n_ctx = args.integer32(f, 4, kMaxContext);
+  else if (f == "--chunks") chunks = chunks_flag(args, f);
+  else return false;
+  return true;
 }
 
 // -c N: 0 = the model's training context (each tool says its cap in --help).

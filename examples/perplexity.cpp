@@ -137,12 +137,7 @@ int main(int argc, char** argv) {
     for (std::string f; args.next(f);) {
       if (tool::standard_flag(f, kUsage, "edgellm-perplexity")) return 0;
       else if (tool::model_flag(args, f, o.m)) continue;
-      else if (f == "-f" || f == "--file") o.text = args.value(f);
-      else if (f == "-c" || f == "--ctx-size") o.n_ctx = args.integer32(f, 4, tool::kMaxContext);
-      else if (f == "--chunks") {
-        o.chunks = args.integer32(f, -1, INT32_MAX);
-        if (o.chunks == 0) throw_error("option --chunks: 0 chunks score nothing (-1 = every chunk of the text)");
-      }
+      else if (tool::chunked_text_flag(args, f, o.text, o.n_ctx, o.chunks)) continue;
       else if (f == "--kl-divergence-base") o.kl_base = args.value(f);
       else if (f == "--kl-divergence") o.kl_compare = true;
       else tool::unknown(f);

@@ -1,18 +1,24 @@
-// edgellm-quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N] [--compare REF.gguf]: writes a copy
-// of IN with its weights in the mix TYPE (llama.cpp names: Q4_K_M, Q8_0, F16 ...), every metadata key
-// kept and general.file_type set. Progress on stderr; the per-tensor type / error table on stdout.
+// edgellm-quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N] [--compare REF.gguf] [--imatrix FILE
+// [--include-weights S | --exclude-weights S]...]: writes a copy of IN with its weights in the mix
+// TYPE (llama.cpp names: Q4_K_M, Q8_0, IQ2_XXS, F16 ...), every metadata key kept and
+// general.file_type set; with an importance matrix the quantizers weight each column by it and the
+// file records it (quantize.imatrix.*), as llama-quantize does. Progress on stderr; the per-tensor
+// type / error table on stdout.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <unistd.h>
 
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/gguf/writer.hpp>
+#include <edgellm/quant/imatrix.hpp>
 #include <edgellm/quant/mix.hpp>
+#include <edgellm/quant/quantize_weighted.hpp>
 #include <edgellm/quant/ref.hpp>
 #include <edgellm/runtime/thread_pool.hpp>
 #include <edgellm/runtime/timer.hpp>
@@ -25,19 +31,69 @@ using namespace edgellm;
 
 const char* kUsage =
     "usage: edgellm-quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N] [--compare REF.gguf]\n"
+    "                        [--imatrix FILE [--include-weights S | --exclude-weights S]...]\n"
     "  TYPE: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M\n"
-    "        Q5_K_S Q5_K_M Q6_K (Q3_K/Q4_K/Q5_K = the _M mix)\n"
+    "        Q5_K_S Q5_K_M Q6_K (Q3_K/Q4_K/Q5_K = the _M mix) IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M\n"
+    "        IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL IQ4_XS TQ1_0 TQ2_0 (IQ1_*, IQ2_*, IQ3_XXS and Q2_K_S\n"
+    "        need --imatrix)\n"
     "  --pure      every weight matrix in TYPE's base type (no higher-bit output / attn_v / ffn_down)\n"
     "  --threads N quantize rows on N threads\n"
     "  --compare R also measure R (e.g. llama.cpp's file of the same mix) against IN; fail when a\n"
-    "              tensor of ours has another type or a larger RMSE than R's\n";
+    "              tensor of ours has another type or a larger RMSE than R's\n"
+    "  --imatrix FILE  importance matrix (edgellm-imatrix / llama-imatrix, GGUF or legacy .dat):\n"
+    "              the quantizers minimise the error weighted by each column's mean squared input\n"
+    "  --include-weights S  use the matrix only for tensors whose name contains S (repeatable)\n"
+    "  --exclude-weights S  use it for all tensors but those whose name contains S (repeatable)\n";
+
+// Longest quantize.imatrix.* string llama-quantize stores (its override values hold 127 bytes).
+constexpr size_t kMaxImatrixString = 127;
+
+// The importance matrix as llama-quantize uses it: per tensor name, its per-column weights, after
+// --include-weights / --exclude-weights.
+struct ImatrixUse {
+  std::string file;
+  std::vector<std::string> datasets;
+  int chunk_count = 0;
+  std::unordered_map<std::string, std::vector<float>> weights;
+};
+
+ImatrixUse load_imatrix_use(const std::string& path, const std::vector<std::string>& include,
+                            const std::vector<std::string>& exclude) {
+  ImatrixUse u;
+  const Imatrix m = load_imatrix(path);
+  if (m.format == ImatrixFormat::Gguf && !m.has_metadata)
+    throw_error("imatrix file ", path, ": missing imatrix metadata (", kImatrixKeyDatasets, ", ", kImatrixKeyChunkCount,
+                ", ", kImatrixKeyChunkSize, ")");
+  u.file = path;
+  u.datasets = m.datasets;
+  u.chunk_count = m.chunk_count;
+  u.weights = m.all_weights();
+  for (const auto& name : exclude)
+    for (auto it = u.weights.begin(); it != u.weights.end();)
+      it = it->first.find(name) != std::string::npos ? u.weights.erase(it) : std::next(it);
+  if (!include.empty()) {
+    std::unordered_map<std::string, std::vector<float>> kept;
+    for (const auto& name : include)
+      for (auto& e : u.weights)
+        if (e.first.find(name) != std::string::npos) kept.emplace(e.first, e.second);
+    u.weights = std::move(kept);
+  }
+  for (const auto& e : u.weights)
+    for (float v : e.second)
+      if (!std::isfinite(v)) throw_error("imatrix file ", path, ": entry '", e.first, "' holds a non-finite value ", v);
+  std::fprintf(stderr, "imatrix %s: %zu entries used of %zu, computed on %d chunks\n", path.c_str(), u.weights.size(),
+               m.entries.size(), m.chunk_count);
+  return u;
+}
 
 struct TensorReport {
   DType from = DType::F32, to = DType::F32;
   bool converted = false;
+  bool measured = true;           // false: no dequantizer for `to`, no error figures
   double sq_err = 0, sq_ref = 0;  // sums over the tensor's elements
   double ref_rmse = -1;           // --compare: RMSE of R's tensor, -1 when not compared
   DType ref_type = DType::F32;
+  bool ref_seen = false;          // --compare: R has the tensor
 };
 
 MixModelInfo model_info(const GgufFile& f) {
@@ -59,10 +115,14 @@ void source_row(const GgufTensorInfo& t, int64_t row, float* out) {
   dequantize_row(t.type, t.data + static_cast<size_t>(row) * rb, out, t.ne[0]);
 }
 
-// Converts tensor t to `to` into out, rows split over the pool; adds squared errors to rep.
-void convert_tensor(ThreadPool& pool, const GgufTensorInfo& t, DType to, std::vector<uint8_t>& out, TensorReport& rep) {
+// Converts tensor t to `to` into out, rows split over the pool (imatrix: ne0 importances per
+// matrix of a 3-D tensor, or nullptr); adds squared errors to rep when `to` can be read back.
+void convert_tensor(ThreadPool& pool, const GgufTensorInfo& t, DType to, const float* imatrix, std::vector<uint8_t>& out,
+                    TensorReport& rep) {
   const int64_t nx = t.ne[0], rows = t.n_elements() / std::max<int64_t>(nx, 1);
+  const int64_t rows_per_matrix = std::max<int64_t>(t.ne[1], 1);
   const size_t orb = dtype_row_bytes(to, nx);
+  const bool measure = can_dequantize(to);
   out.assign(orb * static_cast<size_t>(rows), 0);
   const int nt = pool.n_threads();
   std::vector<double> err(static_cast<size_t>(nt), 0.0), ref(static_cast<size_t>(nt), 0.0);
@@ -72,7 +132,8 @@ void convert_tensor(ThreadPool& pool, const GgufTensorInfo& t, DType to, std::ve
     for (int64_t r = b; r < e; ++r) {
       source_row(t, r, x.data());
       uint8_t* dst = out.data() + static_cast<size_t>(r) * orb;
-      quantize_row(to, x.data(), dst, nx);
+      quantize_chunk(to, x.data(), dst, 1, nx, imatrix ? imatrix + (r / rows_per_matrix) * nx : nullptr);
+      if (!measure) continue;
       dequantize_row(to, dst, y.data(), nx);
       for (int64_t i = 0; i < nx; ++i) {
         const double d = double(y[size_t(i)]) - double(x[size_t(i)]);
@@ -83,6 +144,7 @@ void convert_tensor(ThreadPool& pool, const GgufTensorInfo& t, DType to, std::ve
     err[size_t(th)] += se;
     ref[size_t(th)] += sr;
   });
+  rep.measured = measure;
   for (int i = 0; i < nt; ++i) {
     rep.sq_err += err[size_t(i)];
     rep.sq_ref += ref[size_t(i)];
@@ -146,13 +208,18 @@ int print_summary(const std::vector<const GgufTensorInfo*>& tensors, const std::
     n_weights += t.n_elements();
     const double n = double(t.n_elements());
     const double rmse = std::sqrt(r.sq_err / n), rel = r.sq_ref > 0 ? std::sqrt(r.sq_err / r.sq_ref) : 0.0;
-    std::printf("| %zu | %s | %s | %s | %s | %.6g | %.4g |", i, t.name.c_str(), shape_str(t).c_str(), dtype_name(r.from),
-                dtype_name(r.to), rmse, rel);
-    if (compared && r.ref_rmse >= 0) {
+    std::printf("| %zu | %s | %s | %s | %s |", i, t.name.c_str(), shape_str(t).c_str(), dtype_name(r.from), dtype_name(r.to));
+    if (r.measured) std::printf(" %.6g | %.4g |", rmse, rel);
+    else std::printf(" - | - |");  // no dequantizer for the type here
+    if (compared && r.ref_rmse >= 0 && r.measured) {
       const bool bad = r.ref_type != r.to || rmse > r.ref_rmse * (1 + 1e-9) + 1e-12;
       worse += bad ? 1 : 0;
       std::printf(" %s | %.6g | %s |", dtype_name(r.ref_type), r.ref_rmse,
                   r.ref_rmse > 0 ? (std::to_string(rmse / r.ref_rmse) + (bad ? " WORSE" : "")).c_str() : (bad ? "WORSE" : "-"));
+    } else if (compared && r.ref_seen) {
+      const bool bad = r.ref_type != r.to;  // types only: one of the two cannot be read back here
+      worse += bad ? 1 : 0;
+      std::printf(" %s | - | %s |", dtype_name(r.ref_type), bad ? "WORSE" : "-");
     } else if (compared) {
       std::printf(" - | - | - |");
     }
@@ -163,6 +230,18 @@ int print_summary(const std::vector<const GgufTensorInfo*>& tensors, const std::
   return worse;
 }
 
+// The importance of each column of tensor t as llama-quantize picks it (nullptr: none). Throws when
+// the matrix has an entry of another size (except for token_embd, which llama.cpp lets pass).
+const float* tensor_imatrix(const ImatrixUse& im, const GgufTensorInfo& t) {
+  auto it = im.weights.find(t.name);
+  if (it == im.weights.end()) return nullptr;
+  const size_t want = static_cast<size_t>(t.ne[0] * t.ne[2]);
+  if (it->second.size() == want) return it->second.data();
+  if (t.name == "token_embd.weight" || t.name == "per_layer_token_embd.weight") return nullptr;
+  throw_error("imatrix file ", im.file, ": entry '", t.name, "' has ", it->second.size(), " values, the tensor needs ",
+              want);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,22 +249,33 @@ int main(int argc, char** argv) {
     tool::Args args(argc, argv);
     bool pure = false;
     int threads = 0;
-    std::string compare;
+    std::string compare, imatrix_file;
+    std::vector<std::string> include, exclude;
     for (std::string f; args.next(f);) {
       if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
       else if (f == "--version") return tool::print_version("edgellm-quantize");
       else if (f == "--pure") pure = true;
       else if (f == "--threads" || f == "-t") threads = tool::threads_flag(args, f);
       else if (f == "--compare") compare = args.value(f);
+      else if (f == "--imatrix") imatrix_file = args.value(f);
+      else if (f == "--include-weights") include.push_back(args.value(f));
+      else if (f == "--exclude-weights") exclude.push_back(args.value(f));
       else tool::unknown(f);
     }
     const auto& pos = args.positional();
     if (pos.size() != 3) edgellm::throw_error("expected IN.gguf OUT.gguf TYPE, got ", pos.size(), " arguments (see --help)");
     if (pos[0] == pos[1]) edgellm::throw_error("OUT.gguf must differ from IN.gguf");
+    if (!include.empty() && !exclude.empty())
+      edgellm::throw_error("--include-weights and --exclude-weights cannot be used together");
+    if ((!include.empty() || !exclude.empty()) && imatrix_file.empty())
+      edgellm::throw_error(include.empty() ? "--exclude-weights" : "--include-weights", " needs --imatrix");
     const QuantMix& mix = quant_mix(pos[2]);
     const GgufFile src = GgufFile::open(pos[0]);
     std::unique_ptr<GgufFile> ref;
     if (!compare.empty()) ref = std::make_unique<GgufFile>(GgufFile::open(compare));
+    ImatrixUse im;
+    if (!imatrix_file.empty()) im = load_imatrix_use(imatrix_file, include, exclude);
+    const bool have_imatrix = !im.weights.empty();
 
     // Written in llama-quantize's order, so its layer counters and the file come out the same.
     std::vector<std::string> names;
@@ -198,34 +288,63 @@ int main(int argc, char** argv) {
       tensors.push_back({t->name, static_cast<int>(t->n_dims), t->ne[0]});
       current.push_back(t->type);
     }
+    MixModelInfo info = model_info(src);
+    info.has_imatrix = have_imatrix;
     int n_fallback = 0;
-    const std::vector<DType> plan = plan_quant_mix(mix, model_info(src), tensors, current, pure, &n_fallback);
+    const std::vector<DType> plan = plan_quant_mix(mix, info, tensors, current, pure, &n_fallback);
     if (n_fallback)
       std::fprintf(stderr, "warning: %d tensors have rows that do not split into %s blocks; they use a type with "
-                           "smaller blocks (q5_0 / q5_1 / q8_0, or f16)\n", n_fallback, dtype_name(mix.base));
+                           "smaller blocks (iq4_nl / q4_0 / q5_0 / q5_1 / q8_0, or f16)\n", n_fallback, dtype_name(mix.base));
 
     std::vector<TensorReport> rep(plan.size());
+    std::vector<const float*> tensor_weights(plan.size(), nullptr);  // [n_tensors] importances or nullptr
     int requant = 0;
     for (size_t i = 0; i < plan.size(); ++i) {
       const auto& t = *order[i];
+      const bool requires_imatrix = is_quantizable_tensor(t.name, int(t.n_dims)) && mix_requires_imatrix(mix, t.name, plan[i]);
+      if (requires_imatrix && !have_imatrix)
+        throw_error(mix.name, " needs an importance matrix (tensor '", t.name, "' would be ", dtype_name(plan[i]),
+                    "): make one with edgellm-imatrix and pass it with --imatrix");
       rep[i].from = t.type;
       rep[i].to = plan[i];
       rep[i].converted = plan[i] != t.type;
       if (!rep[i].converted) continue;
       if (!can_dequantize(t.type))
         throw_error("tensor '", t.name, "' has type ", dtype_name(t.type), ", which cannot be converted");
-      if (!can_quantize(plan[i])) throw_error("tensor '", t.name, "': no quantizer for type ", dtype_name(plan[i]));
+      if (!can_quantize_chunk(plan[i])) throw_error("tensor '", t.name, "': no quantizer for type ", dtype_name(plan[i]));
       if (dtype_is_quantized(t.type)) ++requant;
+      if (have_imatrix) tensor_weights[i] = tensor_imatrix(im, t);
+      if (requires_imatrix && !tensor_weights[i])
+        throw_error("imatrix file ", im.file, ": no entry for tensor '", t.name, "', which ", mix.name, " makes ",
+                    dtype_name(plan[i]), " (a very low-bit type needs one)");
     }
     if (requant)
       std::fprintf(stderr, "warning: %d tensors are already quantized; re-quantizing them loses more accuracy than "
                            "quantizing from F32/F16/BF16\n", requant);
 
+    // llama.cpp sets these keys after copying the rest: an existing one moves to the end.
+    std::vector<std::pair<std::string, std::string>> imatrix_strings;
+    std::vector<std::pair<std::string, uint32_t>> imatrix_counts;
+    if (have_imatrix) {
+      imatrix_strings.emplace_back("quantize.imatrix.file", im.file.substr(0, kMaxImatrixString));
+      if (!im.datasets.empty()) imatrix_strings.emplace_back("quantize.imatrix.dataset", im.datasets[0].substr(0, kMaxImatrixString));
+      imatrix_counts.emplace_back("quantize.imatrix.entries_count", static_cast<uint32_t>(im.weights.size()));
+      if (im.chunk_count > 0) imatrix_counts.emplace_back("quantize.imatrix.chunks_count", static_cast<uint32_t>(im.chunk_count));
+    }
+    auto set_later = [&](const std::string& k) {
+      if (k == "general.file_type" || k == "general.quantization_version") return true;
+      for (const auto& kv : imatrix_strings)
+        if (kv.first == k) return true;
+      for (const auto& kv : imatrix_counts)
+        if (kv.first == k) return true;
+      return false;
+    };
     GgufWriter w(src.alignment());
-    // llama.cpp drops these two keys and appends them at the end.
-    w.copy_metadata(src, [](const std::string& k) { return k == "general.file_type" || k == "general.quantization_version"; });
+    w.copy_metadata(src, set_later);
     w.set_u32("general.quantization_version", 2);
     w.set_u32("general.file_type", static_cast<uint32_t>(mix.file_type));
+    for (const auto& kv : imatrix_strings) w.set_string(kv.first, kv.second);
+    for (const auto& kv : imatrix_counts) w.set_u32(kv.first, kv.second);
     size_t out_bytes = 0;
     for (size_t i = 0; i < plan.size(); ++i) {
       const auto& t = *order[i];
@@ -234,22 +353,24 @@ int main(int argc, char** argv) {
     }
 
     ThreadPool pool(threads > 0 ? threads : default_thread_count());
-    std::fprintf(stderr, "quantizing %s -> %s as %s (file type %d%s, %d threads)\n", pos[0].c_str(), pos[1].c_str(), mix.name,
-                 mix.file_type, pure ? ", pure" : "", pool.n_threads());
+    std::fprintf(stderr, "quantizing %s -> %s as %s (file type %d%s%s, %d threads)\n", pos[0].c_str(), pos[1].c_str(), mix.name,
+                 mix.file_type, pure ? ", pure" : "", have_imatrix ? ", importance matrix" : "", pool.n_threads());
     Timer clock;
     w.write(pos[1], [&](size_t i, std::vector<uint8_t>& out) {
       const auto& t = *order[i];
       progress(i, plan.size(), t.name);
       if (rep[i].converted) {
-        convert_tensor(pool, t, plan[i], out, rep[i]);
+        convert_tensor(pool, t, plan[i], tensor_weights[i], out, rep[i]);
       } else {
         out.assign(t.data, t.data + t.nbytes);
       }
       if (ref) {
         const GgufTensorInfo* r = ref->find_tensor(t.name);
         if (r) {
+          rep[i].ref_seen = true;
           rep[i].ref_type = r->type;
-          rep[i].ref_rmse = (r->type == t.type && !rep[i].converted) ? 0.0 : reference_rmse(pool, t, *r);
+          if (r->type == t.type && !rep[i].converted) rep[i].ref_rmse = 0.0;
+          else if (can_dequantize(r->type)) rep[i].ref_rmse = reference_rmse(pool, t, *r);
         }
       }
       if (i + 1 == plan.size()) progress(plan.size(), plan.size(), "done");

@@ -27,6 +27,8 @@
 #include "edgellm/quant/scales.hpp"
 #include "edgellm/quant/ref.hpp"
 #include "edgellm/quant/mix.hpp"
+#include "edgellm/quant/imatrix.hpp"
+#include "edgellm/quant/quantize_weighted.hpp"
 
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/select.hpp"

@@ -34,6 +34,14 @@ std::vector<MixTensor> llama_tensors(int n_layer, int n_embd, int n_ff, bool tie
   return t;
 }
 
+MixModelInfo dense_info(int n_layer, int n_head, int n_head_kv) {
+  MixModelInfo info;
+  info.n_layer = n_layer;
+  info.n_head = n_head;
+  info.n_head_kv = n_head_kv;
+  return info;
+}
+
 DType type_of(const std::vector<MixTensor>& t, const std::vector<DType>& types, const std::string& name) {
   for (size_t i = 0; i < t.size(); ++i)
     if (t[i].name == name) return types[i];
@@ -201,14 +209,16 @@ TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") 
     cur.push_back(ti.type);
   }
   int files = 0;
-  for (const char* name : {"F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"}) {
-    const std::string path = dir + "tiny-llama-256-" + name + ".gguf";
-    if (!path_exists(path)) continue;
+  // The K-quant mixes (build 4748) without a matrix; the shared iq/ files (v0.5.0) with one.
+  auto check_file = [&](const std::string& path, const char* name, bool imatrix) {
+    if (!path_exists(path)) return;
     ++files;
     const GgufFile ref = GgufFile::open(path);
     const QuantMix& mix = quant_mix(name);
     CHECK(ref.get_int("general.file_type") == mix.file_type);
-    const auto types = plan_quant_mix(mix, info, tensors, cur, false);
+    MixModelInfo mi = info;
+    mi.has_imatrix = imatrix;
+    const auto types = plan_quant_mix(mix, mi, tensors, cur, false);
     REQUIRE(ref.tensors().size() == tensors.size());
     for (size_t i = 0; i < tensors.size(); ++i) {
       CHECK(ref.tensors()[i].name == tensors[i].name);  // llama-quantize's order
@@ -217,6 +227,96 @@ TEST_CASE("our mix types equal llama.cpp's on the shared tiny-llama-256 files") 
       INFO(name, " ", tensors[i].name);
       CHECK(dtype_name(types[i]) == std::string(dtype_name(r->type)));
     }
-  }
-  CHECK(files > 0);
+  };
+  for (const char* name : {"F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"})
+    check_file(dir + "tiny-llama-256-" + name + ".gguf", name, false);
+  CHECK(files == 11);
+  for (const char* name : {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ4_NL",
+                           "IQ4_XS", "TQ1_0", "TQ2_0", "Q2_K_S", "Q4_K_M"})
+    check_file(std::string(EDGELLM_SHARED_DATA) + "/iq/models/tiny-llama-256-" + name + "-imat.gguf", name, true);
+  CHECK((files == 11 || files == 26));  // the iq/ folder is newer: it may be absent
+}
+
+TEST_CASE("i-quant mixes on a 32-layer GQA-8 model (llama.cpp v0.5.0's llama_tensor_get_type)") {
+  const auto t = llama_tensors(32, 4096, 14336, false);
+  MixModelInfo info = dense_info(32, 32, 4);  // gqa 8
+  info.has_imatrix = true;
+  const std::vector<DType> cur(t.size(), DType::F16);
+  auto plan = [&](const char* m) { return plan_quant_mix(quant_mix(m), info, t, cur, false); };
+  const auto xxs = plan("IQ2_XXS");
+  CHECK(type_of(t, xxs, "output.weight") == DType::Q5_K);
+  CHECK(type_of(t, xxs, "token_embd.weight") == DType::Q2_K);
+  CHECK(type_of(t, xxs, "blk.9.attn_v.weight") == DType::Q4_K);      // gqa >= 4
+  CHECK(type_of(t, xxs, "blk.3.ffn_down.weight") == DType::Q2_K);    // first eighth
+  CHECK(type_of(t, xxs, "blk.4.ffn_down.weight") == DType::IQ2_XXS);
+  CHECK(type_of(t, xxs, "blk.4.attn_output.weight") == DType::IQ2_XXS);
+  const auto m2 = plan("IQ2_M");
+  CHECK(type_of(t, m2, "blk.9.attn_q.weight") == DType::IQ2_S);
+  CHECK(type_of(t, m2, "blk.0.ffn_down.weight") == DType::IQ3_S);
+  CHECK(type_of(t, m2, "blk.9.attn_output.weight") == DType::IQ3_S);
+  CHECK(type_of(t, m2, "token_embd.weight") == DType::IQ3_S);
+  const auto s1 = plan("IQ1_S");
+  CHECK(type_of(t, s1, "blk.9.attn_output.weight") == DType::IQ2_XXS);
+  CHECK(type_of(t, s1, "blk.9.ffn_up.weight") == DType::IQ1_S);
+  const auto x3 = plan("IQ3_XS");
+  CHECK(type_of(t, x3, "blk.9.attn_q.weight") == DType::IQ3_XXS);
+  CHECK(type_of(t, x3, "blk.9.attn_v.weight") == DType::Q4_K);
+  CHECK(type_of(t, x3, "blk.3.ffn_gate.weight") == DType::IQ3_S);    // outside [n/8, 7n/8)
+  CHECK(type_of(t, x3, "blk.4.ffn_up.weight") == DType::IQ3_XXS);
+  CHECK(type_of(t, x3, "blk.28.ffn_up.weight") == DType::IQ3_S);
+  CHECK(type_of(t, x3, "output.weight") == DType::Q6_K);
+  const auto m3 = plan("IQ3_M");
+  CHECK(type_of(t, m3, "blk.9.attn_output.weight") == DType::Q4_K);
+  CHECK(type_of(t, m3, "blk.3.ffn_down.weight") == DType::Q4_K);
+  CHECK(type_of(t, m3, "blk.4.ffn_down.weight") == DType::IQ3_S);
+  CHECK(type_of(t, plan("IQ4_XS"), "blk.9.attn_v.weight") == DType::Q5_K);
+  CHECK(type_of(t, plan("TQ1_0"), "token_embd.weight") == DType::Q4_K);
+  // Rules that depend on the matrix: IQ3_XXS attn_v / ffn_down, IQ4 ffn_down, Q4_0 ffn_down.
+  MixModelInfo gqa1 = info;
+  gqa1.n_head_kv = 32;
+  auto with = [&](const char* m, bool imatrix) {
+    gqa1.has_imatrix = imatrix;
+    return plan_quant_mix(quant_mix(m), gqa1, t, cur, false);
+  };
+  CHECK(type_of(t, with("IQ3_XXS", true), "blk.9.attn_v.weight") == DType::IQ3_XXS);
+  CHECK(type_of(t, with("IQ3_XXS", false), "blk.9.attn_v.weight") == DType::IQ3_S);
+  CHECK(type_of(t, with("IQ3_XXS", false), "blk.3.ffn_down.weight") == DType::Q4_K);
+  CHECK(type_of(t, with("IQ3_XXS", false), "blk.9.ffn_down.weight") == DType::Q3_K);
+  CHECK(type_of(t, with("IQ3_XXS", true), "blk.9.ffn_down.weight") == DType::IQ3_XXS);
+  CHECK(type_of(t, with("IQ4_NL", false), "blk.3.ffn_down.weight") == DType::Q5_K);
+  CHECK(type_of(t, with("IQ4_NL", true), "blk.3.ffn_down.weight") == DType::IQ4_NL);
+  CHECK(type_of(t, with("Q4_0", true), "blk.3.ffn_down.weight") == DType::Q4_1);
+  CHECK(type_of(t, with("Q5_0", true), "blk.3.ffn_down.weight") == DType::Q5_1);
+  CHECK(type_of(t, with("Q4_0", false), "blk.3.ffn_down.weight") == DType::Q4_0);
+  CHECK(type_of(t, with("IQ2_S", true), "blk.9.attn_v.weight") == DType::IQ3_S);  // gqa 1
+  CHECK(type_of(t, with("IQ2_XS", true), "blk.9.attn_v.weight") == DType::Q2_K);
+}
+
+TEST_CASE("i-quant rows that do not fit 256-blocks fall back, and which types need a matrix") {
+  const std::vector<MixTensor> t = {{"blk.0.attn_q.weight", 2, 96}, {"blk.0.ffn_up.weight", 2, 80}};
+  MixModelInfo info;
+  info.n_layer = 1;
+  info.has_imatrix = true;
+  const std::vector<DType> cur(t.size(), DType::F32);
+  auto plan = [&](const char* m) { return plan_quant_mix(quant_mix(m), info, t, cur, false); };
+  CHECK(plan("IQ2_XXS")[0] == DType::IQ4_NL);
+  CHECK(plan("IQ2_XXS")[1] == DType::F16);  // 80 does not fit IQ4_NL's 32 either
+  CHECK(plan("TQ1_0")[0] == DType::Q4_0);
+  CHECK(plan("IQ4_NL")[0] == DType::IQ4_NL);
+  CHECK(plan("IQ4_NL")[1] == DType::F16);
+  CHECK(plan("Q2_K")[0] == DType::Q4_0);
+  const QuantMix& q2ks = quant_mix("Q2_K_S");
+  CHECK(mix_requires_imatrix(q2ks, "blk.0.attn_q.weight", DType::Q2_K));
+  CHECK_FALSE(mix_requires_imatrix(quant_mix("Q2_K"), "blk.0.attn_q.weight", DType::Q2_K));
+  CHECK_FALSE(mix_requires_imatrix(q2ks, "token_embd.weight", DType::Q2_K));
+  CHECK_FALSE(mix_requires_imatrix(q2ks, "output.weight", DType::Q2_K));
+  CHECK(mix_requires_imatrix(quant_mix("IQ3_XS"), "blk.0.ffn_up.weight", DType::IQ3_XXS));
+  CHECK_FALSE(mix_requires_imatrix(quant_mix("IQ3_XS"), "blk.0.ffn_up.weight", DType::IQ3_S));
+  CHECK(mix_requires_imatrix(quant_mix("IQ1_M"), "blk.0.attn_q.weight", DType::IQ1_M));
+  CHECK_FALSE(mix_requires_imatrix(quant_mix("TQ1_0"), "blk.0.attn_q.weight", DType::TQ1_0));
+  CHECK(quant_mix("IQ2_S").base == DType::IQ2_XS);  // llama.cpp's default types of the mixes
+  CHECK(quant_mix("IQ2_M").base == DType::IQ2_S);
+  CHECK(quant_mix("IQ3_M").base == DType::IQ3_S);
+  CHECK(quant_mix("iq4_xs").file_type == 30);
+  CHECK(quant_mix("TQ2_0").file_type == 37);
 }

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,9 +67,16 @@ class LlamaContext {
   const float* logits(int i = 0) const { return logits_.data() + static_cast<size_t>(i) * n_vocab_; }
   int n_outputs() const { return n_outputs_; }
 
+  // Optional: called on the forward() thread before each weight matrix product with the weight's
+  // tensor name and its input rows x [n_rows, n_cols] (edgellm-imatrix collects importance
+  // matrices this way). Empty (the default): not called.
+  using MatmulObserver = std::function<void(const std::string& weight, const float* x, int n_rows, int n_cols)>;
+  void set_matmul_observer(MatmulObserver observer) { observer_ = std::move(observer); }
+
  private:
   friend class LlamaModel;
   ThreadPool* pool_;
+  MatmulObserver observer_;
   MatmulScratch mm_scratch_;   // quantized activation rows
   std::vector<float> x_;       // [n_tok, n_embd] residual stream
   std::vector<float> xn_;      // [n_tok, max(n_embd, q_dim)] normed input / attention output
@@ -301,12 +310,19 @@ class LlamaModel {
     const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
     if (static_cast<int>(ctx.attn_scratch_.size()) < n_threads) ctx.attn_scratch_.resize(static_cast<size_t>(n_threads));
     const std::vector<AttnTile> tiles = attention_tiles(b);  // the same for every layer
+    const TensorNames& tn = w_.tensor_names();
+    auto observe = [&](int l, std::initializer_list<const char*> names, const float* in, int rows, size_t cols) {
+      if (!ctx.observer_) return;
+      for (const char* name : names)
+        ctx.observer_(l < 0 ? std::string(name) : "blk." + std::to_string(l) + "." + name, in, rows, static_cast<int>(cols));
+    };
 
     for (int l = 0; l < c.n_layer; ++l) {
       const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
       // 2. attention RMSNorm
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.attn_norm.data(), c.n_embd, c.rms_eps);
       // 3. Q, K, V projections
+      observe(l, {tn.attn_q, tn.attn_k, tn.attn_v}, ctx.xn_.data(), n, D);
       {
         const WeightStream::Lease w = lease(layer_unit(l, 0));
         const MatmulTask qkv[] = {{&w(L.wq), ctx.q_.data()}, {&w(L.wk), ctx.k_.data()}, {&w(L.wv), ctx.v_.data()}};
@@ -334,16 +350,19 @@ class LlamaModel {
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
       attention(ctx, kv, b, tiles, l, att);
       // 6. output projection and residual
+      observe(l, {tn.attn_output}, att, n, QD);
       mm(ctx, lease(layer_unit(l, 1))(L.wo), att, n, ctx.tmp_.data(), b.n_generated);
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
       // 7. FFN: RMSNorm, SwiGLU, down projection, residual
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.ffn_norm.data(), c.n_embd, c.rms_eps);
+      observe(l, {tn.ffn_gate, tn.ffn_up}, ctx.xn_.data(), n, D);
       {
         const WeightStream::Lease w = lease(layer_unit(l, 2));
         const MatmulTask gate_up[] = {{&w(L.w_gate), ctx.gate_.data()}, {&w(L.w_up), ctx.up_.data()}};
         matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_, b.n_generated);  // one pass for both
       }
       f.silu_mul(ctx.gate_.data(), ctx.up_.data(), static_cast<int>(N * FF));
+      observe(l, {tn.ffn_down}, ctx.gate_.data(), n, FF);
       mm(ctx, lease(layer_unit(l, 3))(L.w_down), ctx.gate_.data(), n, ctx.tmp_.data(), b.n_generated);
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
     }
@@ -360,6 +379,7 @@ class LlamaModel {
     ctx.n_vocab_ = c.n_vocab;
     ctx.n_outputs_ = n_out;
     ctx.logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
+    if (n_out > 0) observe(-1, {w_.output_name()}, ctx.out_in_.data(), n_out, D);
     if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data(), b.n_generated < 0 ? -1 : n_out_dec);
   }
 

@@ -432,6 +432,10 @@ struct LlamaWeights {
                                             residency.n_slots);
   }
 
+  // The architecture's tensor names; the output matrix's name (token_embd when tied).
+  const TensorNames& tensor_names() const { return names_; }
+  const char* output_name() const { return tied_ ? names_.token_embd : names_.output; }
+
   // Every matrix with its tensor name, in file-load order.
   std::vector<std::pair<std::string, MatmulWeight*>> matrices(bool tied_embeddings) {
     std::vector<std::pair<std::string, MatmulWeight*>> v;

@@ -101,6 +101,55 @@ struct Imatrix {
   }
 };
 
+// Accumulates an importance matrix in llama-imatrix's raw form: per weight, the sum over every
+// input row of each column's square (in float, row after row, as llama-imatrix adds them) and the
+// number of rows. chunk_size: tokens per chunk of text (the matrix's chunk count is the largest row
+// count / chunk_size).
+class ImatrixCollector {
+ public:
+  explicit ImatrixCollector(int32_t chunk_size) : chunk_size_(chunk_size) {
+    EDGELLM_CHECK(chunk_size > 0, "imatrix: chunk size ", chunk_size, " is not positive");
+  }
+
+  // Rows x [n_rows, n_cols] entered weight `name`. Throws when the weight saw rows of another
+  // length before, or when a sum stops being finite.
+  void add(const std::string& name, const float* x, int n_rows, int n_cols) {
+    ImatrixEntry& e = m_.entries[name];
+    if (e.sums.empty()) {
+      e.sums.assign(static_cast<size_t>(n_cols), 0.0f);
+      e.counts.assign(1, 0);
+    }
+    EDGELLM_CHECK(e.sums.size() == static_cast<size_t>(n_cols), "imatrix: weight '", name, "' had inputs of ",
+                  e.sums.size(), " columns, now ", n_cols);
+    float* acc = e.sums.data();
+    for (int r = 0; r < n_rows; ++r) {
+      const float* row = x + static_cast<size_t>(r) * static_cast<size_t>(n_cols);
+      for (int j = 0; j < n_cols; ++j) acc[j] += row[j] * row[j];
+    }
+    for (int j = 0; j < n_cols; ++j)
+      EDGELLM_CHECK(std::isfinite(acc[j]), "imatrix: non-finite sum in weight '", name, "' column ", j);
+    e.counts[0] += n_rows;
+    m_.chunk_count = std::max(m_.chunk_count, static_cast<int32_t>(e.counts[0] / chunk_size_));
+  }
+
+  int32_t chunk_count() const { return m_.chunk_count; }
+  size_t n_entries() const { return m_.entries.size(); }
+
+  // The matrix so far, in the raw (GGUF) form, computed on the text files `datasets`.
+  Imatrix result(const std::vector<std::string>& datasets) const {
+    Imatrix m = m_;
+    m.format = ImatrixFormat::Gguf;
+    m.chunk_size = chunk_size_;
+    m.datasets = datasets;
+    m.has_metadata = true;
+    return m;
+  }
+
+ private:
+  int32_t chunk_size_;
+  Imatrix m_;
+};
+
 namespace detail {
 
 // ---- .dat ----
@@ -282,7 +331,7 @@ inline Imatrix imatrix_dat_to_raw(const Imatrix& dat, int32_t chunk_size) {
 // sums [n_cols, n_mat] and counts [1, n_mat] as F32.
 inline std::vector<uint8_t> imatrix_gguf_bytes(const Imatrix& m) {
   EDGELLM_CHECK(m.format == ImatrixFormat::Gguf, "imatrix ", m.path,
-                ": a .dat matrix has no raw counts; convert it with imatrix_dat_to_raw first");
+                ": a .dat matrix has no raw counts (convert it with imatrix_dat_to_raw first)");
   GgufWriter w;
   w.set_string("general.type", "imatrix");
   w.set_array_string(kImatrixKeyDatasets, m.datasets);
@@ -313,7 +362,7 @@ inline std::vector<uint8_t> imatrix_gguf_bytes(const Imatrix& m) {
 inline std::vector<uint8_t> imatrix_dat_bytes(const Imatrix& m) {
   const bool raw = m.format == ImatrixFormat::Gguf;
   EDGELLM_CHECK(!raw || m.chunk_size > 0, "imatrix ", m.path, ": chunk size ", m.chunk_size,
-                " is not positive; the .dat format needs it");
+                " is not positive, and the .dat format needs it");
   std::vector<uint8_t> out;
   auto put_i32 = [&](int32_t v) {
     uint8_t b[4];

@@ -157,11 +157,15 @@ inline float make_q3_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, in
   return 1 / iscale;
 }
 
-// Symmetric search for q6_K (ggml's make_qx_quants with rmse_type 1, no importance weights):
-// w = x^2, trial inverse scales -(nmax + 0.1 * is) / max for is in -9..9, keeping the one that
-// maximises sum(w*x*L)^2 / sum(w*L^2). Stores L + nmax in [0, 2 nmax - 1]; returns the scale.
-inline float make_qx_quants_rmse1(int n, int nmax, const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT L) {
+// Symmetric search (ggml's make_qx_quants, rmse_type 1): weights qw, or x^2 when qw is null;
+// trial inverse scales -(nmax + 0.1 * is) / max for is in -9..9, keeping the one that maximises
+// sum(w*x*L)^2 / sum(w*L^2). Stores L + nmax in [0, 2 nmax - 1]; returns the scale. (ggml's other
+// rmse types are not used by any quantizer llama-quantize runs.)
+inline float make_qx_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT L, int rmse_type,
+                            const float* EDGELLM_RESTRICT qw) {
   EDGELLM_EXACT_FP_SCOPE
+  EDGELLM_DASSERT(rmse_type == 1);
+  (void)rmse_type;
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -180,7 +184,7 @@ inline float make_qx_quants_rmse1(int n, int nmax, const float* EDGELLM_RESTRICT
     int l = nearest_int(iscale * x[i]);
     l = std::max(-nmax, std::min(nmax - 1, l));
     L[i] = int8_t(l + nmax);
-    const float w = x[i] * x[i];
+    const float w = qw ? qw[i] : x[i] * x[i];
     sumlx += w * x[i] * l;
     suml2 += w * l * l;
   }
@@ -193,7 +197,7 @@ inline float make_qx_quants_rmse1(int n, int nmax, const float* EDGELLM_RESTRICT
     for (int i = 0; i < n; ++i) {
       int l = nearest_int(iscale * x[i]);
       l = std::max(-nmax, std::min(nmax - 1, l));
-      const float w = x[i] * x[i];
+      const float w = qw ? qw[i] : x[i] * x[i];
       sumlx += w * x[i] * l;
       suml2 += w * l * l;
     }
@@ -215,6 +219,133 @@ inline void pack_2bit_128(const uint8_t* L, uint8_t* q) {
   for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
 }
 
+// q3_K: L in [0, 8): bit 2 of weight j to hmask (bit j / 32 of byte j % 32), low 2 bits as q2_K.
+inline void pack_q3_K_quants(const int8_t* L, block_q3_K& y) {
+  EDGELLM_EXACT_FP_SCOPE
+  std::memset(y.hmask, 0, sizeof(y.hmask));
+  uint8_t Lu[QK_K];
+  int m = 0;
+  uint8_t hm = 1;
+  for (int j = 0; j < QK_K; ++j) {
+    Lu[j] = uint8_t(L[j]);
+    if (Lu[j] > 3) {
+      y.hmask[m] = uint8_t(y.hmask[m] | hm);
+      Lu[j] = uint8_t(Lu[j] - 4);
+    }
+    if (++m == QK_K / 8) {
+      m = 0;
+      hm = uint8_t(hm << 1);
+    }
+  }
+  for (int j = 0; j < QK_K; j += 128) pack_2bit_128(Lu + j, y.qs + j / 4);
+}
+
+// q3_K: the 16 6-bit scales (0..63, i.e. value + 32): low 4 bits in bytes 0..7, high 2 in 8..11.
+// `scales` must be zeroed.
+inline void pack_scales_q3_K(const int* ls, uint8_t* scales) {
+  for (int j = 0; j < QK_K / 16; ++j) {
+    int l = ls[j];
+    if (j < 8) scales[j] = uint8_t(l & 0xF);
+    else scales[j - 8] = uint8_t(scales[j - 8] | ((l & 0xF) << 4));
+    l >>= 4;
+    scales[j % 4 + 8] = uint8_t(scales[j % 4 + 8] | (l << (2 * (j / 4))));
+  }
+}
+
+// q3_K block tail, once d and the scales are stored: L re-derived from them, then packed.
+inline void store_block_q3_K(const float* EDGELLM_RESTRICT x, int8_t* L, block_q3_K& y) {
+  EDGELLM_EXACT_FP_SCOPE
+  int8_t sc[16];
+  unpack_scales_q3_K(y.scales, sc);
+  for (int j = 0; j < QK_K / 16; ++j) {
+    const float d = fp16_to_fp32(y.d) * sc[j];
+    if (!d) continue;
+    for (int ii = 0; ii < 16; ++ii) {
+      const int l = nearest_int(x[16 * j + ii] / d);
+      L[16 * j + ii] = int8_t(std::max(-4, std::min(3, l)) + 4);
+    }
+  }
+  pack_q3_K_quants(L, y);
+}
+
+// q4_K: per 64 weights, 32 bytes: weight l in the low nibble, weight l + 32 in the high one.
+inline void pack_q4_K_quants(const uint8_t* L, uint8_t* q) {
+  EDGELLM_EXACT_FP_SCOPE
+  for (int j = 0; j < QK_K; j += 64, q += 32)
+    for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 4));
+}
+
+// q5_K: L in [0, 32): low nibbles as q4_K, bit 4 of each 64-weight group's two halves in qh.
+inline void pack_q5_K_quants(const uint8_t* L, uint8_t* qh, uint8_t* ql) {
+  EDGELLM_EXACT_FP_SCOPE
+  std::memset(qh, 0, QK_K / 8);
+  uint8_t m1 = 1, m2 = 2;
+  for (int n = 0; n < QK_K; n += 64, ql += 32) {
+    for (int j = 0; j < 32; ++j) {
+      int l1 = L[n + j];
+      if (l1 > 15) {
+        l1 -= 16;
+        qh[j] = uint8_t(qh[j] | m1);
+      }
+      int l2 = L[n + j + 32];
+      if (l2 > 15) {
+        l2 -= 16;
+        qh[j] = uint8_t(qh[j] | m2);
+      }
+      ql[j] = uint8_t(l1 | (l2 << 4));
+    }
+    m1 = uint8_t(m1 << 2);
+    m2 = uint8_t(m2 << 2);
+  }
+}
+
+// q6_K block: per 16 weights the make_qx_quants search (nmax 32, weights qw or x^2), 8-bit
+// scales against the signed largest scale (-128 / max), then L re-derived from the stored scales.
+inline void quantize_block_q6_K(const float* EDGELLM_RESTRICT x, const float* EDGELLM_RESTRICT qw, block_q6_K& y) {
+  EDGELLM_EXACT_FP_SCOPE
+  int8_t L[QK_K];
+  float scales[QK_K / 16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int ib = 0; ib < QK_K / 16; ++ib) {
+    scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw ? qw + 16 * ib : nullptr);
+    const float abs_scale = std::fabs(scales[ib]);
+    if (abs_scale > max_abs_scale) {
+      max_abs_scale = abs_scale;
+      max_scale = scales[ib];
+    }
+  }
+  if (max_abs_scale < kGroupMaxEps) {
+    std::memset(&y, 0, sizeof(block_q6_K));
+    y.d = fp32_to_fp16(0.f);
+    return;
+  }
+  const float iscale = -128.f / max_scale;
+  y.d = fp32_to_fp16(1 / iscale);
+  for (int ib = 0; ib < QK_K / 16; ++ib) y.scales[ib] = int8_t(std::min(127, nearest_int(iscale * scales[ib])));
+  for (int j = 0; j < QK_K / 16; ++j) {
+    const float d = fp16_to_fp32(y.d) * y.scales[j];
+    if (!d) continue;
+    for (int ii = 0; ii < 16; ++ii) {
+      const int l = nearest_int(x[16 * j + ii] / d);
+      L[16 * j + ii] = int8_t(std::max(-32, std::min(31, l)) + 32);
+    }
+  }
+  uint8_t* ql = y.ql;
+  uint8_t* qh = y.qh;
+  for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q1 = uint8_t(L[j + l + 0] & 0xF);
+      const uint8_t q2 = uint8_t(L[j + l + 32] & 0xF);
+      const uint8_t q3 = uint8_t(L[j + l + 64] & 0xF);
+      const uint8_t q4 = uint8_t(L[j + l + 96] & 0xF);
+      ql[l + 0] = uint8_t(q1 | (q3 << 4));
+      ql[l + 32] = uint8_t(q2 | (q4 << 4));
+      qh[l] = uint8_t((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                      ((L[j + l + 96] >> 4) << 6));
+    }
+  }
+}
+
 // q4_K / q5_K: 8 scales and 8 mins (6 bits each) into the 12-byte layout get_scale_min_k4 reads.
 inline void pack_scales_mins_k4(const int ls[8], const int lm[8], uint8_t* s) {
   EDGELLM_EXACT_FP_SCOPE
@@ -226,6 +357,27 @@ inline void pack_scales_mins_k4(const int ls[8], const int lm[8], uint8_t* s) {
       s[j + 4] = uint8_t((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
       s[j - 4] = uint8_t(s[j - 4] | ((ls[j] >> 4) << 6));
       s[j] = uint8_t(s[j] | ((lm[j] >> 4) << 6));
+    }
+  }
+}
+
+// q4_K / q5_K block tail: packs the 6-bit scales ls and mins lm, stores the fp16 super-scales d
+// and dmin, then re-derives L in [0, nmax] from the stored values.
+inline void store_block_k4(const float* EDGELLM_RESTRICT x, int nmax, const int ls[8], const int lm[8], float d_block,
+                           float m_block, uint8_t* L, ggml_half* d_out, ggml_half* dmin_out, uint8_t* scales_out) {
+  EDGELLM_EXACT_FP_SCOPE
+  pack_scales_mins_k4(ls, lm, scales_out);
+  *d_out = fp32_to_fp16(d_block);
+  *dmin_out = fp32_to_fp16(m_block);
+  for (int j = 0; j < QK_K / 32; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, scales_out, &sc, &m);
+    const float d = fp16_to_fp32(*d_out) * sc;
+    if (!d) continue;
+    const float dm = fp16_to_fp32(*dmin_out) * m;
+    for (int ii = 0; ii < 32; ++ii) {
+      const int l = nearest_int((x[32 * j + ii] + dm) / d);
+      L[32 * j + ii] = uint8_t(std::max(0, std::min(nmax, l)));
     }
   }
 }
@@ -256,20 +408,7 @@ inline void quantize_block_k4(const float* EDGELLM_RESTRICT x, int nmax, float r
     ls[j] = std::min(63, nearest_int(inv_scale * scales[j]));
     lm[j] = std::min(63, nearest_int(inv_min * mins[j]));
   }
-  pack_scales_mins_k4(ls, lm, scales_out);
-  *d_out = fp32_to_fp16(max_scale / 63.f);
-  *dmin_out = fp32_to_fp16(max_min / 63.f);
-  for (int j = 0; j < QK_K / 32; ++j) {
-    uint8_t sc, m;
-    get_scale_min_k4(j, scales_out, &sc, &m);
-    const float d = fp16_to_fp32(*d_out) * sc;
-    if (!d) continue;
-    const float dm = fp16_to_fp32(*dmin_out) * m;
-    for (int ii = 0; ii < 32; ++ii) {
-      const int l = nearest_int((x[32 * j + ii] + dm) / d);
-      L[32 * j + ii] = uint8_t(std::max(0, std::min(nmax, l)));
-    }
-  }
+  store_block_k4(x, nmax, ls, lm, max_scale / 63.f, max_min / 63.f, L, d_out, dmin_out, scales_out);
 }
 
 }  // namespace detail
@@ -344,47 +483,14 @@ inline void quantize_row_q3_K_ref(const float* EDGELLM_RESTRICT x, block_q3_K* E
     std::memset(y[i].scales, 0, sizeof(y[i].scales));
     if (max_scale) {
       const float iscale = -32.f / max_scale;
-      for (int j = 0; j < QK_K / 16; ++j) {
-        int l = detail::nearest_int(iscale * scales[j]);
-        l = std::max(-32, std::min(31, l)) + 32;
-        if (j < 8) {
-          y[i].scales[j] = uint8_t(l & 0xF);
-        } else {
-          y[i].scales[j - 8] = uint8_t(y[i].scales[j - 8] | ((l & 0xF) << 4));
-        }
-        l >>= 4;
-        y[i].scales[j % 4 + 8] = uint8_t(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
-      }
+      int ls[16];
+      for (int j = 0; j < QK_K / 16; ++j) ls[j] = std::max(-32, std::min(31, detail::nearest_int(iscale * scales[j]))) + 32;
+      detail::pack_scales_q3_K(ls, y[i].scales);
       y[i].d = fp32_to_fp16(1 / iscale);
     } else {
       y[i].d = fp32_to_fp16(0.f);
     }
-    int8_t sc[16];
-    unpack_scales_q3_K(y[i].scales, sc);
-    for (int j = 0; j < QK_K / 16; ++j) {
-      const float d = fp16_to_fp32(y[i].d) * sc[j];
-      if (!d) continue;
-      for (int ii = 0; ii < 16; ++ii) {
-        const int l = detail::nearest_int(x[16 * j + ii] / d);
-        L[16 * j + ii] = int8_t(std::max(-4, std::min(3, l)) + 4);
-      }
-    }
-    std::memset(y[i].hmask, 0, sizeof(y[i].hmask));
-    uint8_t Lu[QK_K];
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-      Lu[j] = uint8_t(L[j]);
-      if (Lu[j] > 3) {
-        y[i].hmask[m] = uint8_t(y[i].hmask[m] | hm);
-        Lu[j] = uint8_t(Lu[j] - 4);
-      }
-      if (++m == QK_K / 8) {
-        m = 0;
-        hm = uint8_t(hm << 1);
-      }
-    }
-    for (int j = 0; j < QK_K; j += 128) detail::pack_2bit_128(Lu + j, y[i].qs + j / 4);
+    detail::store_block_q3_K(x, L, y[i]);
   }
 }
 
@@ -395,9 +501,7 @@ inline void quantize_row_q4_K_ref(const float* EDGELLM_RESTRICT x, block_q4_K* E
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
     uint8_t L[QK_K];
     detail::quantize_block_k4(x, 15, -1.f, 20, L, &y[i].d, &y[i].dmin, y[i].scales);
-    uint8_t* q = y[i].qs;
-    for (int j = 0; j < QK_K; j += 64, q += 32)
-      for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 4));
+    detail::pack_q4_K_quants(L, y[i].qs);
   }
 }
 
@@ -408,27 +512,7 @@ inline void quantize_row_q5_K_ref(const float* EDGELLM_RESTRICT x, block_q5_K* E
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
     uint8_t L[QK_K];
     detail::quantize_block_k4(x, 31, -0.5f, 15, L, &y[i].d, &y[i].dmin, y[i].scales);
-    uint8_t* qh = y[i].qh;
-    uint8_t* ql = y[i].qs;
-    std::memset(qh, 0, QK_K / 8);
-    uint8_t m1 = 1, m2 = 2;
-    for (int n = 0; n < QK_K; n += 64, ql += 32) {
-      for (int j = 0; j < 32; ++j) {
-        int l1 = L[n + j];
-        if (l1 > 15) {
-          l1 -= 16;
-          qh[j] = uint8_t(qh[j] | m1);
-        }
-        int l2 = L[n + j + 32];
-        if (l2 > 15) {
-          l2 -= 16;
-          qh[j] = uint8_t(qh[j] | m2);
-        }
-        ql[j] = uint8_t(l1 | (l2 << 4));
-      }
-      m1 = uint8_t(m1 << 2);
-      m2 = uint8_t(m2 << 2);
-    }
+    detail::pack_q5_K_quants(L, y[i].qh, y[i].qs);
   }
 }
 
@@ -437,51 +521,7 @@ inline void quantize_row_q5_K_ref(const float* EDGELLM_RESTRICT x, block_q5_K* E
 inline void quantize_row_q6_K_ref(const float* EDGELLM_RESTRICT x, block_q6_K* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK_K == 0);
-  const int64_t nb = k / QK_K;
-  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
-    int8_t L[QK_K];
-    float scales[QK_K / 16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < QK_K / 16; ++ib) {
-      scales[ib] = detail::make_qx_quants_rmse1(16, 32, x + 16 * ib, L + 16 * ib);
-      const float abs_scale = std::fabs(scales[ib]);
-      if (abs_scale > max_abs_scale) {
-        max_abs_scale = abs_scale;
-        max_scale = scales[ib];
-      }
-    }
-    if (max_abs_scale < detail::kGroupMaxEps) {
-      std::memset(&y[i], 0, sizeof(block_q6_K));
-      y[i].d = fp32_to_fp16(0.f);
-      continue;
-    }
-    const float iscale = -128.f / max_scale;
-    y[i].d = fp32_to_fp16(1 / iscale);
-    for (int ib = 0; ib < QK_K / 16; ++ib)
-      y[i].scales[ib] = int8_t(std::min(127, detail::nearest_int(iscale * scales[ib])));
-    for (int j = 0; j < QK_K / 16; ++j) {
-      const float d = fp16_to_fp32(y[i].d) * y[i].scales[j];
-      if (!d) continue;
-      for (int ii = 0; ii < 16; ++ii) {
-        const int l = detail::nearest_int(x[16 * j + ii] / d);
-        L[16 * j + ii] = int8_t(std::max(-32, std::min(31, l)) + 32);
-      }
-    }
-    uint8_t* ql = y[i].ql;
-    uint8_t* qh = y[i].qh;
-    for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t q1 = uint8_t(L[j + l + 0] & 0xF);
-        const uint8_t q2 = uint8_t(L[j + l + 32] & 0xF);
-        const uint8_t q3 = uint8_t(L[j + l + 64] & 0xF);
-        const uint8_t q4 = uint8_t(L[j + l + 96] & 0xF);
-        ql[l + 0] = uint8_t(q1 | (q3 << 4));
-        ql[l + 32] = uint8_t(q2 | (q4 << 4));
-        qh[l] = uint8_t((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                        ((L[j + l + 96] >> 4) << 6));
-      }
-    }
-  }
+  for (int64_t i = 0; i < k / QK_K; ++i, x += QK_K) detail::quantize_block_q6_K(x, nullptr, y[i]);
 }
 
 }  // namespace edgellm
