@@ -50,8 +50,11 @@ EDGELLM_NEON_INLINE int8x16_t load_pair_u64(const uint64_t* a, const uint64_t* b
 }
 // Four 4-byte table entries as one vector, assembled in general registers.
 EDGELLM_NEON_INLINE int8x16_t load_quad_u32(const uint32_t* g, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
-  const uint64_t lo = uint64_t(g[i0]) | uint64_t(g[i1]) << 32, hi = uint64_t(g[i2]) | uint64_t(g[i3]) << 32;
-  return vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(lo), vcreate_u64(hi)));
+  uint32x4_t v = vld1q_dup_u32(g + i0);  // lane loads: no general-register assembly, no vector inserts
+  v = vld1q_lane_u32(g + i1, v, 1);
+  v = vld1q_lane_u32(g + i2, v, 2);
+  v = vld1q_lane_u32(g + i3, v, 3);
+  return vreinterpretq_s8_u32(v);
 }
 // Codebook vector times the +-1 sign vector.
 EDGELLM_NEON_INLINE int8x16_t apply_signs(int8x16_t grid, int8x16_t pm1) { return vmulq_s8(grid, pm1); }
@@ -283,12 +286,13 @@ struct IQ3XXS {
     const uint64_t* s = kEvenSignsPm1.v;
     return sum_sub32_seq<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
-      const uint8_t* q3 = x.qs + 8 * IB;
+      uint64_t q;  // the sub-block's 8 indexes (one 64-bit load, bytes taken in general registers)
+      std::memcpy(&q, x.qs + 8 * IB, 8);
       uint32_t sg;
       std::memcpy(&sg, gas + 4 * IB, 4);
-      w0 = apply_signs(load_quad_u32(g, q3[0], q3[1], q3[2], q3[3]),
+      w0 = apply_signs(load_quad_u32(g, q & 0xFF, (q >> 8) & 0xFF, (q >> 16) & 0xFF, (q >> 24) & 0xFF),
                        load_pair_u64(s + (sg & 127), s + ((sg >> 7) & 127)));
-      w1 = apply_signs(load_quad_u32(g, q3[4], q3[5], q3[6], q3[7]),
+      w1 = apply_signs(load_quad_u32(g, (q >> 32) & 0xFF, (q >> 40) & 0xFF, (q >> 48) & 0xFF, q >> 56),
                        load_pair_u64(s + ((sg >> 14) & 127), s + ((sg >> 21) & 127)));
     });
   }
@@ -314,15 +318,16 @@ struct IQ3S {
     const uint64_t* s = kSignsPm1.v;
     return sum_sub32_seq<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
-      const uint8_t* q3 = x.qs + 8 * IB;
+      uint64_t q;  // the sub-block's 8 low index bytes (one 64-bit load)
+      std::memcpy(&q, x.qs + 8 * IB, 8);
       const uint32_t h = x.qh[IB];
       uint32_t sg;
       std::memcpy(&sg, x.signs + 4 * IB, 4);
-      w0 = apply_signs(load_quad_u32(g, q3[0] | ((h << 8) & 256), q3[1] | ((h << 7) & 256), q3[2] | ((h << 6) & 256),
-                                     q3[3] | ((h << 5) & 256)),
+      // index k: byte k of q, bit k of h as bit 8
+      auto idx = [&](int k) { return uint32_t((q >> (8 * k)) & 0xFF) | ((h << (8 - k)) & 256); };
+      w0 = apply_signs(load_quad_u32(g, idx(0), idx(1), idx(2), idx(3)),
                        load_pair_u64(s + (sg & 0xFF), s + ((sg >> 8) & 0xFF)));
-      w1 = apply_signs(load_quad_u32(g, q3[4] | ((h << 4) & 256), q3[5] | ((h << 3) & 256), q3[6] | ((h << 2) & 256),
-                                     q3[7] | ((h << 1) & 256)),
+      w1 = apply_signs(load_quad_u32(g, idx(4), idx(5), idx(6), idx(7)),
                        load_pair_u64(s + ((sg >> 16) & 0xFF), s + (sg >> 24)));
     });
   }
