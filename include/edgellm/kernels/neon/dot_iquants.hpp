@@ -59,10 +59,10 @@ EDGELLM_NEON_INLINE int8x16_t load_quad_u32(const uint32_t* g, uint32_t i0, uint
 // Codebook vector times the +-1 sign vector.
 EDGELLM_NEON_INLINE int8x16_t apply_signs(int8x16_t grid, int8x16_t pm1) { return vmulq_s8(grid, pm1); }
 
-// Four independent int8 dot chains: p[k] = a[k] . b[k] (fresh) or p[k] += a[k]
-// . b[k] (add), k < 4. With sdot under g++ one asm statement issues them
-// round-robin: g++ 12's A55 model has no sdot latency and otherwise puts each
-// chain's sdots back to back (4-cycle stalls; see sdot_4chains).
+// Four independent int8 dot chains: p[k] = a[k] . b[k] (fresh) or p[k] += a[k] . b[k] (add), k < 4.
+// With sdot under g++ one asm statement issues them round-robin (fresh zeroes its own outputs, so no
+// register copies): g++ 12's A55 model has no sdot latency and otherwise puts each chain's sdots
+// back to back (4-cycle stalls; see sdot_4chains). llvm-mca: IQ4_XS 157 -> 127 cycles per 256 weights.
 template <class D>
 struct Dot4 {
   static EDGELLM_NEON_INLINE void fresh(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
@@ -85,8 +85,17 @@ struct Dot4<DotSdot> {
         : "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3]));
   }
   static EDGELLM_NEON_INLINE void fresh(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
-    for (int k = 0; k < 4; ++k) p[k] = vdupq_n_s32(0);
-    add(p, a, b);
+    __asm__(
+        "movi %0.4s, #0\n\t"
+        "movi %1.4s, #0\n\t"
+        "movi %2.4s, #0\n\t"
+        "movi %3.4s, #0\n\t"
+        "sdot %0.4s, %4.16b, %8.16b\n\t"
+        "sdot %1.4s, %5.16b, %9.16b\n\t"
+        "sdot %2.4s, %6.16b, %10.16b\n\t"
+        "sdot %3.4s, %7.16b, %11.16b"
+        : "=&w"(p[0]), "=&w"(p[1]), "=&w"(p[2]), "=&w"(p[3])
+        : "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3]));
   }
 };
 #endif
@@ -118,22 +127,6 @@ EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W
     acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[H]);
   });
   return vaddvq_s32(acc);
-}
-// sum_sub32 one sub-block at a time (its two dots chained, its scale by lane
-// into one of two accumulators): fewer live vectors. For the gathering formats,
-// whose many general-register indexes and addresses already fill the register
-// file, llvm-mca puts this form ahead (no spills).
-template <class D, class W>
-EDGELLM_NEON_INLINE int32_t sum_sub32_seq(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
-  int32x4_t acc[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
-  for_each_sub(std::make_integer_sequence<int, 8>{}, [&](auto ib) {
-    constexpr int IB = decltype(ib)::value;
-    int8x16_t w0, w1;
-    weights(ib, w0, w1);
-    const int32x4_t p = D::dot(D::dot0(w0, vld1q_s8(q8 + 32 * IB)), w1, vld1q_s8(q8 + 32 * IB + 16));
-    acc[IB % 2] = vmlaq_laneq_s32(acc[IB % 2], p, sc[IB / 4], IB % 4);
-  });
-  return vaddvq_s32(vaddq_s32(acc[0], acc[1]));
 }
 // The same with a scale per 16 weights: scale of (IB, half j) in lane (2 IB +
 // j) % 4 of sc[IB / 2].
@@ -206,7 +199,7 @@ struct IQ2XXS {
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a2, a3), 27), vdupq_n_u32(1)))};
     const uint64_t* g = iq2xxs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub32_seq<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;
       std::memcpy(&q, x.qs + 4 * IB, 8);
@@ -284,7 +277,7 @@ struct IQ3XXS {
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a1, 27), vdupq_n_u32(1)))};
     const uint32_t* g = iq3xxs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub32_seq<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 indexes (one 64-bit load, bytes taken in general registers)
       std::memcpy(&q, x.qs + 8 * IB, 8);
@@ -316,7 +309,7 @@ struct IQ3S {
     widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
     const uint32_t* g = iq3s_grid.v;
     const uint64_t* s = kSignsPm1.v;
-    return sum_sub32_seq<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 low index bytes (one 64-bit load)
       std::memcpy(&q, x.qs + 8 * IB, 8);
@@ -353,7 +346,7 @@ struct IQ1S {
     const int16x8_t bs = vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
     const int32_t sumi1 = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(lsd)), bs, lsd));
     const uint64_t* g = iq1s_grid.v;
-    const int sumi = sum_sub32_seq<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    const int sumi = sum_sub32<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -438,7 +431,7 @@ struct IQ4XS {
     const int16x8_t s16 = vsubq_s16(vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(lo), hh)), vdupq_n_s16(32));
     const int32x4_t sc[2] = {vmovl_s16(vget_low_s16(s16)), vmovl_high_s16(s16)};
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    return sum_sub32_seq<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
       constexpr int IB = decltype(ib)::value;
       const uint8x16_t q = vld1q_u8(x.qs + 16 * IB);
       w0 = vqtbl1q_s8(values, vandq_u8(q, m4));
