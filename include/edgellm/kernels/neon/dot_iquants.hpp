@@ -28,6 +28,10 @@
 namespace edgellm {
 namespace neon {
 
+// On the lambdas of the unrolled bodies: inlined into their caller, so that the sdot they contain
+// is assembled inside the dotprod-target function (clang checks the lambda's own target otherwise).
+#define EDGELLM_NEON_LAMBDA __attribute__((always_inline))
+
 // Byte j of kSignsPm1[s] is -1 where bit j of s is set, else +1 (as uint64,
 // little-endian).
 inline constexpr IqGrid<uint64_t, 256> kSignsPm1 = [] {
@@ -112,10 +116,10 @@ EDGELLM_NEON_INLINE void for_each_sub(std::integer_sequence<int, I...>, F&& f) {
 template <class D, class W>
 EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
   int32x4_t acc = vdupq_n_s32(0);
-  for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto h) {
+  for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto h) EDGELLM_NEON_LAMBDA {
     constexpr int H = decltype(h)::value;
     int8x16_t w0[4], w1[4], y0[4], y1[4];
-    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto k) {
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto k) EDGELLM_NEON_LAMBDA {
       constexpr int IB = 4 * H + decltype(k)::value;
       weights(std::integral_constant<int, IB>{}, w0[IB % 4], w1[IB % 4]);
       y0[IB % 4] = vld1q_s8(q8 + 32 * IB);
@@ -133,7 +137,7 @@ EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W
 template <class D, class W>
 EDGELLM_NEON_INLINE int32_t sum_sub16(const int8_t* q8, const int32x4_t sc[4], W&& weights) {
   int32x4_t acc = vdupq_n_s32(0);
-  for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto q) {
+  for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto q) EDGELLM_NEON_LAMBDA {
     constexpr int Q = decltype(q)::value;
     int8x16_t w[4], y[4];
     weights(std::integral_constant<int, 2 * Q>{}, w[0], w[1]);
@@ -199,7 +203,7 @@ struct IQ2XXS {
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a2, a3), 27), vdupq_n_u32(1)))};
     const uint64_t* g = iq2xxs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;
       std::memcpy(&q, x.qs + 4 * IB, 8);
@@ -224,7 +228,7 @@ struct IQ2XS {
     nibble_scales16(x.scales, sc);
     const uint64_t* g = iq2xs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;
       std::memcpy(&q, x.qs + 4 * IB, 8);
@@ -249,7 +253,7 @@ struct IQ2S {
     const uint64_t* g = iq2s_grid.v;
     const uint64_t* s = kSignsPm1.v;
     const uint8_t* signs = x.qs + QK_K / 8;
-    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs, sg;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -277,7 +281,7 @@ struct IQ3XXS {
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a1, 27), vdupq_n_u32(1)))};
     const uint32_t* g = iq3xxs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 indexes (one 64-bit load, bytes taken in general registers)
       std::memcpy(&q, x.qs + 8 * IB, 8);
@@ -309,7 +313,7 @@ struct IQ3S {
     widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
     const uint32_t* g = iq3s_grid.v;
     const uint64_t* s = kSignsPm1.v;
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 low index bytes (one 64-bit load)
       std::memcpy(&q, x.qs + 8 * IB, 8);
@@ -317,7 +321,7 @@ struct IQ3S {
       uint32_t sg;
       std::memcpy(&sg, x.signs + 4 * IB, 4);
       // index k: byte k of q, bit k of h as bit 8
-      auto idx = [&](int k) { return uint32_t((q >> (8 * k)) & 0xFF) | ((h << (8 - k)) & 256); };
+      auto idx = [&](int k) EDGELLM_NEON_LAMBDA { return uint32_t((q >> (8 * k)) & 0xFF) | ((h << (8 - k)) & 256); };
       w0 = apply_signs(load_quad_u32(g, idx(0), idx(1), idx(2), idx(3)),
                        load_pair_u64(s + (sg & 0xFF), s + ((sg >> 8) & 0xFF)));
       w1 = apply_signs(load_quad_u32(g, idx(4), idx(5), idx(6), idx(7)),
@@ -346,7 +350,7 @@ struct IQ1S {
     const int16x8_t bs = vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
     const int32_t sumi1 = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(lsd)), bs, lsd));
     const uint64_t* g = iq1s_grid.v;
-    const int sumi = sum_sub32<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    const int sumi = sum_sub32<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -390,7 +394,7 @@ struct IQ1M {
     const uint8x16_t dbit = vld1q_u8(kDeltaBit);
     const uint8x16_t qhv = vld1q_u8(x.qh);
     const uint64_t* g = iq1s_grid.v;
-    const int32_t s = sum_sub16<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    const int32_t s = sum_sub16<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -431,7 +435,7 @@ struct IQ4XS {
     const int16x8_t s16 = vsubq_s16(vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(lo), hh)), vdupq_n_s16(32));
     const int32x4_t sc[2] = {vmovl_s16(vget_low_s16(s16)), vmovl_high_s16(s16)};
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) {
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       const uint8x16_t q = vld1q_u8(x.qs + 16 * IB);
       w0 = vqtbl1q_s8(values, vandq_u8(q, m4));
@@ -470,7 +474,7 @@ struct TQ2 {
     for (int j = 0; j < 2; ++j) {
       const uint8x16_t q0 = vld1q_u8(x.qs + 32 * j), q1 = vld1q_u8(x.qs + 32 * j + 16);
       const int8_t* a = y.qs + 128 * j;
-      for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto half) {
+      for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto half) EDGELLM_NEON_LAMBDA {
         const uint8x16_t q = decltype(half)::value ? q1 : q0;
         const int8x16_t w[4] = {
             vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x03))), vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0C))),
@@ -514,7 +518,7 @@ struct TQ1 {
     static const uint8_t kMul[16] = {1, 1, 3, 3, 9, 9, 27, 27, 81, 81, 1, 3, 9, 27, 81, 1};
     static const int16_t kAct[16] = {0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240};
     int32x4_t acc[4];
-    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto g) {
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto g) EDGELLM_NEON_LAMBDA {
       constexpr int G = decltype(g)::value;
       int8x16_t w[4], v[4];
       for (int k = 0; k < 4; ++k) {
@@ -535,6 +539,7 @@ struct TQ1 {
 };
 
 }  // namespace neon
+#undef EDGELLM_NEON_LAMBDA
 
 // ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy
 // formats) ----
