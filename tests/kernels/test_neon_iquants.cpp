@@ -29,9 +29,11 @@
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/ref.hpp"
 
+// Everything in one named namespace: the kernels group compiles all its test files as one unit.
+namespace neon_iquants_test {
+
 using namespace edgellm;
 
-namespace {
 
 // Allowed |neon - ref| as a fraction of sum |w_i * a_i| (dequantized). Both
 // sides sum each super-block's (IQ4_NL: block's) integer products exactly; only
@@ -39,7 +41,7 @@ namespace {
 // multiply-adds may round differently), sub-blocks in float for IQ4_XS's
 // reference, four blocks per vector for IQ4_NL. Float rounding of ~n/32 terms:
 // well below 1e-6 of the absolute sum at these lengths.
-constexpr double kMaxIqDotErr = 2e-6;
+constexpr double kMaxNeonIqDotErr = 2e-6;
 
 struct IqCase {
   DType type;
@@ -139,8 +141,6 @@ std::vector<int> lengths(DType t) {
   return t == DType::IQ4_NL ? std::vector<int>{32, 96, 32 * 17, 4096} : std::vector<int>{256, 768, 4096};
 }
 
-}  // namespace
-
 TEST_CASE("neon i-quants: ARMv8.0 and dotprod vec_dot equal the reference") {
   std::mt19937 rng(20261127);
   const bool dp = cpu_has_dotprod();
@@ -159,7 +159,7 @@ TEST_CASE("neon i-quants: ARMv8.0 and dotprod vec_dot equal the reference") {
         for (int r = 0; r < kRows; ++r) {
           const void* wr = w.data() + rb * size_t(r);
           const double want = c.ref(n, wr, a.data());
-          const double tol = kMaxIqDotErr * abs_dot(c.type, wr, at, a.data(), n) + 1e-30;
+          const double tol = kMaxNeonIqDotErr * abs_dot(c.type, wr, at, a.data(), n) + 1e-30;
           CHECK(std::fabs(c.v80(n, wr, a.data()) - want) <= tol);
           if (dp) CHECK(std::fabs(c.dp(n, wr, a.data()) - want) <= tol);
         }
@@ -181,7 +181,7 @@ TEST_CASE("neon i-quants: IQ4_NL four-row kernels equal the reference per row") 
   for (int r = 0; r < kRows; ++r) {
     const void* wr = w.data() + rb * size_t(r);
     const double want = vec_dot_iq4_nl_q8_0_ref(n, wr, a.data());
-    const double tol = kMaxIqDotErr * abs_dot(DType::IQ4_NL, wr, DType::Q8_0, a.data(), n) + 1e-30;
+    const double tol = kMaxNeonIqDotErr * abs_dot(DType::IQ4_NL, wr, DType::Q8_0, a.data(), n) + 1e-30;
     CHECK(std::fabs(out80[r] - want) <= tol);
     if (cpu_has_dotprod()) CHECK(std::fabs(outdp[r] - want) <= tol);
   }
@@ -199,6 +199,8 @@ TEST_CASE("neon i-quants: the NEON tables carry every i-quant kernel") {
     }
   }
 }
+
+}  // namespace neon_iquants_test
 
 #else
 TEST_CASE("neon i-quants: not an arm64 build") { CHECK(!EDGELLM_HAS_NEON); }
