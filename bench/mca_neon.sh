@@ -126,19 +126,21 @@ mca_unpack_q3_K 256 4 0
 mca_unpack_q6_K 256 4 0
 mca_unpack_q4_K 256 4 0
 mca_unpack_q5_K 256 4 0
-# i-quants and ternary types, one row: dotprod, then ARMv8.0 (IQ4_NL also four rows)
-mca_iq4_xs 256 1 IQ4_XS
-mca_iq4_nl 256 1 IQ4_NL
-mca_rows_iq4_nl 64 4 IQ4_NL
-mca_iq2_xxs 256 1 IQ2_XXS
-mca_iq2_xs 256 1 IQ2_XS
-mca_iq2_s 256 1 IQ2_S
-mca_iq3_xxs 256 1 IQ3_XXS
-mca_iq3_s 256 1 IQ3_S
-mca_iq1_s 256 1 IQ1_S
-mca_iq1_m 256 1 IQ1_M
-mca_tq2_0 256 1 TQ2_0
-mca_tq1_0 256 1 TQ1_0
+# i-quants and ternary types, one row: dotprod, then ARMv8.0 (IQ4_NL also four rows). llama.cpp:
+# its vec_dot's block loop the same way; for IQ4_NL and the IQ2 / IQ3 / IQ1 types that is its inner
+# loop of 64 weights (x 4; the per-256 scale arithmetic outside it is not counted, in its favour).
+mca_iq4_xs 256 1 205
+mca_iq4_nl 256 1 228
+mca_rows_iq4_nl 64 4 228
+mca_iq2_xxs 256 1 292
+mca_iq2_xs 256 1 288
+mca_iq2_s 256 1 440
+mca_iq3_xxs 256 1 408
+mca_iq3_s 256 1 492
+mca_iq1_s 256 1 360
+mca_iq1_m 256 1 440
+mca_tq2_0 256 1 136
+mca_tq1_0 256 1 175
 mca_v80_iq4_xs 256 1 0
 mca_v80_iq4_nl 256 1 0
 mca_v80_rows_iq4_nl 64 4 0
