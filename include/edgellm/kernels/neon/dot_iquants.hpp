@@ -1,16 +1,15 @@
-// NEON dot products of the i-quants and ternary types against Q8_K activations
-// (IQ4_NL: Q8_0), one body per format templated on the int8 dot
-// (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and
-// *_dotprod. Semantics: vec_dot_*_ref in kernels/scalar/dot_iquants.hpp (ggml's
-// generic order). Every kernel sums a super-block's integer products exactly
-// (int32, scales applied) and then does the reference's float steps on that
-// sum; only IQ4_XS / IQ4_NL combine sub-blocks in another float order than the
-// reference (tolerance in the tests).
+// NEON dot products of the i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0), one
+// body per format templated on the int8 dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and
+// *_dotprod. Semantics: vec_dot_*_ref in kernels/scalar/dot_iquants.hpp (ggml's generic order).
+// Every kernel sums a super-block's integer products exactly (int32, scales applied) and then does
+// the reference's float steps on that sum; only IQ4_XS / IQ4_NL combine sub-blocks in another float
+// order than the reference (tolerance in the tests).
 //
-// Codebook points are gathered with general-register address arithmetic (the
-// A55 pairs integer ops) into 64-bit halves; signs are applied as a multiply by
-// a +-1 byte pattern looked up per 8 weights (kSignsPm1 / kEvenSignsPm1, built
-// at compile time from the 8-bit sign masks).
+// Codebook indexes are taken apart in general registers (the A55 pairs integer ops with the
+// loads); 8-byte points are loaded as two 64-bit halves, 4-byte points by lane loads; signs are
+// applied as a multiply by a +-1 byte pattern looked up per 8 weights (kSignsPm1 / kEvenSignsPm1,
+// built at compile time from the 8-bit sign masks). Sub-blocks go four at a time (sum_sub32 /
+// sum_sub16). llvm-mca cycles against llama.cpp's kernels: docs/PERF.md.
 #pragma once
 #include <cstddef>
 #include <cstdint>
