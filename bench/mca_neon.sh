@@ -126,6 +126,33 @@ mca_unpack_q3_K 256 4 0
 mca_unpack_q6_K 256 4 0
 mca_unpack_q4_K 256 4 0
 mca_unpack_q5_K 256 4 0
+# i-quants and ternary types, one row: dotprod, then ARMv8.0 (IQ4_NL also four rows). llama.cpp:
+# its vec_dot's block loop the same way; for IQ4_NL and the IQ2 / IQ3 / IQ1 types that is its inner
+# loop of 64 weights (x 4; the per-256 scale arithmetic outside it is not counted, in its favour).
+mca_iq4_xs 256 1 205
+mca_iq4_nl 256 1 228
+mca_rows_iq4_nl 64 4 228
+mca_iq2_xxs 256 1 292
+mca_iq2_xs 256 1 288
+mca_iq2_s 256 1 440
+mca_iq3_xxs 256 1 408
+mca_iq3_s 256 1 492
+mca_iq1_s 256 1 360
+mca_iq1_m 256 1 440
+mca_tq2_0 256 1 136
+mca_tq1_0 256 1 175
+mca_v80_iq4_xs 256 1 0
+mca_v80_iq4_nl 256 1 0
+mca_v80_rows_iq4_nl 64 4 0
+mca_v80_iq2_xxs 256 1 0
+mca_v80_iq2_xs 256 1 0
+mca_v80_iq2_s 256 1 0
+mca_v80_iq3_xxs 256 1 0
+mca_v80_iq3_s 256 1 0
+mca_v80_iq1_s 256 1 0
+mca_v80_iq1_m 256 1 0
+mca_v80_tq2_0 256 1 0
+mca_v80_tq1_0 256 1 0
 TABLE
 # LLAMA_CPP=/path/to/llama.cpp: also measures llama.cpp's kernels the reference column quotes, from
 # ggml-cpu's own sources under the same flags (gcc for its C file).
@@ -145,6 +172,17 @@ quants ggml_vec_dot_q5_1_q8_1 64 1
 quants ggml_vec_dot_q8_0_q8_0 64 1
 repack ggml_gemv_q4_0_4x4_q8_0 32 4
 repack ggml_gemv_q8_0_4x4_q8_0 32 4
+quants ggml_vec_dot_iq4_xs_q8_K 256 1
+quants ggml_vec_dot_iq4_nl_q8_0 64 1
+quants ggml_vec_dot_iq2_xxs_q8_K 64 1
+quants ggml_vec_dot_iq2_xs_q8_K 64 1
+quants ggml_vec_dot_iq2_s_q8_K 64 1
+quants ggml_vec_dot_iq3_xxs_q8_K 64 1
+quants ggml_vec_dot_iq3_s_q8_K 64 1
+quants ggml_vec_dot_iq1_s_q8_K 64 1
+quants ggml_vec_dot_iq1_m_q8_K 64 1
+quants ggml_vec_dot_tq2_0_q8_K 256 1
+quants ggml_vec_dot_tq1_0_q8_K 256 1
 GGML
 fi
 echo "(ratio = ours / llama.cpp's dotprod kernel for the same job: one-row vec_dot, packed decode: its 4x4 GEMV; target <= 0.80x; loops and llvm-mca reports in $out)"

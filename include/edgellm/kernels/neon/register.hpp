@@ -3,6 +3,7 @@
 #include "edgellm/kernels/api.hpp"
 
 #if EDGELLM_HAS_NEON
+#include "edgellm/kernels/neon/dot_iquants.hpp"
 #include "edgellm/kernels/neon/dot_kquants.hpp"
 #include "edgellm/kernels/neon/dot_legacy.hpp"
 #include "edgellm/kernels/neon/float_ops.hpp"
@@ -46,6 +47,20 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
        DType::Q8_K},
       {DType::Q6_K, vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_dotprod, vec_dot_rows_q6_K_q8_K_neon,
        vec_dot_rows_q6_K_q8_K_dotprod, kK, DType::Q8_K},
+      // i-quants and ternary types: one row per call (their codebook gathers fill the load pipe, so
+      // a second row would share only the activation loads); IQ4_NL has the legacy four-row form.
+      {DType::IQ2_XXS, vec_dot_iq2_xxs_q8_K_neon, vec_dot_iq2_xxs_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ2_XS, vec_dot_iq2_xs_q8_K_neon, vec_dot_iq2_xs_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ2_S, vec_dot_iq2_s_q8_K_neon, vec_dot_iq2_s_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ3_XXS, vec_dot_iq3_xxs_q8_K_neon, vec_dot_iq3_xxs_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ3_S, vec_dot_iq3_s_q8_K_neon, vec_dot_iq3_s_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ1_S, vec_dot_iq1_s_q8_K_neon, vec_dot_iq1_s_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ1_M, vec_dot_iq1_m_q8_K_neon, vec_dot_iq1_m_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ4_XS, vec_dot_iq4_xs_q8_K_neon, vec_dot_iq4_xs_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::IQ4_NL, vec_dot_iq4_nl_q8_0_neon, vec_dot_iq4_nl_q8_0_dotprod, vec_dot_rows_iq4_nl_q8_0_neon,
+       vec_dot_rows_iq4_nl_q8_0_dotprod, kLegacy, DType::Q8_0},
+      {DType::TQ1_0, vec_dot_tq1_0_q8_K_neon, vec_dot_tq1_0_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
+      {DType::TQ2_0, vec_dot_tq2_0_q8_K_neon, vec_dot_tq2_0_q8_K_dotprod, nullptr, nullptr, 1, DType::Q8_K},
       {DType::F32, vec_dot_f32_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},
       {DType::F16, vec_dot_f16_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},
       {DType::BF16, vec_dot_bf16_f32_neon, nullptr, nullptr, nullptr, 1, DType::F32},

@@ -1,0 +1,583 @@
+// NEON dot products of the i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0), one
+// body per format templated on the int8 dot (neon/vdot.hpp), instantiated as *_neon (ARMv8.0) and
+// *_dotprod. Semantics: vec_dot_*_ref in kernels/scalar/dot_iquants.hpp (ggml's generic order).
+// Every kernel sums a super-block's integer products exactly (int32, scales applied) and then does
+// the reference's float steps on that sum; only IQ4_XS / IQ4_NL combine sub-blocks in another float
+// order than the reference (tolerance in the tests).
+//
+// Codebook indexes are taken apart in general registers (the A55 pairs integer ops with the
+// loads); 8-byte points are loaded as two 64-bit halves, 4-byte points by lane loads; signs are
+// applied as a multiply by a +-1 byte pattern looked up per 8 weights (kSignsPm1 / kEvenSignsPm1,
+// built at compile time from the 8-bit sign masks). Sub-blocks go four at a time (sum_sub32 /
+// sum_sub16). llvm-mca cycles against llama.cpp's kernels: docs/PERF.md.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "edgellm/config.hpp"
+#include "edgellm/kernels/neon/dot_legacy.hpp"
+#include "edgellm/kernels/neon/vdot.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/iq_tables.hpp"
+
+#if EDGELLM_HAS_NEON
+namespace edgellm {
+namespace neon {
+
+// On the lambdas of the unrolled bodies: inlined into their caller, so that the sdot they contain
+// is assembled inside the dotprod-target function (clang checks the lambda's own target otherwise).
+#define EDGELLM_NEON_LAMBDA __attribute__((always_inline))
+
+// Byte j of kSignsPm1[s] is -1 where bit j of s is set, else +1 (as uint64,
+// little-endian).
+inline constexpr IqGrid<uint64_t, 256> kSignsPm1 = [] {
+  IqGrid<uint64_t, 256> g{};
+  for (uint32_t s = 0; s < 256; ++s)
+    for (int j = 0; j < 8; ++j) g.v[s] |= uint64_t((s >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+  return g;
+}();
+// The same for the 128 even-parity masks of ksigns_iq2xs (index: the 7 stored
+// sign bits).
+inline constexpr IqGrid<uint64_t, 128> kEvenSignsPm1 = [] {
+  IqGrid<uint64_t, 128> g{};
+  for (uint32_t i = 0; i < 128; ++i) g.v[i] = kSignsPm1.v[ksigns_iq2xs.v[i]];
+  return g;
+}();
+
+// Two 8-byte table entries as one vector.
+EDGELLM_NEON_INLINE int8x16_t load_pair_u64(const uint64_t* a, const uint64_t* b) {
+  return vreinterpretq_s8_u64(vcombine_u64(vld1_u64(a), vld1_u64(b)));
+}
+// Four 4-byte table entries as one vector, assembled in general registers.
+EDGELLM_NEON_INLINE int8x16_t load_quad_u32(const uint32_t* g, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+  uint32x4_t v = vld1q_dup_u32(g + i0);  // lane loads: no general-register assembly, no vector inserts
+  v = vld1q_lane_u32(g + i1, v, 1);
+  v = vld1q_lane_u32(g + i2, v, 2);
+  v = vld1q_lane_u32(g + i3, v, 3);
+  return vreinterpretq_s8_u32(v);
+}
+// Codebook vector times the +-1 sign vector.
+EDGELLM_NEON_INLINE int8x16_t apply_signs(int8x16_t grid, int8x16_t pm1) { return vmulq_s8(grid, pm1); }
+
+// Four independent int8 dot chains: p[k] = a[k] . b[k] (fresh) or p[k] += a[k] . b[k] (add), k < 4.
+// With sdot under g++ one asm statement issues them round-robin (fresh zeroes its own outputs, so no
+// register copies): g++ 12's A55 model has no sdot latency and otherwise puts each chain's sdots
+// back to back (4-cycle stalls; see sdot_4chains). llvm-mca: IQ4_XS 157 -> 127 cycles per 256 weights.
+template <class D>
+struct Dot4 {
+  static EDGELLM_NEON_INLINE void fresh(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
+    for (int k = 0; k < 4; ++k) p[k] = D::dot0(a[k], b[k]);
+  }
+  static EDGELLM_NEON_INLINE void add(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
+    for (int k = 0; k < 4; ++k) p[k] = D::dot(p[k], a[k], b[k]);
+  }
+};
+#if !defined(__clang__)
+template <>
+struct Dot4<DotSdot> {
+  static EDGELLM_NEON_INLINE void add(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
+    __asm__(
+        "sdot %0.4s, %4.16b, %8.16b\n\t"
+        "sdot %1.4s, %5.16b, %9.16b\n\t"
+        "sdot %2.4s, %6.16b, %10.16b\n\t"
+        "sdot %3.4s, %7.16b, %11.16b"
+        : "+w"(p[0]), "+w"(p[1]), "+w"(p[2]), "+w"(p[3])
+        : "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3]));
+  }
+  static EDGELLM_NEON_INLINE void fresh(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
+    __asm__(
+        "movi %0.4s, #0\n\t"
+        "movi %1.4s, #0\n\t"
+        "movi %2.4s, #0\n\t"
+        "movi %3.4s, #0\n\t"
+        "sdot %0.4s, %4.16b, %8.16b\n\t"
+        "sdot %1.4s, %5.16b, %9.16b\n\t"
+        "sdot %2.4s, %6.16b, %10.16b\n\t"
+        "sdot %3.4s, %7.16b, %11.16b"
+        : "=&w"(p[0]), "=&w"(p[1]), "=&w"(p[2]), "=&w"(p[3])
+        : "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3]));
+  }
+};
+#endif
+
+template <int... I, class F>
+EDGELLM_NEON_INLINE void for_each_sub(std::integer_sequence<int, I...>, F&& f) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+
+// Sum over the 8 sub-blocks of 32 weights of scale * (w0 . y0 + w1 . y1):
+// weights(IB, w0, w1) gives sub-block IB's two weight vectors, its scale is
+// lane IB % 4 of sc[IB / 4]. Four sub-blocks per step: their sums in one vector
+// (addp tree), one multiply-add by the scale vector.
+template <class D, class W>
+EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
+  int32x4_t acc = vdupq_n_s32(0);
+  for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto h) EDGELLM_NEON_LAMBDA {
+    constexpr int H = decltype(h)::value;
+    int8x16_t w0[4], w1[4], y0[4], y1[4];
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto k) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = 4 * H + decltype(k)::value;
+      weights(std::integral_constant<int, IB>{}, w0[IB % 4], w1[IB % 4]);
+      y0[IB % 4] = vld1q_s8(q8 + 32 * IB);
+      y1[IB % 4] = vld1q_s8(q8 + 32 * IB + 16);
+    });
+    int32x4_t p[4];
+    Dot4<D>::fresh(p, w0, y0);
+    Dot4<D>::add(p, w1, y1);
+    acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[H]);
+  });
+  return vaddvq_s32(acc);
+}
+// The same with a scale per 16 weights: scale of (IB, half j) in lane (2 IB +
+// j) % 4 of sc[IB / 2].
+template <class D, class W>
+EDGELLM_NEON_INLINE int32_t sum_sub16(const int8_t* q8, const int32x4_t sc[4], W&& weights) {
+  int32x4_t acc = vdupq_n_s32(0);
+  for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto q) EDGELLM_NEON_LAMBDA {
+    constexpr int Q = decltype(q)::value;
+    int8x16_t w[4], y[4];
+    weights(std::integral_constant<int, 2 * Q>{}, w[0], w[1]);
+    weights(std::integral_constant<int, 2 * Q + 1>{}, w[2], w[3]);
+    for (int k = 0; k < 4; ++k) y[k] = vld1q_s8(q8 + 64 * Q + 16 * k);
+    int32x4_t p[4];
+    Dot4<D>::fresh(p, w, y);
+    acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[Q]);
+  });
+  return vaddvq_s32(acc);
+}
+
+// 8 bytes (one per 32-weight sub-block) -> two int32x4 (lanes for
+// vmlaq_laneq_s32).
+EDGELLM_NEON_INLINE void widen_u8x8(uint8x8_t s, int32x4_t sc[2]) {
+  const uint16x8_t s16 = vmovl_u8(s);
+  sc[0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(s16)));
+  sc[1] = vreinterpretq_s32_u32(vmovl_high_u16(s16));
+}
+// 8 bytes of two 4-bit scales each (low nibble first) -> 16 scales 2 s + 1 as
+// four int32x4.
+EDGELLM_NEON_INLINE void nibble_scales16(const uint8_t* p, int32x4_t sc[4]) {
+  const uint8x8_t b = vld1_u8(p);
+  const uint8x16_t s = vcombine_u8(vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4)),
+                                   vzip2_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4)));
+  const uint8x16_t ls = vsliq_n_u8(vdupq_n_u8(1), s, 1);  // 2 s + 1
+  const uint16x8_t lo = vmovl_u8(vget_low_u8(ls)), hi = vmovl_high_u8(ls);
+  sc[0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(lo)));
+  sc[1] = vreinterpretq_s32_u32(vmovl_high_u16(lo));
+  sc[2] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(hi)));
+  sc[3] = vreinterpretq_s32_u32(vmovl_high_u16(hi));
+}
+
+// One row of super-block format T against Q8_K: the sum over blocks of d_w * d_a * T::block_sum
+// (kScaledSum) or of T::block (the block's float term), times T::kPost (ggml's final 0.125 / 0.25).
+template <class T, class D>
+EDGELLM_NEON_INLINE float iq_row(int n, const void* w, const void* a) {
+  const auto* x = static_cast<const typename T::Block*>(w);
+  const auto* y = static_cast<const block_q8_K*>(a);
+  float sumf = 0.0f;
+  for (int i = 0; i < n / QK_K; ++i) {
+    if constexpr (T::kScaledSum)
+      sumf += fp16_to_fp32(x[i].d) * y[i].d * float(T::template block_sum<D>(x[i], y[i].qs));
+    else
+      sumf += T::template block<D>(x[i], y[i]);
+  }
+  return T::kPost * sumf;
+}
+
+// ---- IQ2_XXS: per 32 weights a 64-bit word: 4 grid indexes (bytes 0..3), 4 x
+// 7 sign bits, 4-bit scale.
+struct IQ2XXS {
+  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr float kPost = 0.125f;
+  using Block = block_iq2_xxs;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+    // Scales 2 s + 1 from the top nibble of each odd 32-bit word: (w >> 27)
+    // | 1.
+    const uint32x4_t a0 = vreinterpretq_u32_u16(vld1q_u16(x.qs)), a1 = vreinterpretq_u32_u16(vld1q_u16(x.qs + 8));
+    const uint32x4_t a2 = vreinterpretq_u32_u16(vld1q_u16(x.qs + 16)), a3 = vreinterpretq_u32_u16(vld1q_u16(x.qs + 24));
+    const int32x4_t sc[2] = {vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a0, a1), 27), vdupq_n_u32(1))),
+                             vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a2, a3), 27), vdupq_n_u32(1)))};
+    const uint64_t* g = iq2xxs_grid.v;
+    const uint64_t* s = kEvenSignsPm1.v;
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint64_t q;
+      std::memcpy(&q, x.qs + 4 * IB, 8);
+      const uint32_t sg = uint32_t(q >> 32);
+      w0 = apply_signs(load_pair_u64(g + (q & 0xFF), g + ((q >> 8) & 0xFF)),
+                       load_pair_u64(s + (sg & 127), s + ((sg >> 7) & 127)));
+      w1 = apply_signs(load_pair_u64(g + ((q >> 16) & 0xFF), g + ((q >> 24) & 0xFF)),
+                       load_pair_u64(s + ((sg >> 14) & 127), s + ((sg >> 21) & 127)));
+    });
+  }
+};
+
+// ---- IQ2_XS: per 8 weights a uint16 (9-bit grid index, 7 sign bits); a 4-bit
+// scale per 16.
+struct IQ2XS {
+  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr float kPost = 0.125f;
+  using Block = block_iq2_xs;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+    int32x4_t sc[4];
+    nibble_scales16(x.scales, sc);
+    const uint64_t* g = iq2xs_grid.v;
+    const uint64_t* s = kEvenSignsPm1.v;
+    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint64_t q;
+      std::memcpy(&q, x.qs + 4 * IB, 8);
+      const uint32_t q0 = uint32_t(q) & 0xFFFF, q1 = uint32_t(q >> 16) & 0xFFFF, q2 = uint32_t(q >> 32) & 0xFFFF,
+                     q3 = uint32_t(q >> 48);
+      w0 = apply_signs(load_pair_u64(g + (q0 & 511), g + (q1 & 511)), load_pair_u64(s + (q0 >> 9), s + (q1 >> 9)));
+      w1 = apply_signs(load_pair_u64(g + (q2 & 511), g + (q3 & 511)), load_pair_u64(s + (q2 >> 9), s + (q3 >> 9)));
+    });
+  }
+};
+
+// ---- IQ2_S: 10-bit grid indexes (low byte in qs, 2 high bits per 8 weights in
+// qh), sign bytes (second half of qs), a 4-bit scale per 16.
+struct IQ2S {
+  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr float kPost = 0.125f;
+  using Block = block_iq2_s;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+    int32x4_t sc[4];
+    nibble_scales16(x.scales, sc);
+    const uint64_t* g = iq2s_grid.v;
+    const uint64_t* s = kSignsPm1.v;
+    const uint8_t* signs = x.qs + QK_K / 8;
+    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint32_t qs, sg;
+      std::memcpy(&qs, x.qs + 4 * IB, 4);
+      std::memcpy(&sg, signs + 4 * IB, 4);
+      const uint32_t h = x.qh[IB];
+      const uint32_t i0 = (qs & 0xFF) | ((h << 8) & 0x300), i1 = ((qs >> 8) & 0xFF) | ((h << 6) & 0x300);
+      const uint32_t i2 = ((qs >> 16) & 0xFF) | ((h << 4) & 0x300), i3 = (qs >> 24) | ((h << 2) & 0x300);
+      w0 = apply_signs(load_pair_u64(g + i0, g + i1), load_pair_u64(s + (sg & 0xFF), s + ((sg >> 8) & 0xFF)));
+      w1 = apply_signs(load_pair_u64(g + i2, g + i3), load_pair_u64(s + ((sg >> 16) & 0xFF), s + (sg >> 24)));
+    });
+  }
+};
+
+// ---- IQ3_XXS: 8-bit indexes of 4-weight points (64 bytes), then per 32
+// weights a 32-bit word of 4 x 7 sign bits and a 4-bit scale.
+struct IQ3XXS {
+  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr float kPost = 0.25f;
+  using Block = block_iq3_xxs;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+    const uint8_t* gas = x.qs + QK_K / 4;
+    const uint32x4_t a0 = vreinterpretq_u32_u8(vld1q_u8(gas)), a1 = vreinterpretq_u32_u8(vld1q_u8(gas + 16));
+    const int32x4_t sc[2] = {vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a0, 27), vdupq_n_u32(1))),
+                             vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a1, 27), vdupq_n_u32(1)))};
+    const uint32_t* g = iq3xxs_grid.v;
+    const uint64_t* s = kEvenSignsPm1.v;
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint64_t q;  // the sub-block's 8 indexes (one 64-bit load, bytes taken in general registers)
+      std::memcpy(&q, x.qs + 8 * IB, 8);
+      uint32_t sg;
+      std::memcpy(&sg, gas + 4 * IB, 4);
+      w0 = apply_signs(load_quad_u32(g, q & 0xFF, (q >> 8) & 0xFF, (q >> 16) & 0xFF, (q >> 24) & 0xFF),
+                       load_pair_u64(s + (sg & 127), s + ((sg >> 7) & 127)));
+      w1 = apply_signs(load_quad_u32(g, (q >> 32) & 0xFF, (q >> 40) & 0xFF, (q >> 48) & 0xFF, q >> 56),
+                       load_pair_u64(s + ((sg >> 14) & 127), s + ((sg >> 21) & 127)));
+    });
+  }
+};
+
+// ---- IQ3_S: 9-bit indexes of 4-weight points (low byte in qs, high bit per
+// point in qh), sign bytes, a 4-bit scale per 32.
+struct IQ3S {
+  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr float kPost = 1.0f;
+  using Block = block_iq3_s;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+    uint32_t sw;
+    std::memcpy(&sw, x.scales, 4);
+    // sub-block order 0..7 = low nibble of byte 0, high nibble of byte 0, low
+    // of byte 1, ...
+    const uint8x8_t b = vcreate_u8(uint64_t(sw) * 0x100000001ull);
+    const uint8x8_t nib = vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
+    int32x4_t sc[2];
+    widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
+    const uint32_t* g = iq3s_grid.v;
+    const uint64_t* s = kSignsPm1.v;
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint64_t q;  // the sub-block's 8 low index bytes (one 64-bit load)
+      std::memcpy(&q, x.qs + 8 * IB, 8);
+      const uint32_t h = x.qh[IB];
+      uint32_t sg;
+      std::memcpy(&sg, x.signs + 4 * IB, 4);
+      // index k: byte k of q, bit k of h as bit 8
+      auto idx = [&](int k) EDGELLM_NEON_LAMBDA { return uint32_t((q >> (8 * k)) & 0xFF) | ((h << (8 - k)) & 256); };
+      w0 = apply_signs(load_quad_u32(g, idx(0), idx(1), idx(2), idx(3)),
+                       load_pair_u64(s + (sg & 0xFF), s + ((sg >> 8) & 0xFF)));
+      w1 = apply_signs(load_quad_u32(g, idx(4), idx(5), idx(6), idx(7)),
+                       load_pair_u64(s + ((sg >> 16) & 0xFF), s + (sg >> 24)));
+    });
+  }
+};
+
+// ---- IQ1_S: 11-bit indexes of 8-weight ternary points; per 32 weights a
+// uint16: 4 x 3 high index bits, a 3-bit scale, the sign of the IQ1S_DELTA
+// shift (that part goes through bsums).
+struct IQ1S {
+  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr float kPost = 1.0f;
+  using Block = block_iq1_s;
+  template <class D>
+  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
+    const uint16x8_t qh = vld1q_u16(x.qh);
+    const uint16x8_t ls = vorrq_u16(vandq_u16(vshrq_n_u16(qh, 11), vdupq_n_u16(0xE)),
+                                    vdupq_n_u16(1));  // 2 s + 1
+    int32x4_t sc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(ls))), vreinterpretq_s32_u32(vmovl_high_u16(ls))};
+    // sumi1 = sum over sub-blocks of ls * delta * (its two bsums)
+    const int16x8_t neg = vshrq_n_s16(vreinterpretq_s16_u16(qh),
+                                      15);  // -1 where the shift is negative
+    const int16x8_t lsd = vsubq_s16(veorq_s16(vreinterpretq_s16_u16(ls), neg), neg);
+    const int16x8_t bs = vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
+    const int32_t sumi1 = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(lsd)), bs, lsd));
+    const uint64_t* g = iq1s_grid.v;
+    const int sumi = sum_sub32<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint32_t qs;
+      std::memcpy(&qs, x.qs + 4 * IB, 4);
+      const uint32_t h = x.qh[IB];
+      w0 = load_pair_u64(g + ((qs & 0xFF) | ((h << 8) & 0x700)), g + (((qs >> 8) & 0xFF) | ((h << 5) & 0x700)));
+      w1 = load_pair_u64(g + (((qs >> 16) & 0xFF) | ((h << 2) & 0x700)), g + ((qs >> 24) | ((h >> 1) & 0x700)));
+    });
+    return fp16_to_fp32(x.d) * y.d * (float(sumi) + IQ1S_DELTA * float(sumi1));
+  }
+};
+
+// ---- IQ1_M: as IQ1_S with the shift sign per 8 weights (bit 3 / 7 of a qh
+// byte) and a 3-bit scale per 16. The weights are built as 8 q + delta (in [-9,
+// 9]): their dot is 8 sumi1 + sumi2 exactly, and (8 sumi1 + sumi2) / 8 is the
+// reference's sumi1 + IQ1M_DELTA * sumi2, exact in float.
+struct IQ1M {
+  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr float kPost = 1.0f;
+  using Block = block_iq1_m;
+  template <class D>
+  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
+    uint16_t sc16[4];
+    std::memcpy(sc16, x.scales, 8);
+    const uint16_t d16 =
+        uint16_t((sc16[0] >> 12) | ((sc16[1] >> 8) & 0x00F0) | ((sc16[2] >> 4) & 0x0F00) | (sc16[3] & 0xF000));
+    // scale k (16 weights, k = 0..15) = 2 * field k + 1, field k = bits 3 (k %
+    // 4) of word k / 4
+    static const int32_t kShift[4] = {1, -2, -5, -8};
+    const int32x4_t shift = vld1q_s32(kShift);
+    const uint32x4_t words = vmovl_u16(vld1_u16(sc16));
+    int32x4_t sc[4];
+    sc[0] = vreinterpretq_s32_u32(
+        vorrq_u32(vandq_u32(vshlq_u32(vdupq_laneq_u32(words, 0), shift), vdupq_n_u32(0xE)), vdupq_n_u32(1)));
+    sc[1] = vreinterpretq_s32_u32(
+        vorrq_u32(vandq_u32(vshlq_u32(vdupq_laneq_u32(words, 1), shift), vdupq_n_u32(0xE)), vdupq_n_u32(1)));
+    sc[2] = vreinterpretq_s32_u32(
+        vorrq_u32(vandq_u32(vshlq_u32(vdupq_laneq_u32(words, 2), shift), vdupq_n_u32(0xE)), vdupq_n_u32(1)));
+    sc[3] = vreinterpretq_s32_u32(
+        vorrq_u32(vandq_u32(vshlq_u32(vdupq_laneq_u32(words, 3), shift), vdupq_n_u32(0xE)), vdupq_n_u32(1)));
+    static const uint8_t kDeltaBit[16] = {8, 8, 8, 8, 8, 8, 8, 8, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+    const uint8x16_t dbit = vld1q_u8(kDeltaBit);
+    const uint8x16_t qhv = vld1q_u8(x.qh);
+    const uint64_t* g = iq1s_grid.v;
+    const int32_t s = sum_sub16<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      uint32_t qs;
+      std::memcpy(&qs, x.qs + 4 * IB, 4);
+      const uint32_t h0 = x.qh[2 * IB], h1 = x.qh[2 * IB + 1];
+      const int8x16_t g0 =
+          load_pair_u64(g + ((qs & 0xFF) | ((h0 << 8) & 0x700)), g + (((qs >> 8) & 0xFF) | ((h0 << 4) & 0x700)));
+      const int8x16_t g1 =
+          load_pair_u64(g + (((qs >> 16) & 0xFF) | ((h1 << 8) & 0x700)), g + ((qs >> 24) | ((h1 << 4) & 0x700)));
+      // delta: -1 where the bit is set, else +1
+      const int8x16_t d0 = vreinterpretq_s8_u8(vorrq_u8(vtstq_u8(vdupq_laneq_u8(qhv, 2 * IB), dbit), vdupq_n_u8(1)));
+      const int8x16_t d1 =
+          vreinterpretq_s8_u8(vorrq_u8(vtstq_u8(vdupq_laneq_u8(qhv, 2 * IB + 1), dbit), vdupq_n_u8(1)));
+      w0 = vmlaq_s8(d0, g0, vdupq_n_s8(8));
+      w1 = vmlaq_s8(d1, g1, vdupq_n_s8(8));
+    });
+    const float s8 = float(s) * IQ1M_DELTA;  // = sumi1 + IQ1M_DELTA * sumi2, exactly
+    return fp16_to_fp32(d16) * y.d * s8;
+  }
+};
+
+// ---- IQ4_XS: 4-bit indexes into kvalues_iq4nl (table lookup), a 6-bit scale -
+// 32 per 32.
+struct IQ4XS {
+  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr float kPost = 1.0f;
+  using Block = block_iq4_xs;
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+    const int8x16_t values = vld1q_s8(kvalues_iq4nl);
+    // scale of sub-block ib: low nibble ib of scales_l | bits 2 ib, 2 ib + 1 of
+    // scales_h << 4, - 32
+    uint32_t sl;
+    std::memcpy(&sl, x.scales_l, 4);
+    const uint8x8_t b = vcreate_u8(uint64_t(sl) * 0x100000001ull);
+    const uint8x8_t lo = vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
+    static const int16_t kShiftH[8] = {4, 2, 0, -2, -4, -6, -8, -10};
+    const uint16x8_t hh = vandq_u16(vshlq_u16(vdupq_n_u16(x.scales_h), vld1q_s16(kShiftH)), vdupq_n_u16(0x30));
+    const int16x8_t s16 = vsubq_s16(vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(lo), hh)), vdupq_n_s16(32));
+    const int32x4_t sc[2] = {vmovl_s16(vget_low_s16(s16)), vmovl_high_s16(s16)};
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      constexpr int IB = decltype(ib)::value;
+      const uint8x16_t q = vld1q_u8(x.qs + 16 * IB);
+      w0 = vqtbl1q_s8(values, vandq_u8(q, m4));
+      w1 = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+    });
+  }
+};
+
+// ---- IQ4_NL: a legacy-shaped 32-weight block (dot_legacy.hpp's row and
+// four-row bodies).
+struct FmtIQ4_NL {
+  using Block = block_iq4_nl;
+  using Act = block_q8_0;
+  static constexpr bool kMin = false;
+  static constexpr float kPost = 1.0f;
+  static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
+    const int8x16_t values = vld1q_s8(kvalues_iq4nl);
+    const uint8x16_t q = vld1q_u8(x.qs);
+    const int32x4_t p = D::dot0(vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F))), y0);
+    return D::dot(p, vqtbl1q_s8(values, vshrq_n_u8(q, 4)), y1);
+  }
+};
+
+// ---- TQ2_0: 2-bit fields q (weight q - 1), field l of byte j of each 32-byte
+// half is weight 32 l + j. Field l is taken as q & (3 << 2l) (worth 4^l q; its
+// own accumulator, shifted back exactly) and the -1 goes through bsums.
+struct TQ2 {
+  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr float kPost = 1.0f;
+  using Block = block_tq2_0;
+  template <class D>
+  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
+    int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    for (int j = 0; j < 2; ++j) {
+      const uint8x16_t q0 = vld1q_u8(x.qs + 32 * j), q1 = vld1q_u8(x.qs + 32 * j + 16);
+      const int8_t* a = y.qs + 128 * j;
+      for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto half) EDGELLM_NEON_LAMBDA {
+        const uint8x16_t q = decltype(half)::value ? q1 : q0;
+        const int8x16_t w[4] = {
+            vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x03))), vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0C))),
+            vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x30))), vreinterpretq_s8_u8(vshrq_n_u8(q, 6))};
+        const int o = 16 * decltype(half)::value;
+        const int8x16_t v[4] = {vld1q_s8(a + o), vld1q_s8(a + 32 + o), vld1q_s8(a + 64 + o), vld1q_s8(a + 96 + o)};
+        Dot4<D>::add(acc, w, v);
+      });
+    }
+    int32x4_t s = vaddq_s32(acc[0], acc[3]);
+    s = vsraq_n_s32(s, acc[1], 2);
+    s = vsraq_n_s32(s, acc[2], 4);
+    const int16x8_t bs = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));  // |sum| <= 16 * 128 * 2
+    const int32_t sumi = vaddvq_s32(s) - vaddlvq_s16(bs);
+    return float(sumi) * (y.d * fp16_to_fp32(x.d));  // the reference's order
+  }
+};
+
+// ---- TQ1_0: 5 trits per byte (qs) and 4 per byte (qh) in base 3, most
+// significant first: trit l of byte q is ((q * 3^l mod 256) * 3) >> 8, computed
+// as ((p + (p >> 1)) / 2) >> 6 (halving add); the weight is trit - 1 (the -1
+// through bsums).
+struct TQ1 {
+  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr float kPost = 1.0f;
+  using Block = block_tq1_0;
+  static EDGELLM_NEON_INLINE int8x16_t trit(uint8x16_t p) {
+    return vreinterpretq_s8_u8(vshrq_n_u8(vhaddq_u8(p, vshrq_n_u8(p, 1)), 6));
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
+    // 16 vectors of 16 weights: 32-byte part (trit l of bytes 0..15 / 16..31:
+    // activations 32 l + 0 / 16), 16-byte part (trit l: 160 + 16 l), qh (trit l
+    // of byte j: 240 + 4 l + j); four chains.
+    const uint8x16_t q0 = vld1q_u8(x.qs), q1 = vld1q_u8(x.qs + 16), q2 = vld1q_u8(x.qs + 32);
+    uint32_t qh;
+    std::memcpy(&qh, x.qh, 4);
+    static const uint8_t kPow3x4[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+    const uint8x16_t h = vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(qh)), vld1q_u8(kPow3x4));
+    const uint8x16_t src[16] = {q0, q1, q0, q1, q0, q1, q0, q1, q0, q1, q2, q2, q2, q2, q2, h};
+    static const uint8_t kMul[16] = {1, 1, 3, 3, 9, 9, 27, 27, 81, 81, 1, 3, 9, 27, 81, 1};
+    static const int16_t kAct[16] = {0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240};
+    int32x4_t acc[4];
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto g) EDGELLM_NEON_LAMBDA {
+      constexpr int G = decltype(g)::value;
+      int8x16_t w[4], v[4];
+      for (int k = 0; k < 4; ++k) {
+        const int i = 4 * G + k;
+        w[k] = trit(kMul[i] == 1 ? src[i] : vmulq_u8(src[i], vdupq_n_u8(kMul[i])));
+        v[k] = vld1q_s8(y.qs + kAct[i]);
+      }
+      if constexpr (G == 0)
+        Dot4<D>::fresh(acc, w, v);
+      else
+        Dot4<D>::add(acc, w, v);
+    });
+    const int32x4_t acc0 = vaddq_s32(acc[0], acc[1]), acc1 = vaddq_s32(acc[2], acc[3]);
+    const int16x8_t bs = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
+    const int32_t sum = vaddvq_s32(vaddq_s32(acc0, acc1)) - vaddlvq_s16(bs);
+    return float(sum) * (fp16_to_fp32(x.d) * y.d);  // the reference's order
+  }
+};
+
+}  // namespace neon
+#undef EDGELLM_NEON_LAMBDA
+
+// ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy
+// formats) ----
+#define EDGELLM_NEON_IQ_KERNELS(name, T)                                                                      \
+  inline float vec_dot_##name##_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
+    return neon::iq_row<neon::T, neon::DotV80>(n, w, a);                                                      \
+  }                                                                                                           \
+  EDGELLM_TARGET_DOTPROD inline float vec_dot_##name##_dotprod(int n, const void* EDGELLM_RESTRICT w,         \
+                                                               const void* EDGELLM_RESTRICT a) {              \
+    return neon::iq_row<neon::T, neon::DotSdot>(n, w, a);                                                     \
+  }
+EDGELLM_NEON_IQ_KERNELS(iq2_xxs_q8_K, IQ2XXS)
+EDGELLM_NEON_IQ_KERNELS(iq2_xs_q8_K, IQ2XS)
+EDGELLM_NEON_IQ_KERNELS(iq2_s_q8_K, IQ2S)
+EDGELLM_NEON_IQ_KERNELS(iq3_xxs_q8_K, IQ3XXS)
+EDGELLM_NEON_IQ_KERNELS(iq3_s_q8_K, IQ3S)
+EDGELLM_NEON_IQ_KERNELS(iq1_s_q8_K, IQ1S)
+EDGELLM_NEON_IQ_KERNELS(iq1_m_q8_K, IQ1M)
+EDGELLM_NEON_IQ_KERNELS(iq4_xs_q8_K, IQ4XS)
+EDGELLM_NEON_IQ_KERNELS(tq1_0_q8_K, TQ1)
+EDGELLM_NEON_IQ_KERNELS(tq2_0_q8_K, TQ2)
+#undef EDGELLM_NEON_IQ_KERNELS
+
+inline float vec_dot_iq4_nl_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtIQ4_NL, neon::DotV80>(n, w, a);
+}
+inline void vec_dot_rows_iq4_nl_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+                                          const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtIQ4_NL, neon::DotV80>(n, out, nrows, w, w_stride, a);
+}
+EDGELLM_TARGET_DOTPROD inline float vec_dot_iq4_nl_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
+                                                                const void* EDGELLM_RESTRICT a) {
+  return neon::legacy_row<neon::FmtIQ4_NL, neon::DotSdot>(n, w, a);
+}
+EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_iq4_nl_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
+                                                                    const void* w, size_t w_stride,
+                                                                    const void* EDGELLM_RESTRICT a) {
+  neon::legacy_rows<neon::FmtIQ4_NL, neon::DotSdot>(n, out, nrows, w, w_stride, a);
+}
+
+}  // namespace edgellm
+#endif  // EDGELLM_HAS_NEON
