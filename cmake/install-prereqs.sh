@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-prereqs.sh [--tests] [--server]: the Debian / Ubuntu packages edgellm's build needs
-# (cmake, g++; with --tests also doctest-dev and the server's library; with --server
-# libcpp-httplib-dev and pkg-config for edgellm-server; node and npm for the server's client test
+# (cmake, g++; with --tests also doctest-dev and edgellm-eval's HTTP client library; with --server
+# libcpp-httplib-dev and pkg-config for edgellm-eval --server (edgellm-server itself needs no
+# library); node and npm for the server's client test
 # come from elsewhere: it skips without them), installed only when missing, as root or through
 # sudo. Used by README's commands and .ci/run.
 set -eu

@@ -292,8 +292,14 @@ def probe_browsers(port):
 
 
 def probe_cors_and_models(server, model):
-    proc, port = start(server, model, ["--cors", "http://app.example", "--strict-model", "--alias", "tiny-stories"])
+    proc, port = start(server, model, ["--cors", "http://app.example", "--strict-model", "--alias", "tiny-stories",
+                                       "--max-connections", "8"])
     try:
+        idle = [connect(port) for i in range(20)]
+        (st, _, _), dt = timed(lambda: request(port, "GET", "/health", timeout=5))
+        ok(st == 200 and dt < 2.0, f"20 idle connections over --max-connections 8: the oldest are closed, /health answers in {dt:.3f} s")
+        for s in idle:
+            s.close()
         st, h, _ = request(port, "OPTIONS", "/v1/chat/completions",
                            headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
                                     "Access-Control-Request-Headers": "authorization, content-type"})
