@@ -470,8 +470,7 @@ int main(int argc, char** argv) {
       int sig = 0;
       sigwait(&sigs, &sig);
       std::fprintf(stderr, "edgellm-server: signal %d, stopping\n", sig);
-      http.stop();
-      s.sched->stop();  // running requests end as cancelled, so their threads finish
+      http.stop();  // closes every connection: the scheduler's probes then cancel the running requests
     });
     signals.detach();
     std::fprintf(stderr, "edgellm-server: model %s (%d layers, vocab %d), chat template %s, context %d per request, "
