@@ -21,7 +21,7 @@ inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c ==
 
 // Bytes that never occur in UTF-8 text: render_chat_marked() wraps each message's content in
 // them to find, after rendering, which bytes came from messages.
-constexpr char kContentOpen = '\xFE', kContentClose = '\xFF';
+inline constexpr char kContentOpen = '\xFE', kContentClose = '\xFF';
 
 // Leading and trailing whitespace removed (llama.cpp trims in some formats). A marked content
 // is trimmed inside its markers (and is "" when nothing is left, as the unmarked one).
