@@ -326,7 +326,7 @@ void handle(Server& s, const Request& req, Reply& rep) {
   const bool is_completion = completion_path(req.path, ep);
   const bool is_get = req.path == "/health" || req.path == "/v1/models" || req.path == "/models";
   if (req.method == "OPTIONS") {  // CORS preflight (or a plain OPTIONS): allowed origins only, checked above
-    hdrs.emplace_back("Allow", is_completion ? "POST, OPTIONS" : "GET, OPTIONS");
+    hdrs.emplace_back("Allow", is_completion ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
     if (req.header("origin") && req.header("access-control-request-method")) {
       hdrs.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
       hdrs.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
@@ -336,10 +336,10 @@ void handle(Server& s, const Request& req, Reply& rep) {
   }
   if (req.path != "/health" && !authorized(s, req)) return reply_error(401, "Invalid API Key", "authentication_error");
   auto json_reply = [&](const edgellm::Json& j) { rep.send(200, "application/json", j.dump(), hdrs); };
-  if (is_get && req.method == "GET") return json_reply(req.path == "/health" ? health_json(s) : models_json(s));
+  if (is_get && (req.method == "GET" || req.method == "HEAD")) return json_reply(req.path == "/health" ? health_json(s) : models_json(s));
   if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs);
   if (is_get || is_completion) {
-    hdrs.emplace_back("Allow", is_get ? "GET, OPTIONS" : "POST, OPTIONS");
+    hdrs.emplace_back("Allow", is_get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
     return reply_error(405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error");
   }
   reply_error(404, "no endpoint " + req.method + " " + req.path, "not_found_error");

@@ -272,6 +272,19 @@ def probe_pipelined(port):
     s.close()
     ok(kinds == [(200, "ok"), (200, "text_completion"), (200, "list"), (200, "chat.completion")],
        f"4 pipelined requests: 4 answers in order {kinds}")
+    # HEAD: a head without the body, so a next request on the connection is read right.
+    s = connect(port)
+    s.sendall(req("HEAD", "/health") + req("GET", "/health"))
+    buf = b""
+    while buf.count(b"\r\n\r\n") < 2 or not buf.endswith(b"}"):
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    heads = buf.split(b"HTTP/1.1 ")
+    ok(len(heads) == 3 and heads[1].startswith(b"200") and heads[1].endswith(b"\r\n\r\n") and heads[2].startswith(b"200"),
+       "HEAD /health: the head alone, then the next answer")
 
 
 def probe_browsers(port):

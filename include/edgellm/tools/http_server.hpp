@@ -490,12 +490,12 @@ class Server {
   // The reply of a light request (poll thread): bytes go to the connection's buffer.
   class BufferedReply : public Reply {
    public:
-    BufferedReply(Conn& c, int minor, bool keep_alive, int timeout_s)
-        : c_(c), minor_(minor), keep_alive_(keep_alive), timeout_s_(timeout_s) {}
+    BufferedReply(Conn& c, int minor, bool keep_alive, int timeout_s, bool head_only)
+        : c_(c), minor_(minor), keep_alive_(keep_alive), timeout_s_(timeout_s), head_only_(head_only) {}
     void send(int status, const std::string& type, const std::string& body, const Headers& extra) override {
       if (c_.out.empty()) c_.write_deadline = Clock::now() + std::chrono::seconds(timeout_s_);
       c_.out += detail::response_head(status, type, static_cast<long long>(body.size()), keep_alive_, minor_, extra);
-      c_.out += body;
+      if (!head_only_) c_.out += body;  // HEAD: the head alone (RFC 9110 section 9.3.2)
       sent_ = true;
     }
     bool begin_stream(int, const std::string&, const Headers&) override {
@@ -514,6 +514,7 @@ class Server {
     int minor_;
     bool keep_alive_;
     int timeout_s_;
+    bool head_only_;
     bool sent_ = false;
   };
 
@@ -705,7 +706,7 @@ class Server {
         dispatch(c, keep);
         return false;
       }
-      BufferedReply reply(c, req.minor, keep, lim_.write_timeout_s);
+      BufferedReply reply(c, req.minor, keep, lim_.write_timeout_s, req.method == "HEAD");
       call_handler(req, reply);
       if (!keep) {
         c.closing = true;
