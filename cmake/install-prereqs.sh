@@ -1,10 +1,11 @@
 #!/bin/sh
 # install-prereqs.sh [--tests] [--server]: the Debian / Ubuntu packages edgellm's build needs
-# (cmake, g++; with --tests also doctest-dev, the server's library, and node with node_api.h for
-# the Node-API module and its tests: nodejs + libnode-dev, unless a node and the header are there
-# already, e.g. NodeSource's nodejs; with --server libcpp-httplib-dev and pkg-config for
-# edgellm-server; npm for the server's client test comes from elsewhere: it skips without it),
-# installed only when missing, as root or through sudo. Used by README's commands and .ci/run.
+# (cmake, g++; with --tests also doctest-dev, edgellm-eval's HTTP client library, and node with
+# node_api.h for the Node-API module and its tests: nodejs + libnode-dev, unless a node and the
+# header are there already, e.g. NodeSource's nodejs; with --server libcpp-httplib-dev and
+# pkg-config for edgellm-eval --server (edgellm-server itself needs no library); npm for the
+# server's client test comes from elsewhere: it skips without it), installed only when missing,
+# as root or through sudo. Used by README's commands and .ci/run.
 set -eu
 pkgs="cmake g++"
 for a in "$@"; do

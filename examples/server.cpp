@@ -5,12 +5,16 @@
 // queue; a new prompt is read a chunk per step beside the running requests' tokens. A client that
 // closes its connection cancels its request before the next token, streamed or not (the
 // scheduler probes the connection's socket, edgellm/tools/client_socket.hpp). Request parsing and
-// response shapes are edgellm/tools/openai.hpp; this file is the HTTP transport (cpp-httplib),
-// authentication and flags.
+// response shapes are edgellm/tools/openai.hpp; the HTTP/1.1 transport (limits that hold before
+// authentication, pipelining) is edgellm/tools/http_server.hpp; this file is routing, the browser
+// guards (Host, Origin / CORS), authentication and flags.
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <memory>
@@ -19,13 +23,13 @@
 #include <vector>
 
 #include <pthread.h>
-
-#include <httplib.h>
+#include <sys/resource.h>
 
 #include <edgellm/engine/batch_scheduler.hpp>
 #include <edgellm/model/memory_plan.hpp>
 #include <edgellm/text/chat_template.hpp>
 #include <edgellm/tools/client_socket.hpp>
+#include <edgellm/tools/http_server.hpp>
 #include <edgellm/tools/openai.hpp>
 
 #include "common.hpp"
@@ -41,11 +45,26 @@ const char* kUsage =
     "                         at most 4096)\n"
     "  --parallel N           requests decoded together in one batch (default 4); more wait in a queue\n"
     "  --max-queue N          requests waiting beyond --parallel before 503 (default 256)\n"
-    "  --api-key KEY          require 'Authorization: Bearer KEY' on every endpoint but /health\n"
-    "  --timeout-s N          HTTP read/write timeout in seconds (default 600)\n"
-    "  --max-body-kb N        request bodies larger than this are refused with 413 (default 1024)\n"
-    "  --threads-http N       HTTP connection threads (default 4 x --parallel, at least 16)\n"
-    "  --alias NAME           model id in /v1/models and responses (default: the file name)\n"
+    "  --api-key KEY          require 'Authorization: Bearer KEY' on every endpoint but /health; without a\n"
+    "                         key, requests whose Host is not this server's address, localhost or an IP\n"
+    "                         address get 403 (DNS rebinding)\n"
+    "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; * for any) call\n"
+    "                         the API; repeatable. Other cross-origin requests get 403 (default: none)\n"
+    "  --timeout-s N          a request body must arrive, and a write must make progress, within N s\n"
+    "                         (default 600)\n"
+    "  --head-timeout-s N     a request line and headers must arrive within N s (default 10; then 408)\n"
+    "  --idle-timeout-s N     an idle keep-alive connection is closed after N s (default 30)\n"
+    "  --max-connections N    open connections (default 512); at the cap the longest-waiting idle or\n"
+    "                         incomplete one is closed for a new one\n"
+    "  --max-header-kb N      request line + headers beyond N KiB, or over 100 header lines: 431 (default 32)\n"
+    "  --max-body-kb N        request bodies larger than this (counted as received, chunked or not) are\n"
+    "                         refused with 413 (default 1024); compressed request bodies get 415\n"
+    "  --alias NAME           model id in /v1/models and responses (default: the file name); requests\n"
+    "                         naming any model are served by the loaded one\n"
+    "  --strict-model         refuse requests naming a model other than --alias (404)\n"
+    "  --no-prompt-special    /v1/completions: control-token text in a prompt (e.g. </s>) stays text (by\n"
+    "                         default it becomes the token, as llama-server does; chat message contents\n"
+    "                         always stay text)\n"
     "  --chat-template NAME   chat format (default: recognised from the GGUF, else chatml)\n"
     "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
     "  --prefill-chunk N      prompt tokens a new request evaluates per step, in the same forward pass\n"
@@ -58,8 +77,9 @@ const char* kUsage =
     "  --mem-budget MIB       memory the model may use (see edgellm-cli --help)\n"
     "  --version              print the version\n"
     "Requests take OpenAI's fields (messages / prompt, max_tokens, temperature, top_p, seed, stop,\n"
-    "stream, stream_options.include_usage) and llama-server's top_k, min_p, repeat_penalty, n_probs,\n"
-    "cache_prompt, plus deadline_ms: the answer ends before this budget (finish_reason \"deadline\").\n";
+    "stream, stream_options.include_usage, logit_bias) and llama-server's top_k, min_p, repeat_penalty, n_probs,\n"
+    "cache_prompt, plus deadline_ms: the answer ends before this budget (finish_reason \"deadline\").\n"
+    "tools and response_format other than {\"type\": \"text\"} are refused (400): not supported.\n";
 
 using edgellm::openai::ApiError;
 using edgellm::openai::Endpoint;
@@ -70,25 +90,80 @@ struct Server {
   std::string chat_template;
   std::string model_id;
   std::string api_key;
+  std::string host;                  // --host, for the Host check
+  std::vector<std::string> cors;     // --cors origins ("*": any)
+  bool prompt_special = true;        // /v1/completions prompts: control-token text becomes the token
   edgellm::openai::ApiLimits limits;
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> n_requests{0}, n_refused{0};  // HTTP requests to the completion endpoints; refused with 4xx/503
 };
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
-                const std::string& param = "") {
-  res.status = status;
-  res.set_content(edgellm::openai::error_body(status, message, type, param), "application/json");
+using edgellm::http::Headers;
+using edgellm::http::Reply;
+using edgellm::http::Request;
+
+std::string error_json(int status, const std::string& message, const std::string& type, const std::string& param = "") {
+  return edgellm::openai::error_body(status, message, type, param);
 }
 
-bool authorized(const Server& s, const httplib::Request& req) {
+bool authorized(const Server& s, const Request& req) {
   if (s.api_key.empty()) return true;
   const std::string want = "Bearer " + s.api_key;
-  const std::string got = req.get_header_value("Authorization");
+  const std::string got = req.header_or("authorization");
   // Compares every byte whatever the mismatch, so the time taken does not say how much matched.
   unsigned diff = got.size() != want.size();
   for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned>(want[i] ^ (i < got.size() ? got[i] : 0));
   return diff == 0;
+}
+
+// The host part of a Host header or an origin's authority ("[::1]:8080" -> "[::1]", "a:1" -> "a").
+std::string host_part(const std::string& authority) {
+  if (!authority.empty() && authority[0] == '[') {
+    const size_t e = authority.find(']');
+    return e == std::string::npos ? authority : authority.substr(0, e + 1);
+  }
+  return authority.substr(0, authority.find(':'));
+}
+
+bool is_ip_literal(const std::string& h) {
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') return h.find_first_not_of("0123456789abcdefABCDEF:.", 1) == h.size() - 1;
+  if (h.empty() || h.find_first_not_of("0123456789.") != std::string::npos) return false;
+  return std::count(h.begin(), h.end(), '.') == 3;
+}
+
+// Without an API key, a browser page on another site can reach this server by a name that
+// resolves to it (DNS rebinding): only Host values naming this machine by address, localhost or
+// --host are served. (With a key such a page cannot authenticate.)
+bool host_allowed(const Server& s, const Request& req) {
+  if (!s.api_key.empty()) return true;
+  const std::string* host = req.header("host");
+  if (!host) return req.minor == 0;  // HTTP/1.0 has no Host (1.1 without one is refused before)
+  std::string h = host_part(*host);
+  for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (h == "localhost" || is_ip_literal(h)) return true;
+  std::string bound = s.host;
+  for (char& c : bound) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return h == bound;
+}
+
+bool same_origin(const std::string& origin, const Request& req) {
+  const std::string* host = req.header("host");
+  return host && (origin == "http://" + *host);
+}
+
+// CORS: whether a request from a browser page is served, and the headers its answers carry.
+// Requests without Origin (curl, SDKs) and from this server's own origin need nothing.
+bool origin_allowed(const Server& s, const Request& req, Headers& out) {
+  const std::string* origin = req.header("origin");
+  if (!origin || same_origin(*origin, req)) return true;
+  for (const std::string& o : s.cors) {
+    if (o == "*" || o == *origin) {
+      out.emplace_back("Access-Control-Allow-Origin", o == "*" ? "*" : *origin);
+      if (o != "*") out.emplace_back("Vary", "Origin");
+      return true;
+    }
+  }
+  return false;
 }
 
 edgellm::Json health_json(const Server& s) {
@@ -140,21 +215,22 @@ edgellm::Json models_json(const Server& s) {
   return o;
 }
 
-void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Response& res) {
+// A completion request, on a thread of its own (the transport hands it over complete).
+void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs) {
   ++s.n_requests;
   edgellm::openai::ApiRequest r;
   std::shared_ptr<edgellm::Job> job;
   // This request's connection, probed by the scheduler before each token: a client that closed it
-  // cancels the request. Detached before the connection can close (after the answer, or when
-  // httplib releases the stream), so a reused descriptor is never probed.
-  auto conn = std::make_shared<edgellm::ClientSocket>(
-      edgellm::find_connection(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
-  std::function<bool()> client_gone;
-  if (conn->attached()) client_gone = [conn] { return conn->gone(); };
+  // cancels the request. Detached before the connection can close (after the answer), so a
+  // reused descriptor is never probed.
+  auto conn = std::make_shared<edgellm::ClientSocket>(req.fd);
+  std::function<bool()> client_gone = [conn] { return conn->gone(); };
+  auto send_error = [&](int status, const std::string& message, const std::string& type, const std::string& param) {
+    rep.send(status, "application/json", error_json(status, message, type, param), hdrs);
+  };
   try {
     r = edgellm::openai::parse_request(req.body, ep, s.limits);
-    const std::string text = edgellm::openai::prompt_text(r, s.chat_template);
-    std::vector<int32_t> toks = s.tok->encode(text, s.tok->add_bos(), true);
+    std::vector<int32_t> toks = edgellm::openai::prompt_tokens(r, s.chat_template, *s.tok, s.prompt_special);
     if (toks.empty()) throw ApiError(400, "the prompt has no tokens", "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt");
     edgellm::openai::check_fits(r, toks.size(), s.limits.n_ctx);
     try {
@@ -164,11 +240,13 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
     }
   } catch (const ApiError& e) {
     ++s.n_refused;
-    send_error(res, e.status(), e.what(), e.type(), e.param());
+    conn->detach();
+    send_error(e.status(), e.what(), e.type(), e.param());
     return;
   } catch (const edgellm::Error& e) {  // e.g. a chat format that cannot hold these roles
     ++s.n_refused;
-    send_error(res, 400, e.what(), "invalid_request_error");
+    conn->detach();
+    send_error(400, e.what(), "invalid_request_error", "");
     return;
   }
   edgellm::openai::ResponseId rid;
@@ -176,55 +254,95 @@ void complete(Server& s, Endpoint ep, const httplib::Request& req, httplib::Resp
   rid.created = static_cast<int64_t>(std::time(nullptr));
   rid.model = s.model_id;
 
+  // A request cancelled because its client closed (or half-closed) gets no answer.
+  auto client_left = [&](const edgellm::JobResult& jr) { return jr.reason == edgellm::StopReason::Cancelled && conn->gone(); };
   if (!r.stream) {
     const edgellm::JobResult& jr = job->wait_done();
+    const bool left = client_left(jr);
     conn->detach();
+    if (left) return rep.abort();
     std::vector<edgellm::TokenAlternatives> probs;
     for (auto& piece : job->wait(std::chrono::milliseconds(0)).pieces)
       if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
-    if (!jr.error.empty()) {
-      send_error(res, 500, jr.error, "server_error");
-      return;
-    }
-    res.set_content(edgellm::openai::response_json(r, rid, jr, probs, *s.tok).dump(), "application/json");
+    if (!jr.error.empty()) return send_error(500, jr.error, "server_error", "");
+    rep.send(200, "application/json", edgellm::openai::response_json(r, rid, jr, probs, *s.tok).dump(), hdrs);
     return;
   }
 
-  res.set_header("Cache-Control", "no-cache");
-  auto first = std::make_shared<bool>(true);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [&s, job, r, rid, first](size_t, httplib::DataSink& sink) {
-        auto out = job->wait(std::chrono::milliseconds(100));
-        auto send = [&](const std::string& ev) {
-          if (sink.write(ev.data(), ev.size())) return true;
-          job->cancel();  // the client went away (if the probe has not seen it yet)
-          return false;
-        };
-        // One event per token, as llama-server streams (the first chat chunk carries the role).
-        std::string events;
-        for (const auto& piece : out.pieces) {
-          std::vector<edgellm::TokenAlternatives> probs;
-          if (piece.probs.id >= 0) probs.push_back(piece.probs);
-          if (piece.text.empty() && probs.empty()) continue;
-          events += edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, piece.text, probs, *s.tok, nullptr, *first));
-          *first = false;
-        }
-        if (!events.empty() && !send(events)) return false;
-        if (!out.done) return true;
-        const edgellm::JobResult& jr = job->result();
-        std::string tail;
-        if (!jr.error.empty()) tail = "data: " + edgellm::openai::error_body(500, jr.error, "server_error") + "\n\n";
-        else tail = edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, "", {}, *s.tok, &jr, *first));
-        tail += "data: [DONE]\n\n";
-        if (!send(tail)) return false;
-        sink.done();
-        return true;
-      },
-      [job, conn](bool success) {
-        conn->detach();  // the connection may close from here on
-        if (!success) job->cancel();
-      });
+  Headers sh = hdrs;
+  sh.emplace_back("Cache-Control", "no-cache");
+  if (!rep.begin_stream(200, "text/event-stream", sh)) {
+    conn->detach();
+    job->cancel();
+    return;
+  }
+  bool first = true;
+  for (;;) {
+    auto out = job->wait(std::chrono::milliseconds(100));
+    // One event per token, as llama-server streams (the first chat chunk carries the role).
+    std::string events;
+    for (const auto& piece : out.pieces) {
+      std::vector<edgellm::TokenAlternatives> probs;
+      if (piece.probs.id >= 0) probs.push_back(piece.probs);
+      if (piece.text.empty() && probs.empty()) continue;
+      events += edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, piece.text, probs, *s.tok, nullptr, first));
+      first = false;
+    }
+    if (!events.empty() && !rep.chunk(events)) break;  // the client went away (if the probe has not seen it yet)
+    if (!out.done) continue;
+    const edgellm::JobResult& jr = job->result();
+    if (client_left(jr)) break;
+    std::string tail;
+    if (!jr.error.empty()) tail = "data: " + error_json(500, jr.error, "server_error") + "\n\n";
+    else tail = edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, "", {}, *s.tok, &jr, first));
+    tail += "data: [DONE]\n\n";
+    conn->detach();
+    if (rep.chunk(tail)) rep.end_stream();
+    return;
+  }
+  conn->detach();
+  job->cancel();
+}
+
+bool completion_path(const std::string& path, Endpoint& ep) {
+  if (path == "/v1/chat/completions" || path == "/chat/completions") return ep = Endpoint::Chat, true;
+  if (path == "/v1/completions" || path == "/completions") return ep = Endpoint::Completion, true;
+  return false;
+}
+
+// Every request: the browser guards, then authentication, then the endpoint.
+void handle(Server& s, const Request& req, Reply& rep) {
+  Headers hdrs;
+  auto reply_error = [&](int status, const std::string& message, const std::string& type) {
+    rep.send(status, "application/json", error_json(status, message, type), hdrs);
+  };
+  if (!host_allowed(s, req))
+    return reply_error(403, "Host '" + req.header_or("host") + "' is not this server's address: without --api-key only "
+                            "localhost, IP addresses and --host are served (DNS rebinding guard)", "permission_error");
+  if (!origin_allowed(s, req, hdrs))
+    return reply_error(403, "cross-origin request from '" + req.header_or("origin") + "' refused (allow it with --cors ORIGIN)",
+                       "permission_error");
+  Endpoint ep = Endpoint::Chat;
+  const bool is_completion = completion_path(req.path, ep);
+  const bool is_get = req.path == "/health" || req.path == "/v1/models" || req.path == "/models";
+  if (req.method == "OPTIONS") {  // CORS preflight (or a plain OPTIONS): allowed origins only, checked above
+    hdrs.emplace_back("Allow", is_completion ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+    if (req.header("origin") && req.header("access-control-request-method")) {
+      hdrs.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      hdrs.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      hdrs.emplace_back("Access-Control-Max-Age", "600");
+    }
+    return rep.send(204, "", "", hdrs);
+  }
+  if (req.path != "/health" && !authorized(s, req)) return reply_error(401, "Invalid API Key", "authentication_error");
+  auto json_reply = [&](const edgellm::Json& j) { rep.send(200, "application/json", j.dump(), hdrs); };
+  if (is_get && (req.method == "GET" || req.method == "HEAD")) return json_reply(req.path == "/health" ? health_json(s) : models_json(s));
+  if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs);
+  if (is_get || is_completion) {
+    hdrs.emplace_back("Allow", is_get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+    return reply_error(405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error");
+  }
+  reply_error(404, "no endpoint " + req.method + " " + req.path, "not_found_error");
 }
 
 }  // namespace
@@ -234,9 +352,12 @@ int main(int argc, char** argv) {
     tool::Args args(argc, argv);
     tool::ModelFlags m;
     std::string host = "127.0.0.1", chat_template, alias, api_key;
-    int port = 8080, timeout_s = 600, threads_http = 0;
-    long long max_body_kb = 1024;
-    bool repack = true;
+    std::vector<std::string> cors;
+    int port = 8080;
+    edgellm::http::Limits hl;
+    hl.body_timeout_s = hl.write_timeout_s = 600;
+    long long max_body_kb = 1024, max_header_kb = 32;
+    bool repack = true, strict_model = false, prompt_special = true;
     edgellm::SchedulerParams p;
     p.session.n_ctx = 0;
     p.max_queue = 256;
@@ -252,9 +373,15 @@ int main(int argc, char** argv) {
       else if (f == "--parallel" || f == "-np") p.n_parallel = args.integer32(f, 1, 256);
       else if (f == "--max-queue") p.max_queue = args.integer32(f, 0, 1 << 20);
       else if (f == "--api-key") api_key = args.value(f);
-      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = hl.write_timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--head-timeout-s") hl.head_timeout_s = args.integer32(f, 1, 3600);
+      else if (f == "--idle-timeout-s") hl.idle_timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--max-connections") hl.max_connections = static_cast<size_t>(args.integer32(f, 1, 65536));
+      else if (f == "--max-header-kb") max_header_kb = args.integer(f, 1, 1024);
       else if (f == "--max-body-kb") max_body_kb = args.integer(f, 1, 1 << 20);
-      else if (f == "--threads-http") threads_http = args.integer32(f, 1, 1024);
+      else if (f == "--cors") cors.push_back(args.value(f));
+      else if (f == "--strict-model") strict_model = true;
+      else if (f == "--no-prompt-special") prompt_special = false;
       else if (f == "--alias" || f == "-a") alias = args.value(f);
       else if (f == "--chat-template") chat_template = args.value(f);
       else if (f == "--no-repack") repack = false;
@@ -264,6 +391,21 @@ int main(int argc, char** argv) {
     if (m.path.empty()) edgellm::throw_error("-m MODEL.gguf is required");
     if (host.empty()) edgellm::throw_error("option --host: empty address");
     if (!api_key.empty() && api_key.size() < 8) edgellm::throw_error("option --api-key: use at least 8 characters");
+    for (const std::string& o : cors)
+      if (o != "*" && (o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0))
+        edgellm::throw_error("option --cors: '", o, "' is not an origin (scheme://host[:port], or *)");
+    hl.max_body = static_cast<size_t>(max_body_kb) * 1024;
+    hl.max_head_bytes = static_cast<size_t>(max_header_kb) * 1024;
+    {
+      // Each connection is a descriptor: keep the cap under the process's limit.
+      rlimit rl{};
+      if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64 &&
+          hl.max_connections > rl.rlim_cur - 64) {
+        std::fprintf(stderr, "warning: --max-connections %zu lowered to %zu (open file limit %llu)\n", hl.max_connections,
+                     static_cast<size_t>(rl.rlim_cur - 64), static_cast<unsigned long long>(rl.rlim_cur));
+        hl.max_connections = static_cast<size_t>(rl.rlim_cur - 64);
+      }
+    }
     if (!chat_template.empty()) edgellm::render_chat(chat_template, {}, true);  // an unknown name fails here, naming the known ones
     p.session.n_threads = m.threads;
 
@@ -293,7 +435,12 @@ int main(int argc, char** argv) {
     s.chat_template = chat_template;
     s.model_id = alias;
     s.api_key = api_key;
+    s.host = host;
+    s.cors = cors;
+    s.prompt_special = prompt_special;
     s.limits.model_id = alias;
+    s.limits.strict_model = strict_model;
+    s.limits.n_vocab = cfg.n_vocab;
     s.limits.n_ctx = p.session.n_ctx;
 
     // SIGINT / SIGTERM end the server from a thread of its own (sigwait), not in a signal handler;
@@ -305,55 +452,25 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
-    httplib::Server http;
-    const int n_http = threads_http > 0 ? threads_http : std::max(16, 4 * p.n_parallel);
-    http.new_task_queue = [n_http] { return new httplib::ThreadPool(static_cast<size_t>(n_http)); };
-    http.set_payload_max_length(static_cast<size_t>(max_body_kb) * 1024);
-    http.set_read_timeout(timeout_s, 0);
-    http.set_write_timeout(timeout_s, 0);
-    http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
-      if (req.path == "/health" || authorized(s, req)) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, 401, "Invalid API Key", "authentication_error");
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    // Statuses without a body of ours (404, 405, 413 from httplib) get an OpenAI error object too.
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      if (res.status == 413) send_error(res, 413, "request body is larger than --max-body-kb", "invalid_request_error");
-      else if (res.status == 404) send_error(res, 404, "no endpoint " + req.method + " " + req.path, "not_found_error");
-      else send_error(res, res.status, "HTTP error", "invalid_request_error");
-    });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "internal error";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      send_error(res, 500, what, "server_error");
-    });
-
-    auto json_reply = [](httplib::Response& res, const edgellm::Json& j) { res.set_content(j.dump(), "application/json"); };
-    http.Get("/health", [&](const httplib::Request&, httplib::Response& res) { json_reply(res, health_json(s)); });
-    for (const char* path : {"/v1/models", "/models"})
-      http.Get(path, [&](const httplib::Request&, httplib::Response& res) { json_reply(res, models_json(s)); });
-    for (const char* path : {"/v1/chat/completions", "/chat/completions"})
-      http.Post(path, [&](const httplib::Request& req, httplib::Response& res) { complete(s, Endpoint::Chat, req, res); });
-    for (const char* path : {"/v1/completions", "/completions"})
-      http.Post(path, [&](const httplib::Request& req, httplib::Response& res) { complete(s, Endpoint::Completion, req, res); });
-
-    int bound = port;
-    if (port == 0) bound = http.bind_to_any_port(host);
-    else if (!http.bind_to_port(host, port)) bound = -1;
-    if (bound <= 0) edgellm::throw_error("cannot listen on ", host, ":", port, " (address in use, or not an address of this machine)");
+    edgellm::http::Server http(
+        hl, [&s](const Request& req, Reply& rep) { handle(s, req, rep); },
+        [](const Request& req) {  // completions run on a thread of their own; the rest on the poll thread
+          Endpoint ep;
+          return req.method == "POST" && completion_path(req.path, ep);
+        },
+        [](int status, const std::string& message) {
+          return std::make_pair(std::string("application/json"),
+                                error_json(status, message, status == 413 || status == 415 || status == 431 || status == 400
+                                                                ? "invalid_request_error" : "server_error"));
+        });
+    const int bound = http.bind(host, port);
 
     s.sched->start();
     std::thread signals([&] {
       int sig = 0;
       sigwait(&sigs, &sig);
       std::fprintf(stderr, "edgellm-server: signal %d, stopping\n", sig);
-      http.stop();
+      http.stop();  // closes every connection: the scheduler's probes then cancel the running requests
     });
     signals.detach();
     std::fprintf(stderr, "edgellm-server: model %s (%d layers, vocab %d), chat template %s, context %d per request, "
@@ -363,7 +480,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edgellm-server: listening on http://%s:%d%s\n", host.c_str(), bound,
                  api_key.empty() ? "" : " (API key required)");
     std::fflush(stderr);
-    if (!http.listen_after_bind()) edgellm::throw_error("the HTTP server stopped with an error");
+    if (!http.run()) {  // a request thread still runs: leave without destroying what it uses
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
     s.sched->stop();
     return 0;
   });

@@ -1,5 +1,5 @@
 // Tests for text/chat_template.hpp: the 72 llama.cpp renderings of the shared data byte for byte,
-// template recognition from Jinja sources, names and errors.
+// template recognition from Jinja sources, names and errors; message contents tokenized as text.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,8 +8,11 @@
 #include <sstream>
 #include <string>
 
+#include "edgellm/gguf/reader.hpp"
 #include "edgellm/tools/json.hpp"
 #include "edgellm/text/chat_template.hpp"
+#include "edgellm/text/tokenizer.hpp"
+#include "edgellm/text/vocab.hpp"
 
 #include "test_util.hpp"
 
@@ -147,4 +150,80 @@ TEST_CASE("qwen: Qwen2.5 / Qwen3 templates are ChatML, and Qwen3's <think> block
         "<|im_start|>user\nAnd 1 + 1?<|im_end|>\n"
         "<|im_start|>assistant\n");
   CHECK(edgellm::render_chat("chatml", {msgs[1]}, false) == "<|im_start|>user\nWhat is 12 + 345?<|im_end|>\n");
+}
+
+// A chat's message contents stay text (issue 37): Tokenizer::encode_protected over
+// render_chat_marked() parses the template's markup for control tokens but not what a user
+// wrote. For a template family, on every shared vocabulary: a conversation whose user message
+// holds every control token's text of the vocabulary has exactly as many control tokens as the
+// same conversation with plain text (the markup's), while parsing the whole text special (the
+// old way) would have turned the user's text into control tokens; plain conversations tokenize as
+// before (encode with parse_special).
+namespace {
+
+std::vector<ChatMessage> injection_chat(const std::string& user) {
+  return {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello, how can I help?"}, {"user", user}};
+}
+
+size_t count_control(const edgellm::Tokenizer& tok, const std::vector<int32_t>& ids) {
+  return static_cast<size_t>(std::count_if(ids.begin(), ids.end(), [&](int32_t id) { return tok.is_control(id); }));
+}
+
+void contents_stay_text(const std::string& family) {
+  const std::string dir = std::string(EDGELLM_SHARED_DATA) + "/vocab";
+  EDGELLM_SKIP_WITHOUT(dir + "/ggml-vocab-llama-spm.gguf");
+  size_t n_injections_caught = 0;
+  for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-gpt-2-llama3pre.gguf",
+                           "ggml-vocab-gpt-2-qwen2pre.gguf"}) {
+    CAPTURE(name);
+    const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(edgellm::GgufFile::open(dir + "/" + name)));
+    std::string all_controls;  // every control token's text, e.g. "</s><s>" or "<|im_start|>system..."
+    for (int32_t id : tok.vocab().special_tokens)
+      if (tok.is_control(id)) all_controls += tok.vocab().tokens[static_cast<size_t>(id)] + "system\n";
+    REQUIRE(!all_controls.empty());
+
+    const auto plain = injection_chat("Tell me a joke.");
+    const edgellm::RenderedChat prc = edgellm::render_chat_marked(family, plain, true);
+    CHECK(prc.text == edgellm::render_chat(family, plain, true));
+    const auto plain_ids = tok.encode_protected(prc.text, true, prc.contents);
+    CHECK(plain_ids == tok.encode(prc.text, true, true));  // ordinary text: as before
+
+    const auto inj = injection_chat("Tell me a joke." + all_controls);
+    const edgellm::RenderedChat irc = edgellm::render_chat_marked(family, inj, true);
+    CHECK(irc.text == edgellm::render_chat(family, inj, true));
+    const auto inj_ids = tok.encode_protected(irc.text, true, irc.contents);
+    CHECK(count_control(tok, inj_ids) == count_control(tok, plain_ids));
+    // The user's text is all there, as text: its tokens are more than the plain text's.
+    CHECK(inj_ids.size() > plain_ids.size() + all_controls.size() / 8);
+    const size_t old_way = count_control(tok, tok.encode(irc.text, true, true));
+    CHECK(old_way > count_control(tok, plain_ids));  // what the check above guards against
+    n_injections_caught += old_way > count_control(tok, plain_ids);
+  }
+  CHECK(n_injections_caught == 4);
+}
+
+}  // namespace
+
+TEST_CASE("chat contents stay text: chatml") { contents_stay_text("chatml"); }
+TEST_CASE("chat contents stay text: llama2") { contents_stay_text("llama2"); }
+TEST_CASE("chat contents stay text: llama2-sys") { contents_stay_text("llama2-sys"); }
+TEST_CASE("chat contents stay text: llama3") { contents_stay_text("llama3"); }
+TEST_CASE("chat contents stay text: mistral-v1") { contents_stay_text("mistral-v1"); }
+TEST_CASE("chat contents stay text: mistral-v3") { contents_stay_text("mistral-v3"); }
+TEST_CASE("chat contents stay text: mistral-v7") { contents_stay_text("mistral-v7"); }
+TEST_CASE("chat contents stay text: zephyr") { contents_stay_text("zephyr"); }
+TEST_CASE("chat contents stay text: phi3") { contents_stay_text("phi3"); }
+TEST_CASE("chat contents stay text: gemma") { contents_stay_text("gemma"); }
+TEST_CASE("chat contents stay text: vicuna") { contents_stay_text("vicuna"); }
+TEST_CASE("chat contents stay text: deepseek2") { contents_stay_text("deepseek2"); }
+
+TEST_CASE("chat contents stay text: trimmed contents and empty ones render as before") {
+  for (const auto& name : edgellm::chat_template_names()) {
+    CAPTURE(name);
+    const std::vector<ChatMessage> msgs = {{"system", "  "}, {"user", "  padded  "}, {"assistant", ""}, {"user", "\tx\n"}};
+    const edgellm::RenderedChat rc = edgellm::render_chat_marked(name, msgs, true);
+    CHECK(rc.text == edgellm::render_chat(name, msgs, true));
+    for (const auto& r : rc.contents) CHECK(r.first + r.second <= rc.text.size());
+  }
+  CHECK_THROWS_AS(edgellm::render_chat_marked("chatml", {{"user", std::string("a\xFF")}}, true), Error);
 }

@@ -105,7 +105,13 @@ TEST_CASE("malformed bodies, wrong types and out-of-range values are 400 naming 
   check_refused("{\"prompt\": 5}", P, "prompt");
   check_refused("{\"prompt\": \"\"}", P, "prompt");
   check_refused("{\"prompt\": [1, 2]}", P, "prompt");
-  check_refused("{\"prompt\": \"x\", \"model\": \"gpt-4o\"}", P, "model");
+  check_refused("{\"prompt\": \"x\", \"tools\": [{\"type\": \"function\"}]}", P, "tools");
+  check_refused("{\"prompt\": \"x\", \"tool_choice\": \"required\"}", P, "tool_choice");
+  check_refused("{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_object\"}}", P, "response_format");
+  check_refused("{\"prompt\": \"x\", \"response_format\": \"text\"}", P, "response_format");
+  check_refused("{\"prompt\": \"x\", \"logit_bias\": {\"abc\": 1}}", P, "logit_bias");
+  check_refused("{\"prompt\": \"x\", \"logit_bias\": {\"1\": 101}}", P, "logit_bias");
+  check_refused("{\"prompt\": \"x\", \"logit_bias\": [1]}", P, "logit_bias");
   check_refused("{\"prompt\": \"x\", \"model\": 5}", P, "model");
   check_refused("{\"prompt\": \"x\", \"max_tokens\": 256}", P, "max_tokens");  // beyond the context
   check_refused("{\"prompt\": \"x\", \"max_tokens\": -2}", P, "max_tokens");
@@ -205,4 +211,28 @@ TEST_CASE("responses, stream chunks and errors have OpenAI's shapes") {
   CHECK(e["error"]["code"].as_int() == 401);
   CHECK(e["error"]["type"].as_string() == "authentication_error");
   CHECK(e["error"]["param"].is_null());
+}
+
+TEST_CASE("openai api: any model name is served (as llama-server), --strict-model refuses others with 404") {
+  CHECK(completion(R"({"prompt": "x", "model": "gpt-4o-mini"})").prompt == "x");
+  ApiLimits strict = limits();
+  strict.strict_model = true;
+  CHECK(parse_request(R"({"prompt": "x", "model": "stories260K.gguf"})", Endpoint::Completion, strict).prompt == "x");
+  try {
+    parse_request(R"({"prompt": "x", "model": "gpt-4o-mini"})", Endpoint::Completion, strict);
+    FAIL("accepted another model under strict_model");
+  } catch (const ApiError& e) {
+    CHECK(e.status() == 404);
+    CHECK(e.param() == "model");
+  }
+}
+
+TEST_CASE("openai api: logit_bias, tools and response_format") {
+  const ApiRequest r = completion(R"({"prompt": "x", "logit_bias": {"5": -100, "7": 2.5}, "tools": [], "response_format": {"type": "text"}})");
+  REQUIRE(r.gp.sampler.logit_bias.size() == 2);
+  CHECK(r.gp.sampler.logit_bias[0] == std::make_pair(int32_t(5), -100.0f));
+  CHECK(r.gp.sampler.logit_bias[1] == std::make_pair(int32_t(7), 2.5f));
+  ApiLimits small = limits();
+  small.n_vocab = 6;
+  CHECK_THROWS_AS(parse_request(R"({"prompt": "x", "logit_bias": {"6": 1}})", Endpoint::Completion, small), ApiError);
 }

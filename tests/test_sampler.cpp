@@ -268,3 +268,42 @@ TEST_CASE("sampler: invalid parameters and inputs throw") {
   CHECK_THROWS_AS(s.sample(l, 0), Error);
   CHECK_THROWS_AS(s.sample(l, -5), Error);
 }
+
+TEST_CASE("sampler: logit_bias (OpenAI's): added before the rest, -100 bans") {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f};
+  SamplerParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{1, -100.0f}};
+  Sampler greedy_ban(p);
+  CHECK(greedy_ban.sample(logits.data(), 4) == 2);  // the argmax (1) is banned: next best
+  p.logit_bias = {{3, 2.75f}};                      // 0.5 + 2.75 = 3.25 > 3
+  Sampler greedy_up(p);
+  CHECK(greedy_up.sample(logits.data(), 4) == 3);
+  p.logit_bias = {{1, -100.0f}, {99, 5.0f}};  // an id beyond this row is ignored
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  Sampler dist(p);
+  const std::vector<TokenProb> probs = dist.probabilities(logits.data(), 4);
+  double sum = 0;
+  for (const TokenProb& t : probs) {
+    CHECK(t.id != 1);  // banned: not in the distribution
+    sum += t.p;
+  }
+  CHECK(probs.size() == 3);
+  CHECK(sum == doctest::Approx(1.0).epsilon(1e-6));
+  // The others keep their softmax ratios: p(2) / p(0) = e^(2 - 1).
+  double p0 = 0, p2 = 0;
+  for (const TokenProb& t : probs) {
+    if (t.id == 0) p0 = t.p;
+    if (t.id == 2) p2 = t.p;
+  }
+  CHECK(p2 / p0 == doctest::Approx(std::exp(1.0)).epsilon(1e-5));
+  for (int i = 0; i < 200; ++i) CHECK(dist.sample(logits.data(), 4) != 1);
+  SamplerParams bad;
+  bad.logit_bias = {{-1, 1.0f}};
+  CHECK_THROWS_AS(Sampler::validate(bad), Error);
+  bad.logit_bias = {{0, std::nanf("")}};
+  CHECK_THROWS_AS(Sampler::validate(bad), Error);
+}

@@ -6,11 +6,11 @@ does not stall it (the stream goes on receiving tokens while the prompt is read 
 usage: disconnect.py SERVER MODEL   (exit 77 = skipped)"""
 import json
 import os
-import re
 import socket
-import subprocess
 import sys
 import time
+
+from server_util import fail, ok, start_server
 
 SKIP = 77
 
@@ -21,37 +21,13 @@ def main():
         print(f"skipped: {model} not found")
         return SKIP
     parallel = 2
-    proc = subprocess.Popen([server, "-m", model, "--port", "0", "-t", "1", "--parallel", str(parallel), "-c", "2048",
-                             "--prefill-chunk", "16"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc, port = start_server([server, "-m", model, "--port", "0", "-t", "1", "--parallel", str(parallel), "-c", "2048",
+                               "--prefill-chunk", "16"])
     try:
-        port = None
-        for line in proc.stderr:
-            sys.stderr.write(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-                break
-        if port is None:
-            fail("edgellm-server did not say its port")
         return run(port, parallel)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-failed = False
-
-
-def fail(why):
-    print(f"FAIL: {why}")
-    sys.stdout.flush()
-    raise SystemExit(1)
-
-
-def ok(cond, what):
-    if not cond:
-        fail(what)
-    print(f"ok: {what}")
 
 
 def request_bytes(path, body, keep_alive=False):

@@ -68,8 +68,10 @@ try {
 
   const chatWant = cliText(['--chat', '-p', 'Hi, who are you?', '-n', '40']);
   const messages = [{ role: 'user', content: 'Hi, who are you?' }];
-  const chat = await client.chat.completions.create({ model: path.basename(model), messages, max_tokens: 40, temperature: 0 });
-  eq(chat.choices[0].message.content, chatWant, 'chat completion equals edgellm-cli --chat');
+  // SDKs and apps send OpenAI's model names: the loaded model serves them, and the answer names it.
+  const chat = await client.chat.completions.create({ model: 'gpt-4o-mini', messages, max_tokens: 40, temperature: 0 });
+  eq(chat.choices[0].message.content, chatWant, 'chat completion (model "gpt-4o-mini") equals edgellm-cli --chat');
+  eq(chat.model, path.basename(model), 'the answer names the loaded model');
   eq(chat.choices[0].finish_reason, 'length', 'finish_reason length at max_tokens');
   ok(chat.usage.completion_tokens === 40 && chat.usage.prompt_tokens > 0, 'usage counts the tokens');
   ok(chat.timings && chat.timings.predicted_n === 40 && chat.timings.predicted_per_second > 0, 'timings object');
@@ -131,7 +133,11 @@ try {
   eq(await status(() => noKey.models.list()), 401, 'wrong API key: 401');
   eq((await fetch(`${base}/health`)).status, 200, '/health needs no key');
   eq(await status(() => client.completions.create({ prompt: 'x', temperature: -1 })), 400, 'temperature -1: 400');
-  eq(await status(() => client.completions.create({ prompt: 'x', model: 'gpt-4o' })), 400, 'unknown model: 400');
+  eq(await status(() => client.completions.create({ prompt: 'x', model: 'gpt-4o', max_tokens: 2 })), 200, 'another model name: served by the loaded model');
+  eq(await status(() => client.chat.completions.create({ messages, max_tokens: 2, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] })),
+     400, 'tools: 400 (not supported)');
+  eq(await status(() => client.chat.completions.create({ messages, max_tokens: 2, response_format: { type: 'json_object' } })),
+     400, 'response_format json_object: 400 (not supported)');
   eq(await status(() => client.completions.create({ prompt: 'x', max_tokens: 100000 })), 400, 'max_tokens beyond the context: 400');
   eq(await status(() => client.chat.completions.create({ messages: [{ role: 'wizard', content: 'x' }] })), 400, 'unknown role: 400');
   const raw = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: '{"messages": [', headers: { Authorization: `Bearer ${KEY}` } });

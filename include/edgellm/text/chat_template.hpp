@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgellm/core/error.hpp"
@@ -18,11 +19,19 @@ namespace chat_detail {
 
 inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
-// Leading and trailing whitespace removed (llama.cpp trims in some formats).
+// Bytes that never occur in UTF-8 text: render_chat_marked() wraps each message's content in
+// them to find, after rendering, which bytes came from messages.
+inline constexpr char kContentOpen = '\xFE', kContentClose = '\xFF';
+
+// Leading and trailing whitespace removed (llama.cpp trims in some formats). A marked content
+// is trimmed inside its markers (and is "" when nothing is left, as the unmarked one).
 inline std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
+  const bool marked = e >= 2 && s[0] == kContentOpen && s[e - 1] == kContentClose;
+  if (marked) ++b, --e;
   while (b < e && is_space(s[b])) ++b;
   while (e > b && is_space(s[e - 1])) --e;
+  if (marked) return b == e ? std::string() : kContentOpen + s.substr(b, e - b) + kContentClose;
   return s.substr(b, e - b);
 }
 
@@ -218,6 +227,41 @@ inline std::string render_chat(const std::string& template_name, const std::vect
     throw_error("chat template \"", template_name, "\" is not known; known templates: ", names);
   }
   return e->render(msgs, add_generation_prompt);
+}
+
+// A rendered chat and where the messages' contents are in it (byte offset, length).
+struct RenderedChat {
+  std::string text;
+  std::vector<std::pair<size_t, size_t>> contents;
+};
+
+// render_chat(), also saying which bytes of the text came from message contents, so that the
+// tokenizer can parse the template's markup for control tokens and leave the contents as text
+// (Tokenizer::encode_protected). The text equals render_chat()'s. Throws when a content holds
+// bytes 0xFE / 0xFF (never in UTF-8).
+inline RenderedChat render_chat_marked(const std::string& template_name, const std::vector<ChatMessage>& msgs,
+                                       bool add_generation_prompt) {
+  std::vector<ChatMessage> marked = msgs;
+  for (auto& m : marked) {
+    if (m.content.find_first_of(std::string{chat_detail::kContentOpen, chat_detail::kContentClose}) != std::string::npos)
+      throw_error("a message's content is not UTF-8 text (bytes 0xFE / 0xFF)");
+    if (!m.content.empty()) m.content = chat_detail::kContentOpen + m.content + chat_detail::kContentClose;
+  }
+  const std::string raw = render_chat(template_name, marked, add_generation_prompt);
+  RenderedChat rc;
+  rc.text.reserve(raw.size());
+  size_t open = std::string::npos;
+  for (char c : raw) {
+    if (c == chat_detail::kContentOpen) {
+      open = rc.text.size();
+    } else if (c == chat_detail::kContentClose) {
+      if (open != std::string::npos && rc.text.size() > open) rc.contents.emplace_back(open, rc.text.size() - open);
+      open = std::string::npos;
+    } else {
+      rc.text.push_back(c);
+    }
+  }
+  return rc;
 }
 
 // Recognises a GGUF's tokenizer.chat_template (Jinja source) by the characteristic substrings

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "edgellm/core/error.hpp"
@@ -25,6 +26,8 @@ struct SamplerParams {
   float presence_penalty = 0;   // subtracted once for any token seen in the window
   int penalty_last_n = 64;      // window of accepted tokens; 0: no penalties; -1: all of them
   uint64_t seed = 0x5EED;       // same seed, same logits -> same tokens on every platform
+  // Added to a token's logit before everything else (OpenAI's logit_bias); -100 or below bans it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // One candidate of the final distribution.
@@ -92,6 +95,10 @@ class Sampler {
     EDGELLM_CHECK(std::isfinite(p.presence_penalty), "sampler: presence_penalty must be finite, got ",
                   p.presence_penalty);
     EDGELLM_CHECK(p.penalty_last_n >= -1, "sampler: penalty_last_n must be >= -1, got ", p.penalty_last_n);
+    for (const auto& b : p.logit_bias) {
+      EDGELLM_CHECK(b.first >= 0, "sampler: logit_bias token id must be >= 0, got ", b.first);
+      EDGELLM_CHECK(!std::isnan(b.second), "sampler: logit_bias for token ", b.first, " is NaN");
+    }
   }
 
  private:
@@ -118,6 +125,11 @@ class Sampler {
     for (int i = 0; i < n_vocab; ++i) {
       const float l = logits[i];
       cands_[size_t(i)] = Cand{i, std::isnan(l) ? -std::numeric_limits<float>::infinity() : l};
+    }
+    for (const auto& b : params_.logit_bias) {
+      if (b.first >= n_vocab) continue;
+      float& l = cands_[size_t(b.first)].logit;
+      l = b.second <= -100.0f ? -std::numeric_limits<float>::infinity() : l + b.second;
     }
     apply_penalties(n_vocab);
   }

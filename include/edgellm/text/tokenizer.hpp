@@ -29,36 +29,17 @@ class Tokenizer {
   // parse_special: control tokens written in the text (e.g. "<s>") become their ids; without it
   // only user-defined tokens are matched, as llama.cpp does.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const {
-    std::vector<int32_t> out;
-    const std::vector<Fragment> frags = partition(text, parse_special);
-    if (add_bos && v_.add_bos) out.push_back(v_.bos);
-    if (v_.type == VocabType::Spm) {
-      bool prev_special = true;  // text at the start or after a special token gets the space prefix
-      std::string buf;
-      for (const Fragment& f : frags) {
-        if (f.token != kTokenNull) {
-          out.push_back(f.token);
-          prev_special = true;
-          continue;
-        }
-        buf.clear();
-        if (v_.add_space_prefix && prev_special) buf.push_back(' ');
-        buf.append(text.substr(f.off, f.len));
-        spm::encode(v_, escape_spaces(buf), out);
-        prev_special = false;
-      }
-    } else {
-      for (const Fragment& f : frags) {
-        if (f.token != kTokenNull) {
-          out.push_back(f.token);
-          continue;
-        }
-        for (const std::string& w : bpe::pre_tokenize(text.substr(f.off, f.len), v_.pre_type))
-          bpe::encode_word(v_, w, out);
-      }
-    }
-    if (add_bos && v_.add_eos) out.push_back(v_.eos);
-    return out;
+    return encode_fragments(text, add_bos, partition(text, parse_special, {}));
+  }
+
+  // encode(text, add_bos, parse_special = true), except that control tokens are not matched
+  // where they would overlap a protected byte range (offset, length): there their text is
+  // tokenized as text (user-defined tokens still match, as with parse_special off). For a
+  // rendered chat whose messages' contents are protected: the template's markup is parsed, what
+  // a user wrote is not. Equal to encode() when no protected range holds control-token text.
+  std::vector<int32_t> encode_protected(std::string_view text, bool add_bos,
+                                        const std::vector<std::pair<size_t, size_t>>& protected_ranges) const {
+    return encode_fragments(text, add_bos, partition(text, true, protected_ranges));
   }
 
   // The text of one token (llama_token_to_piece with lstrip 0). Control and unknown tokens are
@@ -109,6 +90,38 @@ class Tokenizer {
     size_t off, len;
   };
 
+  std::vector<int32_t> encode_fragments(std::string_view text, bool add_bos, const std::vector<Fragment>& frags) const {
+    std::vector<int32_t> out;
+    if (add_bos && v_.add_bos) out.push_back(v_.bos);
+    if (v_.type == VocabType::Spm) {
+      bool prev_special = true;  // text at the start or after a special token gets the space prefix
+      std::string buf;
+      for (const Fragment& f : frags) {
+        if (f.token != kTokenNull) {
+          out.push_back(f.token);
+          prev_special = true;
+          continue;
+        }
+        buf.clear();
+        if (v_.add_space_prefix && prev_special) buf.push_back(' ');
+        buf.append(text.substr(f.off, f.len));
+        spm::encode(v_, escape_spaces(buf), out);
+        prev_special = false;
+      }
+    } else {
+      for (const Fragment& f : frags) {
+        if (f.token != kTokenNull) {
+          out.push_back(f.token);
+          continue;
+        }
+        for (const std::string& w : bpe::pre_tokenize(text.substr(f.off, f.len), v_.pre_type))
+          bpe::encode_word(v_, w, out);
+      }
+    }
+    if (add_bos && v_.add_eos) out.push_back(v_.eos);
+    return out;
+  }
+
   void check_id(int32_t id) const {
     if (!v_.valid_id(id)) throw_error("token id ", id, " out of range [0, ", v_.n_tokens(), ")");
   }
@@ -141,7 +154,14 @@ class Tokenizer {
 
   // llama.cpp's tokenizer_st_partition: special tokens, longest first, cut the raw fragments;
   // strip flags eat the whitespace next to a token.
-  std::vector<Fragment> partition(std::string_view text, bool parse_special) const {
+  // A control token is not matched where it overlaps a protected range (offset, length).
+  std::vector<Fragment> partition(std::string_view text, bool parse_special,
+                                  const std::vector<std::pair<size_t, size_t>>& protected_ranges) const {
+    auto is_protected = [&](size_t b, size_t e) {
+      for (const auto& r : protected_ranges)
+        if (b < r.first + r.second && r.first < e) return true;
+      return false;
+    };
     std::vector<Fragment> frags;
     if (text.empty()) return frags;
     frags.push_back({kTokenNull, 0, text.size()});
@@ -157,8 +177,11 @@ class Tokenizer {
           continue;
         }
         size_t off = f.off, len = f.len;
+        const bool control = (attr & (token_attr::kControl | token_attr::kUnknown)) != 0;
         while (len > 0) {
-          const size_t m = text.substr(0, off + len).find(tok, off);
+          size_t m = text.substr(0, off + len).find(tok, off);
+          while (control && m != std::string_view::npos && is_protected(m, m + tok.size()))
+            m = text.substr(0, off + len).find(tok, m + 1);
           if (m == std::string_view::npos) {
             next.push_back({kTokenNull, off, len});
             break;

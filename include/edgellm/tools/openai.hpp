@@ -54,7 +54,9 @@ enum class Endpoint { Chat, Completion };
 
 // What the server needs to check a request against.
 struct ApiLimits {
-  std::string model_id;          // the one model served ("model" must be absent or this)
+  std::string model_id;          // the one model served (any "model" is served by it, as llama-server does)
+  bool strict_model = false;     // refuse a "model" other than model_id (404, as OpenAI for an unknown model)
+  int n_vocab = 0;               // logit_bias token ids must be below this (0: not checked)
   int n_ctx = 2048;              // tokens per sequence
   int max_stop = 16;             // stop strings per request
   int max_n_probs = 20;
@@ -149,6 +151,21 @@ inline void parse_stop(const Json& v, const ApiLimits& lim, std::vector<std::str
   }
 }
 
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token.
+inline void parse_logit_bias(const Json& v, const ApiLimits& lim, std::vector<std::pair<int32_t, float>>& out) {
+  if (!v.is_object()) throw bad("logit_bias", std::string("'logit_bias' must be an object of token id -> bias, got ") + kind_name(v));
+  for (const auto& kv : v.as_object()) {
+    const std::string& key = kv.first;
+    if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+      throw bad("logit_bias", "'logit_bias' keys must be token ids, got '" + key + "'");
+    const long id = std::stol(key);
+    if (lim.n_vocab > 0 && id >= lim.n_vocab)
+      throw bad("logit_bias", "'logit_bias' token id " + key + " is not in the vocabulary of " + std::to_string(lim.n_vocab));
+    const double b = number_in(kv.second, "logit_bias", -100, 100);
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+}
+
 }  // namespace detail
 
 // Parses and checks a request body. Throws ApiError (400) naming the parameter for malformed JSON,
@@ -180,11 +197,24 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
   if (const Json* m = j.find("model")) {
     if (!m->is_null()) {
       const std::string& name = string(*m, "model");
-      if (name != lim.model_id)
-        throw ApiError(400, "model '" + name + "' is not served here (GET /v1/models lists '" + lim.model_id + "')",
+      if (lim.strict_model && name != lim.model_id)
+        throw ApiError(404, "model '" + name + "' is not served here (GET /v1/models lists '" + lim.model_id + "')",
                        "invalid_request_error", "model");
     }
   }
+  // Fields this server cannot honour are refused rather than silently ignored.
+  for (const char* key : {"tools", "functions", "tool_choice", "function_call"}) {
+    const Json* v = j.find(key);
+    if (!v || v->is_null() || (v->is_array() && v->size() == 0)) continue;
+    if (v->is_string() && (v->as_string() == "none")) continue;
+    throw bad(key, std::string("'") + key + "' is not supported: this server does not call tools");
+  }
+  if (const Json* v = j.find("response_format"); v && !v->is_null()) {
+    const Json* t = v->is_object() ? v->find("type") : nullptr;
+    if (!t || !t->is_string() || t->as_string() != "text")
+      throw bad("response_format", "'response_format' other than {\"type\": \"text\"} is not supported (no JSON mode or schemas)");
+  }
+  if (const Json* v = j.find("logit_bias"); v && !v->is_null()) parse_logit_bias(*v, lim, r.gp.sampler.logit_bias);
   if (endpoint == Endpoint::Chat) {
     const Json* msgs = j.find("messages");
     if (!msgs) throw bad("messages", "'messages' is required");
@@ -236,6 +266,16 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
 // The prompt text: the chat rendered with the template (assistant turn opened), or the raw prompt.
 inline std::string prompt_text(const ApiRequest& r, const std::string& chat_template) {
   return r.endpoint == Endpoint::Chat ? render_chat(chat_template, r.messages, true) : r.prompt;
+}
+
+// The prompt's tokens. A chat: the template's markup becomes control tokens, the messages'
+// contents stay text (a "</s>" a user writes is the tokens of those four characters, not EOS).
+// A raw prompt: control-token text becomes the token when prompt_special (llama-server's way).
+inline std::vector<int32_t> prompt_tokens(const ApiRequest& r, const std::string& chat_template, const Tokenizer& tok,
+                                          bool prompt_special) {
+  if (r.endpoint != Endpoint::Chat) return tok.encode(r.prompt, tok.add_bos(), prompt_special);
+  const RenderedChat rc = render_chat_marked(chat_template, r.messages, true);
+  return tok.encode_protected(rc.text, tok.add_bos(), rc.contents);
 }
 
 // 400 when the tokenized prompt and max_tokens do not fit the context together.

@@ -1,0 +1,29 @@
+"""Helpers shared by the edgellm-server test scripts (python3's standard library only)."""
+import re
+import subprocess
+import sys
+
+
+def fail(why):
+    print(f"FAIL: {why}")
+    sys.stdout.flush()
+    raise SystemExit(1)
+
+
+def ok(cond, what):
+    if not cond:
+        fail(what)
+    print(f"ok: {what}")
+    sys.stdout.flush()
+
+
+def start_server(cmd):
+    """Starts edgellm-server (cmd, with --port 0); returns (process, port) once it says its port."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    proc.wait(timeout=30)
+    fail("edgellm-server did not say its port")
