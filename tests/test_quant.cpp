@@ -253,7 +253,7 @@ TEST_CASE("dispatch: supported types, function pointers, and errors that name th
     CHECK(can_dequantize(t));
     CHECK(can_quantize(t));
   }
-  CHECK_FALSE(can_dequantize(DType::IQ2_XXS));
+  CHECK_FALSE(can_dequantize(DType::MXFP4));
   CHECK_FALSE(can_quantize(DType::I32));
   std::vector<float> x(256, 1.0f), y(256);
   std::vector<uint8_t> buf(4096);

@@ -9,6 +9,7 @@
 #include "edgellm/core/error.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/quantize.hpp"
+#include "edgellm/quant/ref_iquants.hpp"
 #include "edgellm/quant/ref_kquants.hpp"
 #include "edgellm/quant/ref_legacy.hpp"
 
@@ -50,12 +51,23 @@ inline DequantizeRowFn dequantize_row_fn(DType t) {
     case DType::Q5_K: return dequantize_erased<block_q5_K, dequantize_row_q5_K>;
     case DType::Q6_K: return dequantize_erased<block_q6_K, dequantize_row_q6_K>;
     case DType::Q8_K: return dequantize_erased<block_q8_K, dequantize_row_q8_K>;
+    case DType::IQ2_XXS: return dequantize_erased<block_iq2_xxs, dequantize_row_iq2_xxs>;
+    case DType::IQ2_XS: return dequantize_erased<block_iq2_xs, dequantize_row_iq2_xs>;
+    case DType::IQ2_S: return dequantize_erased<block_iq2_s, dequantize_row_iq2_s>;
+    case DType::IQ3_XXS: return dequantize_erased<block_iq3_xxs, dequantize_row_iq3_xxs>;
+    case DType::IQ3_S: return dequantize_erased<block_iq3_s, dequantize_row_iq3_s>;
+    case DType::IQ1_S: return dequantize_erased<block_iq1_s, dequantize_row_iq1_s>;
+    case DType::IQ1_M: return dequantize_erased<block_iq1_m, dequantize_row_iq1_m>;
+    case DType::IQ4_NL: return dequantize_erased<block_iq4_nl, dequantize_row_iq4_nl>;
+    case DType::IQ4_XS: return dequantize_erased<block_iq4_xs, dequantize_row_iq4_xs>;
+    case DType::TQ1_0: return dequantize_erased<block_tq1_0, dequantize_row_tq1_0>;
+    case DType::TQ2_0: return dequantize_erased<block_tq2_0, dequantize_row_tq2_0>;
     default: return nullptr;
   }
 }
 
 // The reference row quantizer of t (the quality one for weight types, the activation rule for
-// q8_0 / q8_1 / q8_K), or nullptr when there is none.
+// q8_0 / q8_1 / q8_K), or nullptr when there is none (the i-quant and ternary types for now).
 inline QuantizeRowFn quantize_row_fn(DType t) {
   using namespace detail;
   switch (t) {

@@ -2,6 +2,7 @@
 #pragma once
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/scalar/dot.hpp"
+#include "edgellm/kernels/scalar/dot_iquants.hpp"
 #include "edgellm/kernels/scalar/float_ops.hpp"
 #include "edgellm/quant/ref.hpp"
 
@@ -21,6 +22,13 @@ inline void register_ref_kernels(KernelTable& t) {
       {DType::Q5_K, vec_dot_q5_K_q8_K_ref, DType::Q8_K}, {DType::Q6_K, vec_dot_q6_K_q8_K_ref, DType::Q8_K},
       {DType::F32, vec_dot_f32_f32_ref, DType::F32},     {DType::F16, vec_dot_f16_f32_ref, DType::F32},
       {DType::BF16, vec_dot_bf16_f32_ref, DType::F32},
+      // i-quants and ternary types
+      {DType::IQ2_XXS, vec_dot_iq2_xxs_q8_K_ref, DType::Q8_K}, {DType::IQ2_XS, vec_dot_iq2_xs_q8_K_ref, DType::Q8_K},
+      {DType::IQ2_S, vec_dot_iq2_s_q8_K_ref, DType::Q8_K},     {DType::IQ3_XXS, vec_dot_iq3_xxs_q8_K_ref, DType::Q8_K},
+      {DType::IQ3_S, vec_dot_iq3_s_q8_K_ref, DType::Q8_K},     {DType::IQ1_S, vec_dot_iq1_s_q8_K_ref, DType::Q8_K},
+      {DType::IQ1_M, vec_dot_iq1_m_q8_K_ref, DType::Q8_K},     {DType::IQ4_NL, vec_dot_iq4_nl_q8_0_ref, DType::Q8_0},
+      {DType::IQ4_XS, vec_dot_iq4_xs_q8_K_ref, DType::Q8_K},   {DType::TQ1_0, vec_dot_tq1_0_q8_K_ref, DType::Q8_K},
+      {DType::TQ2_0, vec_dot_tq2_0_q8_K_ref, DType::Q8_K},
   };
   for (const Entry& e : entries) {
     TypeKernels& k = t.of(e.type);
