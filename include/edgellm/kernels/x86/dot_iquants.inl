@@ -55,15 +55,6 @@ inline __m256 iq_finish(__m256i isum, float d, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
 }
 
-// 16 4-bit scales (byte k: low nibble 2k, high nibble 2k + 1) as 2 * s + 1 in GroupScales16, whose
-// pair<k> puts scale 2k under weights 0..15 of vector k and 2k + 1 under 16..31.
-inline GroupScales16 odd_scales16(const uint8_t* sc) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-  return GroupScales16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
-}
-
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -74,6 +65,17 @@ inline uint64_t load_u64(const void* p) {
   std::memcpy(&v, p, 8);
   return v;
 }
+
+// 16 4-bit scales (byte k: low nibble 2k, high nibble 2k + 1) as 2 * s + 1 in GroupScales16, whose
+// pair<k> puts scale 2k under weights 0..15 of vector k and 2k + 1 under 16..31.
+inline GroupScales16 odd_scales16_of(uint64_t nibbles) {
+  const __m128i b = _mm_cvtsi64_si128(int64_t(nibbles));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+  return GroupScales16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
+}
+inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(load_u64(sc)); }
+
 
 // IQ2_XXS: per vector a uint64: 4 grid indexes (bytes), 4 x 7 sign bits, a 4-bit scale. / 8.
 struct FmtIQ2_XXS {
@@ -218,22 +220,34 @@ struct FmtIQ1_M {
   using Block = block_iq1_m;
   using ActBlock = block_q8_K;
   static constexpr int kBlock = QK_K;
+  // The 16 3-bit scales (word w: scales 4w .. 4w + 3 in bits 0..11) repacked one a nibble, as
+  // odd_scales16 reads them.
+  static uint64_t scale_nibbles(uint64_t sc) {
+    uint64_t r = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint64_t v = (sc >> (16 * w)) & 0xFFF;
+      r |= ((v & 7) | ((v & 0x38) << 1) | ((v & 0x1C0) << 2) | ((v & 0xE00) << 3)) << (16 * w);
+    }
+    return r;
+  }
   struct Ctx {
     uint64_t sc;  // the 4 scale words
-    explicit Ctx(const Block& x) : sc(load_u64(x.scales)) {}
+    GroupScales16 ls;
+    explicit Ctx(uint64_t words) : sc(words), ls(odd_scales16_of(scale_nibbles(words))) {}
   };
-  static uint64_t delta8(uint32_t bit) { return 0x0101010101010101ull | (uint64_t(0) - bit); }
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
     const uint8_t* q = x.qs + 4 * k;
     const uint32_t h = load_u16(x.qh + 2 * k);
     const __m256i grid = set_u64x4(iq1s_grid[q[0] | ((h << 8) & 0x700)], iq1s_grid[q[1] | ((h << 4) & 0x700)],
                                    iq1s_grid[q[2] | (h & 0x700)], iq1s_grid[q[3] | ((h >> 4) & 0x700)]);
-    const __m256i delta = set_u64x4(delta8((h >> 3) & 1), delta8((h >> 7) & 1), delta8((h >> 11) & 1), delta8(h >> 15));
-    const uint32_t s = uint32_t(c.sc >> (16 * (k / 2) + 6 * (k & 1)));
-    const __m256i scale16 = _mm256_set_m128i(_mm_set1_epi16(short(2 * ((s >> 3) & 7) + 1)),
-                                             _mm_set1_epi16(short(2 * (s & 7) + 1)));
-    return signed_dot_scaled(iq1_weights(grid, delta), y.qs + 32 * k, scale16);
+    // delta sign of 8 weights l: bit 3 (l even) or 7 of qh byte l / 2, spread over the group's bytes
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(h)),
+                                               _mm256_set_epi64x(0x0101010101010101, 0x0101010101010101, 0, 0));
+    const __m256i bit = _mm256_set_epi64x(int64_t(0x8080808080808080ull), 0x0808080808080808,
+                                          int64_t(0x8080808080808080ull), 0x0808080808080808);
+    const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
+    return signed_dot_scaled(iq1_weights(grid, delta), y.qs + 32 * k, c.ls.template pair<k>());
   }
   static float scale(uint64_t sc) {
     const uint64_t top = sc & 0xF000F000F000F000ull;  // the F16 scale's nibbles, low first
@@ -241,7 +255,7 @@ struct FmtIQ1_M {
     return fp16_to_fp32(h);
   }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const Ctx c(x);
+    const Ctx c(load_u64(x.scales));
     return iq_finish(iq_block_sum<FmtIQ1_M>(x, y, c), 0.125f * scale(c.sc) * y.d, acc);
   }
 };
@@ -349,25 +363,38 @@ struct FmtTQ1_0 {
 
 }  // namespace xs
 
-// vec_dot (VecDotFn) and vec_dot_rows (VecDotRowsFn) of each type.
-inline constexpr int kRowsIQuantX86 = 4;
-#define EDGELLM_X86_IQ_DOT(name, Fmt)                                                                          \
+// vec_dot (VecDotFn) and vec_dot_rows (VecDotRowsFn) of each type, the latter in groups of R rows
+// sharing the activation loads. The grid types take R = 1 (a row at a time, two blocks in flight):
+// their cost is the table lookups, and with more rows in flight g++ 12 spills (kernel timings on the
+// EPYC, 2048 x 2048: IQ3_S 376 us a row at a time against 465 in groups of 4, IQ4_XS 149 against
+// 179); TQ2_0, all arithmetic, takes R = 4 (55 against 70 us).
+template <class Fmt, int R>
+inline void iq_dot_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+  if constexpr (R == 1) {
+    for (int r = 0; r < nrows; ++r)
+      out[r] = xs::dot_row_x86<Fmt>(n / Fmt::kBlock, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
+  } else {
+    xs::dot_rows_grouped_x86<Fmt, R>(n, out, nrows, w, w_stride, a);
+  }
+}
+#define EDGELLM_X86_IQ_DOT(name, Fmt, R)                                                                       \
+  inline constexpr int kRows_##name##_x86 = R;                                                                \
   inline float vec_dot_##name##_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
     return xs::dot_row_x86<xs::Fmt>(n / xs::Fmt::kBlock, w, a);                                              \
   }                                                                                                           \
   inline void vec_dot_rows_##name##_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,        \
                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {                   \
-    xs::dot_rows_grouped_x86<xs::Fmt, kRowsIQuantX86>(n, out, nrows, w, w_stride, a);                        \
+    iq_dot_rows<xs::Fmt, R>(n, out, nrows, w, w_stride, a);                                                  \
   }
-EDGELLM_X86_IQ_DOT(iq2_xxs_q8_K, FmtIQ2_XXS)
-EDGELLM_X86_IQ_DOT(iq2_xs_q8_K, FmtIQ2_XS)
-EDGELLM_X86_IQ_DOT(iq2_s_q8_K, FmtIQ2_S)
-EDGELLM_X86_IQ_DOT(iq3_xxs_q8_K, FmtIQ3_XXS)
-EDGELLM_X86_IQ_DOT(iq3_s_q8_K, FmtIQ3_S)
-EDGELLM_X86_IQ_DOT(iq1_s_q8_K, FmtIQ1_S)
-EDGELLM_X86_IQ_DOT(iq1_m_q8_K, FmtIQ1_M)
-EDGELLM_X86_IQ_DOT(iq4_xs_q8_K, FmtIQ4_XS)
-EDGELLM_X86_IQ_DOT(iq4_nl_q8_0, FmtIQ4_NL)
-EDGELLM_X86_IQ_DOT(tq1_0_q8_K, FmtTQ1_0)
-EDGELLM_X86_IQ_DOT(tq2_0_q8_K, FmtTQ2_0)
+EDGELLM_X86_IQ_DOT(iq2_xxs_q8_K, FmtIQ2_XXS, 1)
+EDGELLM_X86_IQ_DOT(iq2_xs_q8_K, FmtIQ2_XS, 1)
+EDGELLM_X86_IQ_DOT(iq2_s_q8_K, FmtIQ2_S, 1)
+EDGELLM_X86_IQ_DOT(iq3_xxs_q8_K, FmtIQ3_XXS, 1)
+EDGELLM_X86_IQ_DOT(iq3_s_q8_K, FmtIQ3_S, 1)
+EDGELLM_X86_IQ_DOT(iq1_s_q8_K, FmtIQ1_S, 1)
+EDGELLM_X86_IQ_DOT(iq1_m_q8_K, FmtIQ1_M, 1)
+EDGELLM_X86_IQ_DOT(iq4_xs_q8_K, FmtIQ4_XS, 1)
+EDGELLM_X86_IQ_DOT(iq4_nl_q8_0, FmtIQ4_NL, 1)
+EDGELLM_X86_IQ_DOT(tq1_0_q8_K, FmtTQ1_0, 1)
+EDGELLM_X86_IQ_DOT(tq2_0_q8_K, FmtTQ2_0, 4)
 #undef EDGELLM_X86_IQ_DOT
