@@ -222,6 +222,62 @@ TEST_CASE("qwen: logits and greedy tokens match llama.cpp on every qwen2 / qwen3
   check_reference_folder("qwen/");
 }
 
+// The i-quant and ternary files (llama-quantize with an importance matrix; ../shared/data/README.md):
+// IQ1_S ... IQ4_XS, TQ1_0, TQ2_0, and the K-quant mixes made with the same matrix.
+TEST_CASE("iq: logits and greedy tokens match llama.cpp on every i-quant / ternary reference file") {
+  check_reference_folder("iq/");
+}
+
+// The same files with their matrices streamed from storage under a memory budget: bit for bit the
+// resident model's logits on each reference's prompt and greedy tokens. These files are too small
+// to stream (the stream's read buffers alone exceed their matrices), so each is run with its layers
+// repeated kRepeat times (blk.l of the copy = blk.(l % n_layer) of the file): the same i-quant
+// rows, in a model large enough that about half its matrices stream. The prompt and the first
+// kSteps greedy tokens (decode GEMVs) keep it to ~1/3 of the case above's time under qemu.
+TEST_CASE("iq: streamed matrices give the resident logits bit for bit on every i-quant / ternary file") {
+  constexpr int kRepeat = 4, kSteps = 4;
+  const auto files = reference_files("iq/");
+  if (files.empty()) EDGELLM_SKIP("no shared data at ", kData, "/iq/");
+  for (const auto& name : files) {
+    if (name.find(".p1.") == std::string::npos) continue;  // one prompt per model
+    CAPTURE(name);
+    const Json ref = Json::parse(read_file(kData + "/iq/reference/" + name));
+    const GgufFile src = GgufFile::open(kData + "/iq/models/" + name.substr(0, name.find(".p")) + ".gguf");
+    const int n_layer = LlamaConfig::from_gguf(src).n_layer;
+    GgufWriter w;
+    w.copy_metadata(src);
+    w.set_u32("llama.block_count", uint32_t(n_layer * kRepeat));
+    for (const auto& t : src.tensors()) {
+      if (t.name.compare(0, 4, "blk.") != 0) {
+        w.add_tensor(t.name, t.type, t.shape(), t.data);
+        continue;
+      }
+      const size_t dot = t.name.find('.', 4);
+      const int l = std::stoi(t.name.substr(4, dot - 4));
+      for (int k = 0; k < kRepeat; ++k)
+        w.add_tensor("blk." + std::to_string(l + k * n_layer) + t.name.substr(dot), t.type, t.shape(), t.data);
+    }
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    std::vector<int32_t> prompt, greedy;
+    for (const Json& t : ref["prompt_tokens"].as_array()) prompt.push_back(static_cast<int32_t>(t.as_int()));
+    for (const Json& t : ref["greedy_tokens"].as_array()) greedy.push_back(static_cast<int32_t>(t.as_int()));
+    const size_t n_rows = prompt.size() + std::min<size_t>(greedy.size(), kSteps + 1) - 1;
+    LoadOptions o;
+    o.plan.n_ctx = static_cast<int>(n_rows) + 1;
+    o.plan.n_threads = 2;
+    o.mem_budget = UINT64_MAX;
+    const LlamaModel resident(GgufFile::from_bytes(bytes, "repeated.gguf"), o);
+    const std::vector<std::vector<float>> want = our_rows(resident, prompt, greedy, n_rows);
+    const ResidencyPlan& rp = resident.residency();
+    o.mem_budget = rp.kv + rp.scratch + rp.weights / 2;
+    const LlamaModel streamed(GgufFile::from_bytes(bytes, "repeated.gguf"), o);
+    REQUIRE(streamed.weight_stream() != nullptr);
+    CHECK(streamed.residency().streamed > 0);
+    CHECK(streamed.residency().resident > 0);
+    CHECK(our_rows(streamed, prompt, greedy, n_rows) == want);
+  }
+}
+
 TEST_CASE("a batch gives the same logits as feeding tokens one by one") {
   const std::string path = kData + "/models/stories260K.gguf";
   EDGELLM_SKIP_WITHOUT(path);
@@ -325,6 +381,31 @@ TEST_CASE("qwen: a missing bias or Q/K norm, or an unknown architecture, is an E
     CHECK(worst > 0);  // the cache really stored another type
     CHECK(worst <= (t == DType::F16 ? 0.005 : 0.02) * amax);
   }
+}
+
+TEST_CASE("a matrix or embedding of a type we do not compute (mxfp4) is one Error naming the tensor and type") {
+  const GgufFile src = GgufFile::from_bytes(build_synthetic_gguf(synthetic_preset("tiny"), DType::Q8_0), "tiny.gguf");
+  // The file with `name` stored as mxfp4 (zero blocks: the type, not the values, is refused).
+  auto as_mxfp4 = [&](const std::string& name) {
+    GgufWriter w;
+    w.copy_metadata(src);
+    std::vector<uint8_t> zeros;
+    for (const auto& t : src.tensors()) {
+      if (t.name != name) {
+        w.add_tensor(t.name, t.type, t.shape(), t.data);
+        continue;
+      }
+      zeros.assign(dtype_row_bytes(DType::MXFP4, t.n_elements()), 0);
+      w.add_tensor(t.name, DType::MXFP4, t.shape(), zeros.data());
+    }
+    return GgufFile::from_bytes(w.to_bytes(), "mxfp4.gguf");
+  };
+  const std::string matrix = message_of([&] { LlamaModel m(as_mxfp4("blk.1.ffn_down.weight")); });
+  CHECK(matrix.find("'blk.1.ffn_down.weight' has type mxfp4") != std::string::npos);
+  CHECK(matrix.find("cannot multiply") != std::string::npos);
+  const std::string embd = message_of([&] { LlamaModel m(as_mxfp4("token_embd.weight")); });
+  CHECK(embd.find("'token_embd.weight' has type mxfp4") != std::string::npos);
+  CHECK(embd.find("cannot be dequantized") != std::string::npos);
 }
 
 TEST_CASE("bad models and bad batches give Error, and the cache is left as it was") {
