@@ -251,3 +251,18 @@ TEST_CASE("iq4_nl / tq2_0: hand-made blocks dequantize to their table values") {
   dequantize_row_tq2_0(&t, z, QK_K);
   for (int i = 0; i < QK_K; ++i) CHECK(z[i] == float((i % 128) / 32 - 1));
 }
+
+#if EDGELLM_HAS_X86_KERNELS
+TEST_CASE("i-quants: every x86 level this CPU runs has its own kernels for the 11 types") {
+  for (Isa isa : available_isas()) {
+    if (isa == Isa::Ref) continue;
+    const KernelTable t = make_kernel_table(isa);
+    for (DType wt : kIqTypes) {
+      const std::string type_s = dtype_name(wt);
+      CAPTURE(type_s);
+      CHECK(std::string(t.of(wt).variant) == isa_name(isa));
+      CHECK(static_cast<bool>(t.of(wt).vec_dot_rows));
+    }
+  }
+}
+#endif

@@ -71,16 +71,20 @@ inline __m256i nibbles_to_bytes32(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// Bit j of a little-endian 32-bit mask -> byte j all ones (0xFF) or 0.
+inline __m256i bits_to_bytes_mask(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
 // Bit j of a little-endian 32-bit mask -> byte j set to 0x10 (the fifth bit of q5 quants) or 0.
 inline __m256i bits_to_0x10(const uint8_t* qh_bytes) {
   uint32_t qh;
   __builtin_memcpy(&qh, qh_bytes, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(int(qh)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+  return _mm256_and_si256(bits_to_bytes_mask(qh), _mm256_set1_epi8(0x10));
 }
 
 // Drives a per-block kernel `__m256 Fmt::block(const Block& w, const ActBlock& a, __m256 acc)`

@@ -27,6 +27,7 @@ namespace EDGELLM_X86_LEVEL_NS {
 #include "edgellm/kernels/x86/dot_float.inl"
 #include "edgellm/kernels/x86/dot_legacy.inl"
 #include "edgellm/kernels/x86/dot_kquants.inl"
+#include "edgellm/kernels/x86/dot_iquants.inl"
 #include "edgellm/kernels/x86/kv_ops.inl"
 #include "edgellm/kernels/x86/float_ops.inl"
 #include "edgellm/kernels/x86/gemm_u8.inl"
@@ -55,6 +56,17 @@ inline void register_x86_kernels(KernelTable& t) {
       {DType::Q4_K, vec_dot_q4_K_q8_K_x86, vec_dot_rows_q4_K_q8_K_x86, kRowsKQuantX86},
       {DType::Q5_K, vec_dot_q5_K_q8_K_x86, vec_dot_rows_q5_K_q8_K_x86, kRowsKQuantX86},
       {DType::Q6_K, vec_dot_q6_K_q8_K_x86, vec_dot_rows_q6_K_q8_K_x86, kRowsKQuantX86},
+      {DType::IQ2_XXS, vec_dot_iq2_xxs_q8_K_x86, vec_dot_rows_iq2_xxs_q8_K_x86, kRows_iq2_xxs_q8_K_x86},
+      {DType::IQ2_XS, vec_dot_iq2_xs_q8_K_x86, vec_dot_rows_iq2_xs_q8_K_x86, kRows_iq2_xs_q8_K_x86},
+      {DType::IQ2_S, vec_dot_iq2_s_q8_K_x86, vec_dot_rows_iq2_s_q8_K_x86, kRows_iq2_s_q8_K_x86},
+      {DType::IQ3_XXS, vec_dot_iq3_xxs_q8_K_x86, vec_dot_rows_iq3_xxs_q8_K_x86, kRows_iq3_xxs_q8_K_x86},
+      {DType::IQ3_S, vec_dot_iq3_s_q8_K_x86, vec_dot_rows_iq3_s_q8_K_x86, kRows_iq3_s_q8_K_x86},
+      {DType::IQ1_S, vec_dot_iq1_s_q8_K_x86, vec_dot_rows_iq1_s_q8_K_x86, kRows_iq1_s_q8_K_x86},
+      {DType::IQ1_M, vec_dot_iq1_m_q8_K_x86, vec_dot_rows_iq1_m_q8_K_x86, kRows_iq1_m_q8_K_x86},
+      {DType::IQ4_XS, vec_dot_iq4_xs_q8_K_x86, vec_dot_rows_iq4_xs_q8_K_x86, kRows_iq4_xs_q8_K_x86},
+      {DType::IQ4_NL, vec_dot_iq4_nl_q8_0_x86, vec_dot_rows_iq4_nl_q8_0_x86, kRows_iq4_nl_q8_0_x86},
+      {DType::TQ1_0, vec_dot_tq1_0_q8_K_x86, vec_dot_rows_tq1_0_q8_K_x86, kRows_tq1_0_q8_K_x86},
+      {DType::TQ2_0, vec_dot_tq2_0_q8_K_x86, vec_dot_rows_tq2_0_q8_K_x86, kRows_tq2_0_q8_K_x86},
       {DType::F32, vec_dot_f32_f32_x86, vec_dot_rows_f32_f32_x86, 4},
       {DType::F16, vec_dot_f16_f32_x86, vec_dot_rows_f16_f32_x86, 4},
       {DType::BF16, vec_dot_bf16_f32_x86, vec_dot_rows_bf16_f32_x86, 4},

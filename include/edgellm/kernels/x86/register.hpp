@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "edgellm/core/dtype.hpp"
@@ -27,6 +28,7 @@
 #include "edgellm/kernels/x86/cpu.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/iq_tables.hpp"
 #include "edgellm/quant/scales.hpp"
 
 #define EDGELLM_PRAGMA_(...) _Pragma(#__VA_ARGS__)

@@ -1,0 +1,400 @@
+// x86 (AVX2; the VNNI and AVX-512 levels compile the same code) dot products of the i-quants and
+// ternary types against Q8_K activations (IQ4_NL: Q8_0), single-row and multi-row. The integer sums
+// are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact, only
+// the order of the float additions of block results differs.
+//
+// A block is 8 vectors of 32 weights. Grid types look up each vector's points (8-weight uint64 or
+// 4-weight uint32 magnitudes), apply the signs to the activation (vpsignb: q8_K never holds -128)
+// and take the u8 x s8 dot with the sub-block scales folded into the int16 madd (dot_u8s8_scaled).
+// IQ1_S / IQ1_M fold the +-1/8 shift into the weight: 8 * (grid + delta / 8) is an integer in
+// [-9, 9], so the block's sum is (8 * sumi + sumi_delta) / 8, exactly the reference's
+// sumi + IQ1*_DELTA * sumi_delta in float.
+
+namespace xs {
+
+// Vectors K... of a block summed: Fmt::vec<k>(x, y, ctx) is vector k's int32 partial sums. Two
+// chains, so consecutive vectors do not wait on each other's add.
+template <class Fmt, size_t... K>
+inline __m256i iq_block_sum(const typename Fmt::Block& x, const block_q8_K& y, const typename Fmt::Ctx& c,
+                            std::index_sequence<K...>) {
+  __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  ((s[K & 1] = _mm256_add_epi32(s[K & 1], Fmt::template vec<int(K)>(x, y, c))), ...);
+  return _mm256_add_epi32(s[0], s[1]);
+}
+template <class Fmt>
+inline __m256i iq_block_sum(const typename Fmt::Block& x, const block_q8_K& y, const typename Fmt::Ctx& c) {
+  return iq_block_sum<Fmt>(x, y, c, std::make_index_sequence<QK_K / 32>{});
+}
+
+// The IQ2 / IQ3_XXS sign patterns (ksigns_iq2xs) as 8 bytes of +1 / -1, by the 7 stored bits.
+inline constexpr IqGrid<uint64_t, 128> kSignsPm1 = [] {
+  IqGrid<uint64_t, 128> g{};
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 8; ++j) g.v[i] |= uint64_t((ksigns_iq2xs[size_t(i)] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+  return g;
+}();
+
+inline __m256i set_u64x4(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3) {
+  return _mm256_set_epi64x(int64_t(a3), int64_t(a2), int64_t(a1), int64_t(a0));
+}
+// Four sign bytes (bit j of byte k: weight 8k + j is negative) -> 32 bytes of +1 / -1.
+inline __m256i signs_pm1(const uint8_t* s) {
+  uint32_t bits;
+  std::memcpy(&bits, s, 4);
+  return _mm256_or_si256(bits_to_bytes_mask(bits), _mm256_set1_epi8(1));
+}
+// sum magnitudes * (y with the signs pm1), pairs scaled by scale16's int16 lanes.
+inline __m256i signed_grid_dot(__m256i mag, const int8_t* y, __m256i pm1, __m256i scale16) {
+  return dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y), pm1), scale16);
+}
+// s8 x s8 pairs scaled: |w| * (y with w's sign).
+inline __m256i signed_dot_scaled(__m256i w, const int8_t* y, __m256i scale16) {
+  return dot_u8s8_scaled(_mm256_abs_epi8(w), _mm256_sign_epi8(load256(y), w), scale16);
+}
+inline __m256 iq_finish(__m256i isum, float d, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+}
+
+inline uint16_t load_u16(const void* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint64_t load_u64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// 16 4-bit scales (byte k: low nibble 2k, high nibble 2k + 1) as 2 * s + 1 in GroupScales16, whose
+// pair<k> puts scale 2k under weights 0..15 of vector k and 2k + 1 under 16..31.
+inline GroupScales16 odd_scales16_of(uint64_t nibbles) {
+  const __m128i b = _mm_cvtsi64_si128(int64_t(nibbles));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+  return GroupScales16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
+}
+inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(load_u64(sc)); }
+
+
+// IQ2_XXS: per vector a uint64: 4 grid indexes (bytes), 4 x 7 sign bits, a 4-bit scale. / 8.
+struct FmtIQ2_XXS {
+  using Block = block_iq2_xxs;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  struct Ctx {};
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
+    const uint64_t a = load_u64(x.qs + 4 * k);
+    const uint32_t g = uint32_t(a), s = uint32_t(a >> 32);
+    const __m256i mag = set_u64x4(iq2xxs_grid[g & 255], iq2xxs_grid[(g >> 8) & 255], iq2xxs_grid[(g >> 16) & 255],
+                                  iq2xxs_grid[g >> 24]);
+    const __m256i pm1 = set_u64x4(kSignsPm1[s & 127], kSignsPm1[(s >> 7) & 127], kSignsPm1[(s >> 14) & 127],
+                                  kSignsPm1[(s >> 21) & 127]);
+    return signed_grid_dot(mag, y.qs + 32 * k, pm1, _mm256_set1_epi16(short(2 * (s >> 28) + 1)));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ2_XXS>(x, y, Ctx{}), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// IQ2_XS: per 8 weights a uint16 (9-bit index, 7 sign bits); a 4-bit scale per 16. / 8.
+struct FmtIQ2_XS {
+  using Block = block_iq2_xs;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  struct Ctx {
+    GroupScales16 sc;
+    explicit Ctx(const uint8_t* scales) : sc(odd_scales16(scales)) {}
+  };
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
+    const uint64_t q = load_u64(x.qs + 4 * k);
+    const uint32_t q0 = uint32_t(q) & 0xFFFF, q1 = uint32_t(q >> 16) & 0xFFFF, q2 = uint32_t(q >> 32) & 0xFFFF,
+                   q3 = uint32_t(q >> 48);
+    const __m256i mag = set_u64x4(iq2xs_grid[q0 & 511], iq2xs_grid[q1 & 511], iq2xs_grid[q2 & 511], iq2xs_grid[q3 & 511]);
+    const __m256i pm1 = set_u64x4(kSignsPm1[q0 >> 9], kSignsPm1[q1 >> 9], kSignsPm1[q2 >> 9], kSignsPm1[q3 >> 9]);
+    return signed_grid_dot(mag, y.qs + 32 * k, pm1, c.sc.template pair<k>());
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ2_XS>(x, y, Ctx(x.scales)), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// IQ2_S: 10-bit indexes (low 8 in qs, 2 high bits each in qh), explicit signs, scales as IQ2_XS. / 8.
+struct FmtIQ2_S {
+  using Block = block_iq2_s;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  using Ctx = FmtIQ2_XS::Ctx;
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
+    const uint8_t* qs = x.qs + 4 * k;
+    const uint32_t h = x.qh[k];
+    const __m256i mag = set_u64x4(iq2s_grid[qs[0] | ((h << 8) & 0x300)], iq2s_grid[qs[1] | ((h << 6) & 0x300)],
+                                  iq2s_grid[qs[2] | ((h << 4) & 0x300)], iq2s_grid[qs[3] | ((h << 2) & 0x300)]);
+    return signed_grid_dot(mag, y.qs + 32 * k, signs_pm1(x.qs + QK_K / 8 + 4 * k), c.sc.template pair<k>());
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ2_S>(x, y, Ctx(x.scales)), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// IQ3_XXS: 8-bit indexes of 4-weight points; per vector a uint32 of 4 x 7 sign bits and a 4-bit
+// scale. / 4.
+struct FmtIQ3_XXS {
+  using Block = block_iq3_xxs;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  struct Ctx {};
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
+    const uint8_t* q = x.qs + 8 * k;
+    uint32_t s;
+    std::memcpy(&s, x.qs + QK_K / 4 + 4 * k, 4);
+    const __m256i mag = _mm256_set_epi32(int(iq3xxs_grid[q[7]]), int(iq3xxs_grid[q[6]]), int(iq3xxs_grid[q[5]]),
+                                         int(iq3xxs_grid[q[4]]), int(iq3xxs_grid[q[3]]), int(iq3xxs_grid[q[2]]),
+                                         int(iq3xxs_grid[q[1]]), int(iq3xxs_grid[q[0]]));
+    const __m256i pm1 = set_u64x4(kSignsPm1[s & 127], kSignsPm1[(s >> 7) & 127], kSignsPm1[(s >> 14) & 127],
+                                  kSignsPm1[(s >> 21) & 127]);
+    return signed_grid_dot(mag, y.qs + 32 * k, pm1, _mm256_set1_epi16(short(2 * (s >> 28) + 1)));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ3_XXS>(x, y, Ctx{}), 0.25f * fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// IQ3_S: 9-bit indexes of 4-weight points (bit j of qh[k]: index j of vector k), explicit signs,
+// a 4-bit scale per vector.
+struct FmtIQ3_S {
+  using Block = block_iq3_s;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  struct Ctx {};
+  template <int j>  // point j of a vector: index byte j, bit j of its qh byte (moved to bit 8 + j in h)
+  static int point(const uint8_t* q, uint32_t h) { return int(iq3s_grid[q[j] | ((h >> j) & 256)]); }
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
+    const uint8_t* q = x.qs + 8 * k;
+    const uint32_t h = uint32_t(x.qh[k]) << 8;
+    const __m256i mag = _mm256_set_epi32(point<7>(q, h), point<6>(q, h), point<5>(q, h), point<4>(q, h),
+                                         point<3>(q, h), point<2>(q, h), point<1>(q, h), point<0>(q, h));
+    const int ls = 2 * ((x.scales[k / 2] >> (4 * (k & 1))) & 15) + 1;
+    return signed_grid_dot(mag, y.qs + 32 * k, signs_pm1(x.signs + 4 * k), _mm256_set1_epi16(short(ls)));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ3_S>(x, y, Ctx{}), fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// 8 * grid point (int8 -1 / 0 / +1 bytes) + delta bytes: the shift by 3 in 16-bit lanes carries a
+// low byte's top bits into its neighbour's bits 0..2, which the 0xF8 mask clears.
+inline __m256i iq1_weights(__m256i grid, __m256i delta) {
+  return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(grid, 3), _mm256_set1_epi8(int8_t(0xF8))), delta);
+}
+
+// IQ1_S: 11-bit indexes (8 low bits in qs, 3 high in qh[k] bits 3l..3l+2), qh[k] bits 12..14 the
+// scale, bit 15 the delta's sign, one per vector.
+struct FmtIQ1_S {
+  using Block = block_iq1_s;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  struct Ctx {};
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
+    const uint8_t* q = x.qs + 4 * k;
+    const uint32_t h = load_u16(reinterpret_cast<const uint8_t*>(x.qh) + 2 * k);
+    const __m256i grid = set_u64x4(iq1s_grid[q[0] | ((h << 8) & 0x700)], iq1s_grid[q[1] | ((h << 5) & 0x700)],
+                                   iq1s_grid[q[2] | ((h << 2) & 0x700)], iq1s_grid[q[3] | ((h >> 1) & 0x700)]);
+    const __m256i w = iq1_weights(grid, _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
+    return signed_dot_scaled(w, y.qs + 32 * k, _mm256_set1_epi16(short(2 * ((h >> 12) & 7) + 1)));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ1_S>(x, y, Ctx{}), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// IQ1_M: indexes as IQ1_S with their 3 high bits and a delta sign per 8 weights in qh (a nibble
+// each), 3-bit scales per 16 weights and the block's F16 scale in the scale words' top nibbles.
+struct FmtIQ1_M {
+  using Block = block_iq1_m;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  // The 16 3-bit scales (word w: scales 4w .. 4w + 3 in bits 0..11) repacked one a nibble, as
+  // odd_scales16 reads them.
+  static uint64_t scale_nibbles(uint64_t sc) {
+    uint64_t r = 0;
+    for (int w = 0; w < 4; ++w) {
+      const uint64_t v = (sc >> (16 * w)) & 0xFFF;
+      r |= ((v & 7) | ((v & 0x38) << 1) | ((v & 0x1C0) << 2) | ((v & 0xE00) << 3)) << (16 * w);
+    }
+    return r;
+  }
+  struct Ctx {
+    uint64_t sc;  // the 4 scale words
+    GroupScales16 ls;
+    explicit Ctx(uint64_t words) : sc(words), ls(odd_scales16_of(scale_nibbles(words))) {}
+  };
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
+    const uint8_t* q = x.qs + 4 * k;
+    const uint32_t h = load_u16(x.qh + 2 * k);
+    const __m256i grid = set_u64x4(iq1s_grid[q[0] | ((h << 8) & 0x700)], iq1s_grid[q[1] | ((h << 4) & 0x700)],
+                                   iq1s_grid[q[2] | (h & 0x700)], iq1s_grid[q[3] | ((h >> 4) & 0x700)]);
+    // delta sign of 8 weights l: bit 3 (l even) or 7 of qh byte l / 2, spread over the group's bytes
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(h)),
+                                               _mm256_set_epi64x(0x0101010101010101, 0x0101010101010101, 0, 0));
+    const __m256i bit = _mm256_set_epi64x(int64_t(0x8080808080808080ull), 0x0808080808080808,
+                                          int64_t(0x8080808080808080ull), 0x0808080808080808);
+    const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
+    return signed_dot_scaled(iq1_weights(grid, delta), y.qs + 32 * k, c.ls.template pair<k>());
+  }
+  static float scale(uint64_t sc) {
+    const uint64_t top = sc & 0xF000F000F000F000ull;  // the F16 scale's nibbles, low first
+    const uint16_t h = uint16_t((top >> 12) | (top >> 24) | (top >> 36) | (top >> 48));
+    return fp16_to_fp32(h);
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const Ctx c(load_u64(x.scales));
+    return iq_finish(iq_block_sum<FmtIQ1_M>(x, y, c), 0.125f * scale(c.sc) * y.d, acc);
+  }
+};
+
+// IQ4_NL / IQ4_XS: 4-bit indexes into kvalues_iq4nl, looked up by an in-lane byte shuffle.
+inline __m256i iq4nl_values(const uint8_t* qs16) {
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kvalues_iq4nl));
+  return _mm256_shuffle_epi8(table, nibbles_to_bytes32(qs16));
+}
+
+// IQ4_XS: a 6-bit scale per vector (low 4 bits in scales_l, high 2 in scales_h), minus 32.
+struct FmtIQ4_XS {
+  using Block = block_iq4_xs;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  struct Ctx {
+    uint32_t lo, hi;
+    explicit Ctx(const Block& x) : hi(x.scales_h) { std::memcpy(&lo, x.scales_l, 4); }
+  };
+  template <int k>
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
+    const int ls = int(((c.lo >> (4 * k)) & 15) | (((c.hi >> (2 * k)) & 3) << 4)) - 32;
+    return signed_dot_scaled(iq4nl_values(x.qs + 16 * k), y.qs + 32 * k, _mm256_set1_epi16(short(ls)));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return iq_finish(iq_block_sum<FmtIQ4_XS>(x, y, Ctx(x)), fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// IQ4_NL against Q8_0: q4_0's nibble order; the products' pairs stay below 2^15 (127 * 127 * 2).
+struct FmtIQ4_NL {
+  using Block = block_iq4_nl;
+  using ActBlock = block_q8_0;
+  static constexpr int kBlock = QK4_NL;
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i w = iq4nl_values(x.qs);
+    const __m256i s = dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(load256(y.qs), w));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale_of(x.d, y.d), acc);
+  }
+};
+
+// Sum of a Q8_K block's 256 quants as 8 int32 lanes (from its 16 group sums).
+inline __m256i q8_K_sum(const block_q8_K& y) { return _mm256_madd_epi16(load256(y.bsums), _mm256_set1_epi16(1)); }
+
+// TQ2_0: 2-bit values q (weight q - 1), vector 4j + l in bits 2l..2l+1 of qs[32j ..]; the -1 is the
+// activation's sum.
+struct FmtTQ2_0 {
+  using Block = block_tq2_0;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  template <int j>
+  static __m256i half(const Block& x, const ActBlock& y) {
+    const __m256i qv = load256(x.qs + 32 * j);
+    const int8_t* yq = y.qs + 128 * j;
+    __m256i s = dot_u8s8(crumbs<0>(qv), load256(yq));
+    s = dot_u8s8_acc(s, crumbs<1>(qv), load256(yq + 32));
+    s = dot_u8s8_acc(s, crumbs<2>(qv), load256(yq + 64));
+    return dot_u8s8_acc(s, crumbs<3>(qv), load256(yq + 96));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(half<0>(x, y), half<1>(x, y)), q8_K_sum(y));
+    return iq_finish(isum, fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+// TQ1_0: 5 base-3 digits per byte, read as ggml does: q = byte * 3^l (mod 256), digit = q * 3 >> 8,
+// i.e. (q >= 86) + (q >= 171). Bytes 0..31 hold digits l of weights 32l + m, bytes 32..47 digits l
+// of weights 160 + 16l + m, qh bytes j digits l of weights 240 + 4l + j (4 digits each).
+struct FmtTQ1_0 {
+  using Block = block_tq1_0;
+  using ActBlock = block_q8_K;
+  static constexpr int kBlock = QK_K;
+  static __m256i times3(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
+  static __m256i digits(__m256i q) {
+    const __m256i ge86 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(86)), q);
+    const __m256i ge171 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(int8_t(171))), q);
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge86, ge171));
+  }
+  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    __m256i q = load256(x.qs);
+    __m256i s = _mm256_setzero_si256();
+    for (int l = 0; l < 5; ++l) {
+      s = dot_u8s8_acc(s, digits(q), load256(y.qs + 32 * l));
+      q = times3(q);
+    }
+    // bytes 32..47: digits (0, 1) and (2, 3) as one vector each; digit 4 shares a vector with qh.
+    const __m128i b = load128(x.qs + 32);
+    __m256i p = _mm256_set_m128i(_mm256_castsi256_si128(times3(_mm256_castsi128_si256(b))), b);
+    s = dot_u8s8_acc(s, digits(p), load256(y.qs + 160));
+    p = times3(times3(p));
+    s = dot_u8s8_acc(s, digits(p), load256(y.qs + 192));
+    p = times3(times3(p));  // low half: digit 4
+    uint32_t qh;
+    std::memcpy(&qh, x.qh, 4);
+    const __m128i h1 = _mm_set1_epi32(int(qh));
+    const __m128i h3 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(h1)));
+    const __m128i h9 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(h3)));
+    const __m128i h27 = _mm256_castsi256_si128(times3(_mm256_castsi128_si256(h9)));
+    const __m128i hq = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xC);
+    p = _mm256_blend_epi32(p, _mm256_set_m128i(hq, hq), 0xF0);
+    s = dot_u8s8_acc(s, digits(p), load256(y.qs + 224));
+    return iq_finish(_mm256_sub_epi32(s, q8_K_sum(y)), fp16_to_fp32(x.d) * y.d, acc);
+  }
+};
+
+}  // namespace xs
+
+// vec_dot (VecDotFn) and vec_dot_rows (VecDotRowsFn) of each type, the latter in groups of R rows
+// sharing the activation loads. The grid types take R = 1 (a row at a time, two blocks in flight):
+// their cost is the table lookups, and with more rows in flight g++ 12 spills (kernel timings on the
+// EPYC, 2048 x 2048: IQ3_S 376 us a row at a time against 465 in groups of 4, IQ4_XS 149 against
+// 179); TQ2_0, all arithmetic, takes R = 4 (55 against 70 us).
+template <class Fmt, int R>
+inline void iq_dot_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+  if constexpr (R == 1) {
+    for (int r = 0; r < nrows; ++r)
+      out[r] = xs::dot_row_x86<Fmt>(n / Fmt::kBlock, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
+  } else {
+    xs::dot_rows_grouped_x86<Fmt, R>(n, out, nrows, w, w_stride, a);
+  }
+}
+#define EDGELLM_X86_IQ_DOT(name, Fmt, R)                                                                       \
+  inline constexpr int kRows_##name##_x86 = R;                                                                \
+  inline float vec_dot_##name##_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
+    return xs::dot_row_x86<xs::Fmt>(n / xs::Fmt::kBlock, w, a);                                              \
+  }                                                                                                           \
+  inline void vec_dot_rows_##name##_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,        \
+                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {                   \
+    iq_dot_rows<xs::Fmt, R>(n, out, nrows, w, w_stride, a);                                                  \
+  }
+EDGELLM_X86_IQ_DOT(iq2_xxs_q8_K, FmtIQ2_XXS, 1)
+EDGELLM_X86_IQ_DOT(iq2_xs_q8_K, FmtIQ2_XS, 1)
+EDGELLM_X86_IQ_DOT(iq2_s_q8_K, FmtIQ2_S, 1)
+EDGELLM_X86_IQ_DOT(iq3_xxs_q8_K, FmtIQ3_XXS, 1)
+EDGELLM_X86_IQ_DOT(iq3_s_q8_K, FmtIQ3_S, 1)
+EDGELLM_X86_IQ_DOT(iq1_s_q8_K, FmtIQ1_S, 1)
+EDGELLM_X86_IQ_DOT(iq1_m_q8_K, FmtIQ1_M, 1)
+EDGELLM_X86_IQ_DOT(iq4_xs_q8_K, FmtIQ4_XS, 1)
+EDGELLM_X86_IQ_DOT(iq4_nl_q8_0, FmtIQ4_NL, 1)
+EDGELLM_X86_IQ_DOT(tq1_0_q8_K, FmtTQ1_0, 1)
+EDGELLM_X86_IQ_DOT(tq2_0_q8_K, FmtTQ2_0, 4)
+#undef EDGELLM_X86_IQ_DOT
