@@ -257,8 +257,8 @@ TEST_CASE("dispatch: supported types, function pointers, and errors that name th
   CHECK_FALSE(can_quantize(DType::I32));
   std::vector<float> x(256, 1.0f), y(256);
   std::vector<uint8_t> buf(4096);
-  CHECK_THROWS_WITH_AS(quantize_row(DType::IQ2_XXS, x.data(), buf.data(), 256),
-                       doctest::Contains("iq2_xxs"), Error);
+  CHECK_THROWS_WITH_AS(quantize_row(DType::MXFP4, x.data(), buf.data(), 256),
+                       doctest::Contains("mxfp4"), Error);
   CHECK_THROWS_WITH_AS(dequantize_row(DType::Q4_K, buf.data(), y.data(), 100),
                        doctest::Contains("q4_K"), Error);
   CHECK_THROWS_WITH_AS(quantize_row(DType::Q8_0, x.data(), buf.data(), 33), doctest::Contains("33"), Error);
@@ -311,4 +311,40 @@ TEST_CASE("shared files: llama.cpp's tensors dequantize within bounds, ours are 
   // ggml's reference quantizers are deterministic and we follow their arithmetic (no FMA
   // contraction), so every tensor llama-quantize wrote is reproduced byte for byte.
   CHECK(identical == requantized);
+}
+
+// The i-quant / ternary files of ../shared/data/iq (llama-quantize with an importance matrix, from
+// tiny-llama-256-f32.gguf): every tensor dequantizes to within the relative RMSE its type reaches
+// there. A misread bit field (a wrong grid index, sign or scale) gives >= 1; the bounds are the worst
+// tensor of each type over the 15 files (EPYC: iq1_m 0.470, iq1_s 0.500, iq2_xxs 0.351, iq2_xs 0.308,
+// iq2_s 0.255, iq3_xxs 0.188, iq3_s 0.166, iq4_nl 0.076, iq4_xs 0.077, tq1_0 / tq2_0 0.811: this
+// model's weights are not ternary) plus ~10%.
+TEST_CASE("shared iq files: llama.cpp's i-quant and ternary tensors dequantize within bounds") {
+  if (!shared_data_present()) EDGELLM_SKIP("no shared data at " EDGELLM_SHARED_DATA);
+  const std::string dir = std::string(EDGELLM_SHARED_DATA) + "/iq/models/";
+  EDGELLM_SKIP_WITHOUT(dir);
+  const TypeBound bounds[] = {{DType::IQ1_M, 0.52}, {DType::IQ1_S, 0.55},  {DType::IQ2_XXS, 0.39}, {DType::IQ2_XS, 0.34},
+                              {DType::IQ2_S, 0.28}, {DType::IQ3_XXS, 0.21}, {DType::IQ3_S, 0.18},  {DType::IQ4_NL, 0.084},
+                              {DType::IQ4_XS, 0.085}, {DType::TQ1_0, 0.89}, {DType::TQ2_0, 0.89}};
+  const GgufFile ref = GgufFile::open(std::string(EDGELLM_SHARED_DATA) + "/models/tiny-llama-256-f32.gguf");
+  int compared = 0;
+  for (const char* name : {"IQ1_M", "IQ1_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ3_M", "IQ3_S", "IQ3_XXS", "IQ4_NL",
+                           "IQ4_XS", "Q2_K_S", "Q4_K_M", "TQ1_0", "TQ2_0"}) {
+    const GgufFile f = GgufFile::open(dir + "tiny-llama-256-" + name + "-imat.gguf");
+    for (const GgufTensorInfo& t : f.tensors()) {
+      double bound = 0.0;
+      for (const TypeBound& b : bounds)
+        if (b.type == t.type) bound = b.max_rel_rmse;
+      if (bound == 0.0) continue;  // the mixes' K-quant and F32 tensors: the case above
+      const GgufTensorInfo* r = ref.find_tensor(t.name);
+      INFO(std::string(name), " ", t.name, " ", std::string(dtype_name(t.type)));
+      REQUIRE(r != nullptr);
+      REQUIRE(r->n_elements() == t.n_elements());
+      const float* x = reinterpret_cast<const float*>(r->data);
+      const std::vector<float> y = dequantize_tensor(t);
+      CHECK(rmse(x, y.data(), t.n_elements()) / rms(x, t.n_elements()) <= bound);
+      ++compared;
+    }
+  }
+  CHECK(compared > 0);
 }

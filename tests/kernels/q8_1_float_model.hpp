@@ -3,12 +3,15 @@
 // d, so it is not the sum of the dequantized activations (d rounded to fp16 first). A test's float
 // dot of dequantized rows plus q8_1_min_correction(...) is that model.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref.hpp"
 
 namespace edgellm_test {
 
@@ -30,6 +33,23 @@ inline double q8_1_min_correction(edgellm::DType wt, const void* w, edgellm::DTy
     c += double(m) * (double(fp16_to_fp32(y[b].s)) - sum);
   }
   return c;
+}
+
+// The float model of dot(w, a) for one row of n weights of type wt and its activation row a of
+// type at: the dequantized rows' dot in double (plus q8_1_min_correction). Returns sum |w_i * a_i|
+// of the dequantized rows, the scale tests measure a dot's error against.
+inline double abs_dot_dequantized(edgellm::DType wt, const void* w, edgellm::DType at, const void* a, int n,
+                                  double* dot) {
+  std::vector<float> fw(static_cast<size_t>(n)), fa(static_cast<size_t>(n));
+  edgellm::dequantize_row(wt, w, fw.data(), n);
+  edgellm::dequantize_row(at, a, fa.data(), n);
+  double s = 0.0, d = 0.0;
+  for (size_t i = 0; i < size_t(n); ++i) {
+    s += std::fabs(double(fw[i]) * fa[i]);
+    d += double(fw[i]) * fa[i];
+  }
+  *dot = d + q8_1_min_correction(wt, w, at, a, fa.data(), n);
+  return s;
 }
 
 }  // namespace edgellm_test

@@ -73,18 +73,7 @@ std::vector<uint8_t> make_weights(std::mt19937& rng, DType t, int n, int nrows) 
   return w;
 }
 
-double abs_dot_dequantized(DType wt, const void* w, DType at, const void* a, int n, double* dot) {
-  std::vector<float> fw(static_cast<size_t>(n)), fa(static_cast<size_t>(n));
-  dequantize_row(wt, w, fw.data(), n);
-  dequantize_row(at, a, fa.data(), n);
-  double s = 0.0, d = 0.0;
-  for (int i = 0; i < n; ++i) {
-    s += std::fabs(double(fw[size_t(i)]) * fa[size_t(i)]);
-    d += double(fw[size_t(i)]) * fa[size_t(i)];
-  }
-  *dot = d + edgellm_test::q8_1_min_correction(wt, w, at, a, fa.data(), n);
-  return s;
-}
+using edgellm_test::abs_dot_dequantized;
 
 // Random bytes in every field of every block, then sane F16 scales (random bits can be NaN or inf)
 // and no -128 among q8_0 quants (ggml's quantizers never write it; test_neon's int16 case does).

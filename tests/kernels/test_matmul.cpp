@@ -118,7 +118,7 @@ TEST_CASE("matmul throws for a type without a kernel and for bad shapes") {
   const KernelTable& kt = kernels();
   std::vector<uint8_t> w(4096);
   std::vector<float> x(512), y(64);
-  CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::IQ2_XXS, w.data(), 256, 1, 66}, x.data(), 1, y.data()),
+  CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::MXFP4, w.data(), 256, 1, 136}, x.data(), 1, y.data()),
                   Error);
   CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 48, 1, 18}, x.data(), 1, y.data()), Error);
   CHECK_THROWS_AS(matmul(kt, nullptr, MatmulWeight{DType::Q4_0, w.data(), 64, 1, 18}, x.data(), 1, y.data()), Error);
