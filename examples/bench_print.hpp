@@ -230,9 +230,21 @@ void print_plan(const Options& o) {
   }
   std::printf("| %s %s | tensors | weights | MiB | weights multiplied per token |\n| --- | ---: | ---: | ---: | ---: |\n",
               o.preset.c_str(), o.mix.c_str());
-  for (const Sum& x : sums)
+  Sum total{"total"};
+  for (const Sum& x : sums) {
     std::printf("| %s | %d | %llu | %.1f | %llu |\n", x.type.c_str(), x.tensors, (unsigned long long)x.weights,
                 double(x.bytes) / 1048576.0, (unsigned long long)x.weights_per_token);
+    total.tensors += x.tensors;
+    total.weights += x.weights;
+    total.bytes += x.bytes;
+    total.weights_per_token += x.weights_per_token;
+  }
+  std::printf("| **total** | %d | %llu | %.1f | %llu |\n", total.tensors, (unsigned long long)total.weights,
+              double(total.bytes) / 1048576.0, (unsigned long long)total.weights_per_token);
+  std::printf("\ntensor bytes %llu (%.3f GiB, %.3f bits per weight); synthetic importance matrix: %s\n",
+              (unsigned long long)total.bytes, double(total.bytes) / 1073741824.0,
+              8.0 * double(total.bytes) / double(total.weights),
+              edgellm::synthetic_mix_uses_imatrix(spec, edgellm::quant_mix(o.mix), types) ? "yes" : "no");
 }
 
 }  // namespace bench

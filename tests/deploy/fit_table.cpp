@@ -50,6 +50,7 @@ int main() {
       {"Llama-2-7B", 32, 4096, 32, 32, 128, 11008, 32000, 4096, false},
       {"Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, 131072, false},
   };
+  const Shape s8b = shapes.back();
   const char* mixes[] = {"Q2_K", "Q4_0", "Q4_K_M", "Q8_0"};
   // MemTotal of a "2 GB" / "4 GB" board: the nominal size less ~5% kept by firmware and kernel.
   const uint64_t ram2 = uint64_t(0.95 * double(uint64_t(2) << 30));
@@ -96,6 +97,25 @@ int main() {
   // (3000 MiB), -c 2048 with a KV F16 cache, at the DAYU200's eMMC rate.
   const double emmc = 165e6;
   const uint64_t budgets[2] = {uint64_t(1400) << 20, uint64_t(3000) << 20};
+  auto stream_params = [&](const Shape& s) {  // -c 2048 (at most the training context), KV F16
+    edgellm::MemoryPlanParams q = p;
+    q.n_ctx = std::min(2048, s.n_ctx_train);
+    q.kv_type = edgellm::DType::F16;
+    return q;
+  };
+  // "streamed | s/token |" at each budget ("fits | — |" when nothing streams); *any: something streams.
+  auto stream_cells = [&](const edgellm::LlamaConfig& c, const char* m, const edgellm::MemoryPlanParams& q, bool* any) {
+    std::string cells;
+    for (uint64_t b : budgets) {
+      const auto pr = edgellm::project_stream(c, edgellm::quant_mix(m), q, b);
+      if (any) *any |= pr.streamed > 0;
+      char cell[96];
+      if (pr.streamed == 0) std::snprintf(cell, sizeof cell, " fits | — |");
+      else std::snprintf(cell, sizeof cell, " %s | %.1f |", edgellm::format_bytes(pr.streamed).c_str(), double(pr.streamed) / emmc);
+      cells += cell;
+    }
+    return cells;
+  };
   std::printf("\nWhen the model does not fit: memory budget 1400 MiB (2 GB board) / 3000 MiB (4 GB board), -c 2048, "
               "KV F16, -b 512; streamed = bytes read from storage per token; s/token = streamed / 165 MB/s (eMMC), "
               "the storage limit (compute adds where it is slower); llama.cpp re-reads the whole file per token "
@@ -105,23 +125,36 @@ int main() {
   for (const auto& s : shapes) {
     const auto c = config_of(s);
     for (const char* m : mixes) {
-      edgellm::MemoryPlanParams q = p;
-      q.n_ctx = std::min(2048, s.n_ctx_train);
-      q.kv_type = edgellm::DType::F16;
+      const edgellm::MemoryPlanParams q = stream_params(s);
       const uint64_t w = edgellm::llama_weight_bytes(c, edgellm::quant_mix(m));
-      std::string cells;
       bool any = false;
-      for (uint64_t b : budgets) {
-        const auto pr = edgellm::project_stream(c, edgellm::quant_mix(m), q, b);
-        any |= pr.streamed > 0;
-        char cell[96];
-        if (pr.streamed == 0) std::snprintf(cell, sizeof cell, " fits | — |");
-        else std::snprintf(cell, sizeof cell, " %s | %.1f |", edgellm::format_bytes(pr.streamed).c_str(), double(pr.streamed) / emmc);
-        cells += cell;
-      }
+      const std::string cells = stream_cells(c, m, q, &any);
       if (!any) continue;
       const uint64_t mats = edgellm::project_stream(c, edgellm::quant_mix(m), q, UINT64_MAX).matrices;
       std::printf("| %s | %s | %s |%s %.1f |\n", s.name, m, gib(mats).c_str(), cells.c_str(), double(w) / emmc);
+    }
+  }
+
+  // The i-quant and ternary mixes (and Q2_K / Q4_K_M for comparison) of a 1.5B, a 3B and an 8B
+  // model: file tensor bytes and the same storage-limit projection at both budgets.
+  const std::vector<Shape> iq_shapes = {
+      {"Qwen2.5-1.5B", 28, 1536, 12, 2, 128, 8960, 151936, 32768, true},
+      {"Llama-3.2-3B", 28, 3072, 24, 8, 128, 8192, 128256, 131072, true},
+      s8b,
+  };
+  const char* iq_mixes[] = {"IQ1_S", "IQ1_M", "TQ1_0", "IQ2_XXS", "TQ2_0", "IQ2_XS", "IQ2_S", "IQ2_M", "Q2_K_S", "Q2_K",
+                            "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "IQ4_XS", "IQ4_NL", "Q4_K_M"};
+  std::printf("\nI-quant and ternary mixes (llama-quantize's per-tensor rules; Q2_K and Q4_K_M for comparison): "
+              "same budgets, -c 2048, KV F16; s/token = streamed / 165 MB/s, the storage limit.\n\n");
+  std::printf("| model | quant | weights GiB | 1400 MiB: streamed / token | 1400 MiB: s/token | 3000 MiB: streamed / token | "
+              "3000 MiB: s/token |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const auto& s : iq_shapes) {
+    const auto c = config_of(s);
+    for (const char* m : iq_mixes) {
+      const edgellm::MemoryPlanParams q = stream_params(s);
+      const std::string cells = stream_cells(c, m, q, nullptr);
+      std::printf("| %s | %s | %s |%s\n", s.name, m, gib(edgellm::llama_weight_bytes(c, edgellm::quant_mix(m))).c_str(),
+                  cells.c_str());
     }
   }
   return 0;

@@ -1,7 +1,9 @@
-// Synthetic models: a published shape (TinyLlama-1.1B, Llama-3.2-1B, Llama-2-7B, Llama-3.1-8B,
+// Synthetic models: a published shape (TinyLlama-1.1B, Llama-3.2-1B, Llama-3.2-3B, Llama-2-7B, Llama-3.1-8B,
 // Qwen2.5-1.5B, Qwen3-1.7B, or a tiny demo) with random weights, quantized to a chosen type and written as a
 // real GGUF by our writer — tensor by tensor, so an 8B model never needs F32 in memory. Used by
 // edgellm-bench --preset, edgellm-cli without -m, and tests. Random text in, random text out.
+// Mixes that llama-quantize refuses without an importance matrix (IQ1_S ... IQ3_XXS, IQ3_XS,
+// Q2_K_S: mix_requires_imatrix) are quantized with a synthetic one (synthetic_imatrix).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "edgellm/gguf/writer.hpp"
 #include "edgellm/model/arch.hpp"
 #include "edgellm/quant/mix.hpp"
+#include "edgellm/quant/quantize_weighted.hpp"
 #include "edgellm/quant/ref.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
@@ -35,9 +38,12 @@ struct SyntheticSpec {
 inline std::vector<SyntheticSpec> synthetic_presets() {
   return {
       {"tiny", 512, 128, 2, 4, 2, 384, 2048, 10000.f, false},
+      // rows of 256 and 512: every matrix fits the 256-weight i-quant / K-quant blocks (no fallback types)
+      {"tiny-256", 512, 256, 2, 4, 2, 512, 2048, 10000.f, false},
       {"llama-160m", 32000, 768, 12, 12, 12, 3072, 2048, 10000.f, false},  // JackFram/llama-160m's shape
       {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 5632, 2048, 10000.f, false},
       {"llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.f, true},
+      {"llama-3.2-3b", 128256, 3072, 28, 24, 8, 8192, 131072, 500000.f, true},  // meta-llama/Llama-3.2-3B's shape
       {"llama-2-7b", 32000, 4096, 32, 32, 32, 11008, 4096, 10000.f, false},
       {"llama-3.1-8b", 128256, 4096, 32, 32, 8, 14336, 131072, 500000.f, false},
       {"qwen2.5-1.5b", 151936, 1536, 28, 12, 2, 8960, 32768, 1000000.f, true, "qwen2", 128, 1e-6f},
@@ -152,6 +158,22 @@ inline void synthetic_row(const SyntheticTensor& t, uint64_t seed, size_t i, int
   }
 }
 
+// The synthetic importance matrix of tensor i (n_in values), what llama-imatrix would record as the
+// mean square of each input column over a calibration text: the activations are taken to be
+// N(0, v_j) per column j, and the entry is v_j itself (the expected mean square, no sampling), with
+// v_j log-uniform in [e^-2, e^2] and one column in 64 an outlier at 16 v_j, like the few large
+// channels of real activations. Deterministic from the seed and the tensor index.
+inline std::vector<float> synthetic_imatrix_row(int64_t n_in, uint64_t seed, size_t i) {
+  std::vector<float> v(static_cast<size_t>(n_in));
+  uint64_t state = seed ^ 0x5851F42D4C957F2Dull ^ (0x9E3779B97F4A7C15ull * (i + 1));
+  for (auto& x : v) {
+    const uint64_t z = splitmix64(state);
+    const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    x = std::exp(4.0f * u - 2.0f) * ((z & 63) == 0 ? 16.0f : 1.0f);
+  }
+  return v;
+}
+
 inline void set_synthetic_metadata(GgufWriter& w, const SyntheticSpec& s, int32_t file_type) {
   const ConfigKeys& k = arch_spec(s.arch, "synthetic model '" + s.name + "'").keys;
   const std::string p = s.arch + ".";
@@ -202,13 +224,34 @@ inline void set_synthetic_metadata(GgufWriter& w, const SyntheticSpec& s, int32_
 
 }  // namespace detail
 
+// The synthetic importance matrix for tensor i of synthetic_tensors(s), or empty for the tensors
+// llama-imatrix records nothing for (token_embd, output, norms and biases: only the matrices of the
+// layers are multiplied by an activation it sees).
+inline std::vector<float> synthetic_imatrix(const SyntheticSpec& s, uint64_t seed, size_t i) {
+  const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
+  EDGELLM_CHECK(i < ts.size(), "synthetic_imatrix: tensor ", i, " of ", ts.size());
+  const SyntheticTensor& t = ts[i];
+  if (t.n_out == 1 || t.name.compare(0, 4, "blk.") != 0) return {};
+  return detail::synthetic_imatrix_row(t.n_in, seed, i);
+}
+
+// Whether the synthetic file of this mix is quantized with the synthetic importance matrix: when
+// llama-quantize would refuse one of its tensors without a matrix (mix_requires_imatrix).
+inline bool synthetic_mix_uses_imatrix(const SyntheticSpec& s, const QuantMix& mix, const std::vector<DType>& types) {
+  const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
+  for (size_t i = 0; i < ts.size() && i < types.size(); ++i)
+    if (mix_requires_imatrix(mix, ts[i].name, types[i])) return true;
+  return false;
+}
+
 // Writes the model with the given per-tensor types (one per synthetic_tensors(s) entry) to `path`
 // (or returns it in memory when path is empty). progress(done, total) is called after each
-// tensor; rows are generated and quantized in parallel on `pool` when given.
+// tensor; rows are generated and quantized in parallel on `pool` when given. use_imatrix: the layers'
+// matrices are quantized with synthetic_imatrix (as llama-quantize --imatrix).
 inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const std::vector<DType>& types,
                                                  int32_t file_type, uint64_t seed, const std::string& path,
                                                  const std::function<void(size_t, size_t)>& progress,
-                                                 ThreadPool* pool) {
+                                                 ThreadPool* pool, bool use_imatrix = false) {
   const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
   EDGELLM_CHECK(types.size() == ts.size(), "synthetic model: ", types.size(), " tensor types for ", ts.size(),
                 " tensors");
@@ -216,7 +259,7 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const s
   detail::set_synthetic_metadata(w, s, file_type);
   for (size_t i = 0; i < ts.size(); ++i) {
     const SyntheticTensor& t = ts[i];
-    EDGELLM_CHECK(can_quantize(types[i]), "synthetic model: cannot quantize to ", dtype_name(types[i]));
+    EDGELLM_CHECK(can_quantize_chunk(types[i]), "synthetic model: cannot quantize to ", dtype_name(types[i]));
     EDGELLM_CHECK(t.n_in % dtype_block_size(types[i]) == 0, "synthetic model: row of ", t.n_in, " for tensor '",
                   t.name, "' is not a whole number of ", dtype_name(types[i]), " blocks");
     w.add_tensor(t.name, types[i], t.n_out == 1 ? Shape{t.n_in} : Shape{t.n_in, t.n_out});
@@ -226,11 +269,16 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const s
     const DType tt = types[i];
     const size_t row_bytes = dtype_row_bytes(tt, t.n_in);
     out.resize(row_bytes * static_cast<size_t>(t.n_out));
+    const std::vector<float> imatrix = use_imatrix ? synthetic_imatrix(s, seed, i) : std::vector<float>{};
+    // Without a matrix the plain row quantizer where there is one (the bytes of earlier versions).
+    const bool chunk = !imatrix.empty() || !can_quantize(tt);
     auto rows = [&](int64_t r0, int64_t r1, int) {
       std::vector<float> row(static_cast<size_t>(t.n_in));  // one F32 row at a time
       for (int64_t r = r0; r < r1; ++r) {
         detail::synthetic_row(t, seed, i, r, row.data());
-        quantize_row(tt, row.data(), out.data() + static_cast<size_t>(r) * row_bytes, t.n_in);
+        uint8_t* dst = out.data() + static_cast<size_t>(r) * row_bytes;
+        if (chunk) quantize_chunk(tt, row.data(), dst, 1, t.n_in, imatrix.empty() ? nullptr : imatrix.data());
+        else quantize_row(tt, row.data(), dst, t.n_in);
       }
     };
     if (pool) pool->parallel_for(t.n_out, rows);
@@ -249,7 +297,9 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const Q
                                                  const std::string& path = "",
                                                  const std::function<void(size_t, size_t)>& progress = {},
                                                  ThreadPool* pool = nullptr) {
-  return build_synthetic_gguf(s, synthetic_mix_types(s, mix), mix.file_type, seed, path, progress, pool);
+  const std::vector<DType> types = synthetic_mix_types(s, mix);
+  return build_synthetic_gguf(s, types, mix.file_type, seed, path, progress, pool,
+                              synthetic_mix_uses_imatrix(s, mix, types));
 }
 
 // One type for every matrix (synthetic_tensor_type's rule).
