@@ -34,6 +34,75 @@
 EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
 namespace detail {
+
+// Scale search for symmetric groups when an importance is given (ggml's make_qp_quants), shared
+// by the i-quants here and the weighted K-quants (quant/quantize_weighted.hpp): x >= 0, L in
+// [0, nmax]; tries nmax + 0.1 * is for is in -4..4 by weighted squared error, then up to 5 passes
+// moving single L values while that raises sum(q*x*L)^2 / sum(q*L^2). Returns the scale.
+inline float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* qw) {
+  EDGELLM_EXACT_FP_SCOPE
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = nmax / max;
+  for (int i = 0; i < n; ++i) L[i] = uint8_t(nearest_int(iscale * x[i]));
+  float scale = 1 / iscale;
+  float best_mse = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * L[i];
+    best_mse += qw[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * is + nmax) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * l;
+      mse += qw[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, nearest_int(iscale * x[i]));
+    L[i] = uint8_t(l);
+    const float w = qw[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = qw[i];
+      float slx = sumlx - w * x[i] * L[i];
+      float sl2 = suml2 - w * L[i] * L[i];
+      if (slx > 0 && sl2 > 0) {
+        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+        if (new_l != L[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = uint8_t(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (!n_changed) break;
+  }
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 namespace iq {
 
 // Groups whose largest magnitude is below these are stored as zeros (ggml's thresholds per type).
@@ -354,71 +423,6 @@ inline float grid_scale_search(const GridMap& g, int n, int kmax, int nis, float
     if (sumq2 > 0) scale = sumqx / sumq2;
   }
   return scale;
-}
-
-// ggml's make_qp_quants: L in [0, nmax] for x >= 0 with weights qw, a refined symmetric scale.
-inline float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* qw) {
-  EDGELLM_EXACT_FP_SCOPE
-  float max = 0;
-  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
-  if (max < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
-  float iscale = nmax / max;
-  for (int i = 0; i < n; ++i) L[i] = uint8_t(nearest_int(iscale * x[i]));
-  float scale = 1 / iscale;
-  float best_mse = 0;
-  for (int i = 0; i < n; ++i) {
-    const float diff = x[i] - scale * L[i];
-    best_mse += qw[i] * diff * diff;
-  }
-  for (int is = -4; is <= 4; ++is) {
-    if (is == 0) continue;
-    const float iscale_is = (0.1f * is + nmax) / max;
-    const float scale_is = 1 / iscale_is;
-    float mse = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
-      const float diff = x[i] - scale_is * l;
-      mse += qw[i] * diff * diff;
-    }
-    if (mse < best_mse) {
-      best_mse = mse;
-      iscale = iscale_is;
-    }
-  }
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = std::min(nmax, nearest_int(iscale * x[i]));
-    L[i] = uint8_t(l);
-    const float w = qw[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  for (int itry = 0; itry < 5; ++itry) {
-    int n_changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = qw[i];
-      float slx = sumlx - w * x[i] * L[i];
-      float sl2 = suml2 - w * L[i] * L[i];
-      if (slx > 0 && sl2 > 0) {
-        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
-        if (new_l != L[i]) {
-          slx += w * x[i] * new_l;
-          sl2 += w * new_l * new_l;
-          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-            L[i] = uint8_t(new_l);
-            sumlx = slx;
-            suml2 = sl2;
-            ++n_changed;
-          }
-        }
-      }
-    }
-    if (!n_changed) break;
-  }
-  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 // 4-bit super-block scale of a group scale: nearest_int((scale / d - 1) / 2) in [0, 15].

@@ -33,74 +33,7 @@ EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
 namespace detail {
 
-// Scale search for symmetric sub-blocks when an importance is given (ggml's make_qp_quants):
-// x >= 0 (scales or mins of the sub-blocks), L in [0, nmax]; tries nmax + 0.1 * is for is in
-// -4..4 by weighted squared error, then up to 5 passes moving single L values while that raises
-// sum(q*x*L)^2 / sum(q*L^2). Returns the scale. x, quant_weights, L: [n].
-inline float make_qp_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, uint8_t* EDGELLM_RESTRICT L,
-                            const float* EDGELLM_RESTRICT quant_weights) {
-  EDGELLM_EXACT_FP_SCOPE
-  float max = 0;
-  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
-  if (max < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
-  float iscale = nmax / max;
-  for (int i = 0; i < n; ++i) L[i] = uint8_t(nearest_int(iscale * x[i]));
-  const float scale = 1 / iscale;
-  float best_mse = 0;
-  for (int i = 0; i < n; ++i) {
-    const float diff = x[i] - scale * L[i];
-    best_mse += quant_weights[i] * diff * diff;
-  }
-  for (int is = -4; is <= 4; ++is) {
-    if (is == 0) continue;
-    const float iscale_is = (0.1f * is + nmax) / max;
-    const float scale_is = 1 / iscale_is;
-    float mse = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
-      const float diff = x[i] - scale_is * l;
-      mse += quant_weights[i] * diff * diff;
-    }
-    if (mse < best_mse) {
-      best_mse = mse;
-      iscale = iscale_is;
-    }
-  }
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = std::min(nmax, nearest_int(iscale * x[i]));
-    L[i] = uint8_t(l);
-    const float w = quant_weights[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  for (int itry = 0; itry < 5; ++itry) {
-    int n_changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = quant_weights[i];
-      float slx = sumlx - w * x[i] * L[i];
-      float sl2 = suml2 - w * L[i] * L[i];
-      if (slx > 0 && sl2 > 0) {
-        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
-        if (new_l != L[i]) {
-          slx += w * x[i] * new_l;
-          sl2 += w * new_l * new_l;
-          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-            L[i] = uint8_t(new_l);
-            sumlx = slx;
-            suml2 = sl2;
-            ++n_changed;
-          }
-        }
-      }
-    }
-    if (!n_changed) break;
-  }
-  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
+// make_qp_quants: quant/quantize_iq.hpp (shared with the i-quants).
 
 // Per-weight importance of a sub-block: q[l] * sqrt(sigma2 + x[l]^2) (ggml's rule for every
 // weighted K-quant and legacy type); returns their sum.
