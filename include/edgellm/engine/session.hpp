@@ -64,6 +64,7 @@ class Session {
   PagedKvCache& kv_cache() { return kv_; }
   int n_past() const { return kv_.n_tokens(seq_); }
   int n_evicted() const { return kv_.n_evicted(seq_); }  // tokens dropped by eviction so far
+  // The tokens in the session's sequence (between calls: generate() hands them to its stream while it runs).
   const std::vector<int32_t>& history() const { return history_; }
   ThreadPool& pool() { return pool_; }
   bool evicting() const { return p_.n_window > 0; }
