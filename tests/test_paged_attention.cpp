@@ -352,11 +352,19 @@ TEST_CASE("session: --parallel continuations share the prompt blocks and match s
   gp.sampler.seed = 11;
   Session par2(model, tok, sp);
   int max_blocks_seen = 0;
-  const auto diff = par2.generate_parallel(prompt, 4, gp, [&](int, const std::string&) {
+  std::vector<std::string> streamed(4);
+  const auto diff = par2.generate_parallel(prompt, 4, gp, [&](int i, const std::string& piece) {
     max_blocks_seen = std::max(max_blocks_seen, par2.kv_cache().blocks_used());
+    streamed.at(static_cast<size_t>(i)) += piece;
     return true;
   });
   CHECK((diff[0].text != diff[1].text || diff[1].text != diff[2].text || diff[2].text != diff[3].text));
+  for (size_t i = 0; i < diff.size(); ++i) {
+    CHECK(streamed[i] == diff[i].text);  // each continuation's pieces reach on_text under its own index
+    GenerateParams one = gp;
+    one.sampler.seed = gp.sampler.seed + i;  // continuation i samples as a single run with seed + i
+    CHECK(Session(model, tok, sp).generate(prompt, one).text == diff[i].text);
+  }
   // Shared prompt blocks: 4 sequences of prompt + 40 tokens need fewer blocks than 4 separate copies.
   const int n_prompt = diff[0].n_prompt;
   CHECK(max_blocks_seen < 4 * ((n_prompt + 40 + 15) / 16));

@@ -6,7 +6,9 @@
 // request's sequence kept for reuse), so a common system prompt is evaluated once. A cancelled
 // request stops before its next token and its blocks return to the pool. A new request's prompt is
 // read a chunk per step (SchedulerParams::prefill_chunk) in the same forward pass as the next token
-// of every running request, so a long prompt does not stall the others. No I/O: the HTTP server
+// of every running request, so a long prompt does not stall the others. Each round is one step of
+// the token loop Session uses too (DecodeLoop, engine/decode_loop.hpp); the scheduler is its
+// DecodeHost (sequences with prefix reuse, room from the cached sequences, the Job). No I/O: the HTTP server
 // (examples/server.cpp) and the tests drive it through Job; a job may carry a `client_gone` probe
 // the scheduler asks before each of its tokens (the server's looks at the client's socket).
 #pragma once
@@ -44,13 +46,6 @@ struct SchedulerParams {
   int max_cached = -1;    // finished sequences kept for prompt reuse (-1: n_parallel; 0: none)
   int prefill_chunk = 64; // prompt tokens evaluated per step, beside one token of each running
                           // request (0: n_batch; at most n_batch)
-};
-
-// One generated token's alternatives (n_probs > 0): the most likely tokens of the distribution the
-// sampler drew from, most likely first.
-struct TokenAlternatives {
-  int32_t id = 0;
-  std::vector<TokenProb> top;
 };
 
 struct JobResult : GenerateResult {
@@ -139,7 +134,7 @@ class Job {
   Timer since_submit_;
 };
 
-class BatchScheduler {
+class BatchScheduler : private DecodeHost {
  public:
   struct Stats {
     int slots_busy = 0;
@@ -165,7 +160,8 @@ class BatchScheduler {
         pool_(p.session.n_threads > 0 ? p.session.n_threads : default_thread_count()),
         kv_(model_->kv_params(p.session.n_ctx, p.session.kv_block_size, p.session.kv_max_bytes, p.session.kv_type,
                               p.session.kv_recent_f32)),
-        ctx_(&pool_) {
+        ctx_(&pool_),
+        loop_(*model_, *tok_, ctx_, kv_, *this, loop_params(p)) {
     EDGELLM_CHECK(p.n_parallel >= 1, "scheduler: n_parallel must be >= 1, got ", p.n_parallel);
     EDGELLM_CHECK(p.max_queue >= 0, "scheduler: max_queue must be >= 0, got ", p.max_queue);
     EDGELLM_CHECK(p.prefill_chunk >= 0, "scheduler: prefill_chunk must be >= 0, got ", p.prefill_chunk);
@@ -173,7 +169,6 @@ class BatchScheduler {
                   p.session.n_ctx, " and ", p.session.n_batch);
     EDGELLM_CHECK(p.session.n_window == 0, "scheduler: KV eviction (--keep/--window) is not available with several sequences");
     max_cached_ = p.max_cached < 0 ? p.n_parallel : p.max_cached;
-    chunk_ = p.prefill_chunk == 0 ? p.session.n_batch : std::min(p.prefill_chunk, p.session.n_batch);
   }
   ~BatchScheduler() { stop(); }
   BatchScheduler(const BatchScheduler&) = delete;
@@ -227,7 +222,7 @@ class BatchScheduler {
     }
     cv_.notify_all();
     if (worker_.joinable()) worker_.join();
-    for (auto& s : slots_) finish(s, StopReason::Cancelled);
+    for (auto& s : slots_) loop_.end(*s, StopReason::Cancelled);
     slots_.clear();
     std::deque<std::shared_ptr<Job>> left;
     {
@@ -243,8 +238,8 @@ class BatchScheduler {
   }
 
   // One round without the worker thread (tests, or a caller's own loop): admits queued requests
-  // into free slots, then one forward pass holding the next token of every generating slot and up
-  // to prefill_chunk prompt tokens of the oldest slot still reading its prompt.
+  // into free slots, then one DecodeLoop step: one forward pass holding the next token of every
+  // generating slot and up to prefill_chunk prompt tokens of the oldest slot still reading its prompt.
   // Returns whether work remains.
   bool step() {
     admit();
@@ -265,19 +260,11 @@ class BatchScheduler {
   }
 
  private:
-  struct Slot {
+  // A request in a slot: its stream in the DecodeLoop plus what its JobResult adds.
+  struct Slot : DecodeStream {
     std::shared_ptr<Job> job;
-    int seq = -1;
-    std::vector<int32_t> held;  // tokens in the sequence's cache, in order
-    std::unique_ptr<Sampler> sampler;
-    std::unique_ptr<StreamDecoder> decoder;
-    std::unique_ptr<StopMatcher> stops;
-    JobResult r;
-    std::vector<float> logits;  // the row to sample the next token from
-    bool generating = false;    // the prompt is evaluated (until then held grows a chunk a step)
-    int step = 0;               // tokens sampled so far
-    double worst_token_ms = 0;  // recent worst step, for the deadline
-    Timer clock;                // since the slot was taken
+    int n_cached = 0;     // prompt tokens reused from the cache
+    double queue_ms = 0;  // submit -> slot
   };
   struct Cached {
     int seq;
@@ -308,6 +295,14 @@ class BatchScheduler {
     return job.cancelled();
   }
 
+  static DecodeLoopParams loop_params(const SchedulerParams& p) {
+    DecodeLoopParams lp;
+    lp.n_ctx = p.session.n_ctx;
+    lp.chunk = std::max(1, p.prefill_chunk == 0 ? p.session.n_batch : std::min(p.prefill_chunk, p.session.n_batch));
+    lp.no_room_is_context_full = true;  // a request that runs out of KV budget ends ("length"), others go on
+    return lp;
+  }
+
   // Moves queued requests into free slots. Their prompts are evaluated later, a chunk per step.
   void admit() {
     for (;;) {
@@ -320,14 +315,19 @@ class BatchScheduler {
         busy_ = static_cast<int>(slots_.size()) + 1;
         stats_.queued = static_cast<int>(queue_.size());
       }
-      Slot s;
-      s.job = job;
-      s.r.queue_ms = job->since_submit_.ms();
-      s.r.n_prompt = static_cast<int>(job->prompt.size());
+      std::unique_ptr<Slot> s(new Slot);
+      s->job = job;
+      s->queue_ms = job->since_submit_.ms();
+      s->waited_ms = s->queue_ms;  // the deadline counts from submission
+      s->clock.reset();
+      s->prompt = job->prompt;
+      s->gp = job->gp;
+      s->n_probs = job->n_probs;
+      s->r.n_prompt = static_cast<int>(job->prompt.size());
       if (gone(*job)) {
-        s.r.reason = StopReason::Cancelled;
-        count(s.r);
-        job->finish(std::move(s.r));
+        s->r.reason = StopReason::Cancelled;
+        s->done = true;
+        finished(*s);
         std::lock_guard<std::mutex> lock(mu_);
         busy_ = static_cast<int>(slots_.size());
         continue;
@@ -336,18 +336,19 @@ class BatchScheduler {
     }
   }
 
-  // Gives the slot its sequence when its first prompt chunk is due: the longest common prefix
+  // DecodeHost: the slot's first prompt chunk is due; its sequence is the longest common prefix
   // with a running slot (fork: shared blocks) or a kept sequence (taken over), else a new one. At
   // least the last prompt token is evaluated again, for its logits. Deciding this only now (not at
   // admission) lets a request queued behind one with the same prefix reuse all of it.
-  void begin_prefill(Slot& s) {
-    const auto& prompt = s.job->prompt;
+  void assign_sequence(DecodeStream& d) override {
+    Slot& s = static_cast<Slot&>(d);
+    const auto& prompt = s.prompt;
     size_t best = 0;
     int from_slot = -1, from_cache = -1;
     if (s.job->cache_prompt) {
       for (size_t i = 0; i < slots_.size(); ++i) {
-        if (slots_[i].seq < 0) continue;
-        const size_t n = common_prefix(slots_[i].held, prompt);
+        if (slots_[i]->seq < 0 || slots_[i]->done) continue;
+        const size_t n = common_prefix(slots_[i]->held, prompt);
         if (n > best) { best = n; from_slot = static_cast<int>(i); from_cache = -1; }
       }
       int ci = 0;
@@ -363,171 +364,65 @@ class BatchScheduler {
       cached_.erase(it);
       kv_.truncate(s.seq, static_cast<int>(reuse));
     } else if (reuse > 0) {
-      s.seq = kv_.fork(slots_[static_cast<size_t>(from_slot)].seq);
+      s.seq = kv_.fork(slots_[static_cast<size_t>(from_slot)]->seq);
       kv_.truncate(s.seq, static_cast<int>(reuse));
     } else {
       s.seq = kv_.create_sequence();
     }
     s.held.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(reuse));
-    s.r.n_cached = static_cast<int>(reuse);
+    s.n_read = reuse;
+    s.n_cached = static_cast<int>(reuse);
     std::lock_guard<std::mutex> lock(mu_);
     stats_.prompt_tokens_reused += reuse;
   }
-
-  // The prompt is in the cache: the slot samples from `logits` at the next step.
-  void begin_generating(Slot& s, const float* logits) {
-    s.logits.assign(logits, logits + model_->config().n_vocab);
-    s.r.prefill_ms = s.clock.ms();
-    s.sampler.reset(new Sampler(s.job->gp.sampler));
-    for (int32_t t : s.job->prompt) s.sampler->accept(t);
-    s.decoder.reset(new StreamDecoder(*tok_));
-    s.stops.reset(new StopMatcher(s.job->gp.stop));
-    s.generating = true;
+  void make_room(DecodeStream& d, int n) override { make_room(d.seq, n); }
+  bool cancelled(DecodeStream& d) override { return gone(*static_cast<Slot&>(d).job); }
+  bool emit(DecodeStream& d, const std::string& piece, const TokenAlternatives* alt) override {
+    static_cast<Slot&>(d).job->emit(piece, alt);
+    return true;
+  }
+  // The request ended: its sequence is kept for reuse (cached, oldest dropped first) or removed,
+  // and the Job gets its result.
+  void finished(DecodeStream& d) override {
+    Slot& s = static_cast<Slot&>(d);
+    JobResult r;
+    static_cast<GenerateResult&>(r) = std::move(s.r);
+    r.n_cached = s.n_cached;
+    r.queue_ms = s.queue_ms;
+    if (s.error) r.error = message_of(s.error);
+    release(s, !s.error && r.reason != StopReason::Cancelled && s.job->cache_prompt);
+    count(r);
+    s.job->finish(std::move(r));
+  }
+  static std::string message_of(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return x.what();
+    } catch (...) {
+      return "unknown error";
+    }
   }
 
-  // One forward pass: the next token of every generating slot (each samples from its logits row,
-  // the stop rules run, the continuing slots' tokens go into one batch) and the next prompt chunk of
-  // the oldest slot still reading its prompt, so running requests go on producing tokens while a
-  // long prompt is read. Each row is computed by its role (Batch::n_generated: the generated tokens
-  // decoded, the chunk prefilled), so each request gets the tokens it gets alone. A request whose
-  // client went away ends here, before its next token or chunk.
+  // One DecodeLoop step over the slots (oldest first), then the ended ones leave.
   void forward_step() {
     if (slots_.empty()) return;
-    const int n_vocab = model_->config().n_vocab;
-    std::vector<bool> finished(slots_.size(), false);
-    for (size_t i = 0; i < slots_.size(); ++i)
-      if (gone(*slots_[i].job)) {
-        finish(slots_[i], StopReason::Cancelled);
-        finished[i] = true;
-      }
-    // The prompt chunk's sequence is set up first: a fork must not see this step's sampled tokens,
-    // which are in their slots' `held` before they are evaluated.
-    int pre = -1;
-    size_t pre_begin = 0, pre_end = 0;
-    for (size_t i = 0; i < slots_.size() && pre < 0; ++i)
-      if (!finished[i] && !slots_[i].generating) pre = static_cast<int>(i);
-    if (pre >= 0) {
-      Slot& s = slots_[static_cast<size_t>(pre)];
-      try {
-        if (s.seq < 0) begin_prefill(s);
-        pre_begin = s.held.size();
-        pre_end = std::min(s.job->prompt.size(), pre_begin + static_cast<size_t>(chunk_));
-        make_room(s.seq, static_cast<int>(pre_end - pre_begin));
-      } catch (const std::exception& e) {
-        fail(s, e.what());
-        finished[static_cast<size_t>(pre)] = true;
-        pre = -1;
-      }
-    }
-    Batch b;
-    std::vector<size_t> in_batch;  // slot index of each generated-token row
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot& s = slots_[i];
-      if (finished[i] || !s.generating) continue;
-      const GenerateParams& gp = s.job->gp;
-      const double elapsed = s.job->since_submit_.ms();
-      if (gp.max_tokens == 0) { finish(s, StopReason::MaxTokens); finished[i] = true; continue; }
-      if (gp.deadline_ms > 0 && elapsed + s.worst_token_ms > gp.deadline_ms) {
-        finish(s, StopReason::Deadline);
-        finished[i] = true;
-        continue;
-      }
-      const int32_t id = s.sampler->sample(s.logits.data(), n_vocab);
-      if (s.step == 0) s.r.ttft_ms = s.clock.ms();
-      TokenAlternatives alt;
-      if (s.job->n_probs > 0) alt = alternatives(*s.sampler, s.logits.data(), n_vocab, id, s.job->n_probs);
-      s.sampler->accept(id);
-      const bool go_on = take_token(s.r, *tok_, *s.decoder, *s.stops, gp, id, s.step, static_cast<int>(s.held.size()),
-                                    p_.session.n_ctx, s.job->cancelled(), [&](const std::string& piece) {
-                                      s.job->emit(piece, s.job->n_probs > 0 ? &alt : nullptr);
-                                      return true;
-                                    });
-      ++s.step;
-      if (!go_on) { finish(s, s.r.reason); finished[i] = true; continue; }
-      try {
-        make_room(s.seq, 1);
-      } catch (const std::exception&) {
-        finish(s, StopReason::ContextFull);
-        finished[i] = true;
-        continue;
-      }
-      in_batch.push_back(i);
-      b.add(id, static_cast<int32_t>(s.held.size()), s.seq, true);
-      s.held.push_back(id);
-    }
-    if (pre >= 0) {
-      const Slot& s = slots_[static_cast<size_t>(pre)];
-      for (size_t j = pre_begin; j < pre_end; ++j)
-        b.add(s.job->prompt[j], static_cast<int32_t>(j), s.seq, j + 1 == s.job->prompt.size());
-    }
-    b.n_generated = static_cast<int>(in_batch.size());  // generated tokens first, then the prompt chunk
-    if (b.size() > 0) {
-      Timer t;
-      auto run = [&]() -> std::string {
-        try {
-          model_->forward(ctx_, kv_, b);
-          return {};
-        } catch (const std::exception& e) {
-          return e.what();
-        }
-      };
-      std::string err = run();  // on error the cache is left as it was
-      if (!err.empty() && pre >= 0 && !in_batch.empty()) {
-        // The new prompt's chunk fails alone when the running requests' tokens go through without it.
-        fail(slots_[static_cast<size_t>(pre)], err);
-        finished[static_cast<size_t>(pre)] = true;
-        pre = -1;
-        b.tokens.resize(in_batch.size());
-        b.pos.resize(in_batch.size());
-        b.seq.resize(in_batch.size());
-        b.logits.resize(in_batch.size());
-        err = run();
-      }
-      if (!err.empty()) {
-        for (size_t i : in_batch) {
-          slots_[i].held.pop_back();
-          fail(slots_[i], err);
-          finished[i] = true;
-        }
-        in_batch.clear();
-        if (pre >= 0) {
-          fail(slots_[static_cast<size_t>(pre)], err);
-          finished[static_cast<size_t>(pre)] = true;
-          pre = -1;
-        }
-      }
-      const double dt = t.ms();
-      for (size_t row = 0; row < in_batch.size(); ++row) {
-        Slot& s = slots_[in_batch[row]];
-        s.logits.assign(ctx_.logits(static_cast<int>(row)), ctx_.logits(static_cast<int>(row)) + n_vocab);
-        s.r.token_ms.push_back(dt);
-        s.r.decode_ms += dt;
-        s.worst_token_ms = std::max(s.worst_token_ms * 0.9, dt);
-      }
-      if (pre >= 0) {
-        Slot& s = slots_[static_cast<size_t>(pre)];
-        const auto& prompt = s.job->prompt;
-        s.held.insert(s.held.end(), prompt.begin() + static_cast<std::ptrdiff_t>(pre_begin),
-                      prompt.begin() + static_cast<std::ptrdiff_t>(pre_end));
-        if (pre_end == prompt.size()) begin_generating(s, ctx_.logits(static_cast<int>(in_batch.size())));
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!in_batch.empty()) {
-        stats_.steps += 1;
-        stats_.step_tokens += static_cast<uint64_t>(in_batch.size());
-        stats_.max_step_tokens = std::max(stats_.max_step_tokens, static_cast<int>(in_batch.size()));
-      }
-      if (pre >= 0) {
-        stats_.prefill_chunks += 1;
-        stats_.prefill_tokens += static_cast<uint64_t>(pre_end - pre_begin);
-      }
-    }
-    std::vector<Slot> kept;
-    for (size_t i = 0; i < slots_.size(); ++i)
-      if (!finished[i]) kept.push_back(std::move(slots_[i]));
-    slots_.swap(kept);
+    std::vector<DecodeStream*> streams;
+    for (auto& s : slots_) streams.push_back(s.get());
+    const DecodeStepStats st = loop_.step(streams);
+    slots_.erase(std::remove_if(slots_.begin(), slots_.end(), [](const std::unique_ptr<Slot>& s) { return s->done; }),
+                 slots_.end());
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = static_cast<int>(slots_.size());
+    if (st.generated > 0) {
+      stats_.steps += 1;
+      stats_.step_tokens += static_cast<uint64_t>(st.generated);
+      stats_.max_step_tokens = std::max(stats_.max_step_tokens, st.generated);
+    }
+    if (st.prompt_tokens > 0) {
+      stats_.prefill_chunks += 1;
+      stats_.prefill_tokens += static_cast<uint64_t>(st.prompt_tokens);
+    }
   }
 
   // Room for n more tokens of sequence seq: drops kept sequences (oldest first) while the byte
@@ -542,48 +437,6 @@ class BatchScheduler {
                   ", budget ", p_.session.kv_max_bytes, " bytes, ", kv_.blocks_used(), " blocks in use)");
   }
 
-  static TokenAlternatives alternatives(Sampler& sampler, const float* logits, int n_vocab, int32_t id, int n) {
-    TokenAlternatives a;
-    a.id = id;
-    a.top = sampler.probabilities(logits, n_vocab);
-    if (a.top.size() == 1 && a.top[0].p == 1.0f && sampler.params().temperature <= 0.0f) {
-      // Greedy: report the softmax of the logits, as llama-server does for n_probs.
-      std::vector<TokenProb> all(static_cast<size_t>(n_vocab));
-      float mx = logits[0];
-      for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-      double sum = 0;
-      for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-      for (int i = 0; i < n_vocab; ++i)
-        all[static_cast<size_t>(i)] = TokenProb{i, static_cast<float>(std::exp(static_cast<double>(logits[i] - mx)) / sum)};
-      a.top.swap(all);
-    }
-    const size_t k = std::min(a.top.size(), static_cast<size_t>(n));
-    std::partial_sort(a.top.begin(), a.top.begin() + static_cast<std::ptrdiff_t>(k), a.top.end(),
-                      [](const TokenProb& x, const TokenProb& y) { return x.p > y.p || (x.p == y.p && x.id < y.id); });
-    a.top.resize(k);
-    return a;
-  }
-
-  // Ends a slot's request: the held-back text goes out, the sequence is kept for reuse (cached,
-  // oldest dropped first) or removed.
-  void finish(Slot& s, StopReason reason) {
-    s.r.reason = reason;
-    if (s.decoder && s.stops) {
-      const std::string tail = finish_text(*s.decoder, *s.stops);
-      s.r.text += tail;
-      s.job->emit(tail, nullptr);
-    }
-    release(s, reason != StopReason::Cancelled && s.job->cache_prompt);
-    s.r.peak_rss_bytes = peak_rss_bytes();
-    count(s.r);
-    s.job->finish(std::move(s.r));
-  }
-  void fail(Slot& s, const std::string& message) {
-    s.r.error = message;
-    release(s, false);
-    count(s.r);
-    s.job->finish(std::move(s.r));
-  }
   void count(const JobResult& r) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.finished;
@@ -608,7 +461,7 @@ class BatchScheduler {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.slots_busy = static_cast<int>(slots_.size());
     stats_.slots_prefilling = static_cast<int>(
-        std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.generating; }));
+        std::count_if(slots_.begin(), slots_.end(), [](const std::unique_ptr<Slot>& s) { return !s->generating; }));
     stats_.queued = static_cast<int>(queue_.size());
     stats_.cached_sequences = static_cast<int>(cached_.size());
     stats_.kv_blocks_used = kv_.blocks_used();
@@ -622,10 +475,10 @@ class BatchScheduler {
   ThreadPool pool_;
   PagedKvCache kv_;
   LlamaContext ctx_;
+  DecodeLoop loop_;  // the token loop (engine/decode_loop.hpp); this scheduler is its DecodeHost
   int max_cached_ = 0;
-  int chunk_ = 0;  // prompt tokens per step
   // Worker-thread state.
-  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // oldest first
   std::list<Cached> cached_;  // oldest first
   // Shared with submitters (mu_).
   mutable std::mutex mu_;
