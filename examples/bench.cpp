@@ -4,6 +4,7 @@
 #include "bench_membw.hpp"
 #include "bench_print.hpp"
 #include "bench_results.hpp"
+#include "bench_verify.hpp"
 
 namespace bench {
 namespace {
@@ -23,6 +24,13 @@ constexpr const char* kUsage =
     "                          square of N(0, v) activations, v log-uniform in [e^-2, e^2] with one\n"
     "                          column in 64 at 16 v, from the seed (same seed, same file)\n"
     "  --seed N                weights seed of the synthetic model (default 1234)\n"
+    "  --synthetic-blocks quantized|tiled  how the preset's blocks are made (default quantized: every row\n"
+    "                          random weights through the type's quantizer). tiled: only the first 32\n"
+    "                          rows of each matrix are quantized so; every later row copies whole blocks\n"
+    "                          from them (block j from a pool row drawn at random per row and j, from the\n"
+    "                          seed): valid blocks with finite scales, the mix's exact types and sizes,\n"
+    "                          written at storage speed (an 8B i-quant file in minutes, not hours of grid\n"
+    "                          search). For speed and memory runs: its logits are not the quantized file's\n"
     "  --write-gguf OUT        keep the synthetic model in OUT (else a temporary file, deleted)\n"
     "  --plan                  print the preset's per-type weight counts and bytes, their total and\n"
     "                          whether a synthetic importance matrix is used (no model built)\n"
@@ -47,6 +55,14 @@ constexpr const char* kUsage =
     "                          model streams what does not fit from storage on every token, and the rows gain\n"
     "                          s/tok, storage MiB read per token and the limit max(compute, streamed / read rate)\n"
     "                          (default: what the process may use; a model that fits loads as without a budget)\n"
+    "  --verify-rows LIST      instead of the -p / -n tests: the cost of a speculative decoding verify\n"
+    "                          pass, one forward pass of k + 1 rows of one sequence (k drafted tokens, a\n"
+    "                          fixed draft; all rows decoded, all with logits; cache cut back after it),\n"
+    "                          for each k in LIST (1-64), against a plain 1-row decode step at the same\n"
+    "                          position (-d tokens of context, filled untimed). Rows: s/pass (mean ±\n"
+    "                          stddev over -r), ratio to the 1-row step, s per row, storage MiB read and\n"
+    "                          streamed per pass, and whether the first row's logits equal the step's.\n"
+    "                          Output md or jsonl\n"
     "  -o, --output md|csv|json|jsonl|sql  (default md; jsonl: one JSON object per line as each test\n"
     "                          ends; sql: CREATE TABLE test + an INSERT per test, for sqlite3)\n"
     "  -v, --verbose           kernel variants and tensor types on stderr\n"
@@ -80,9 +96,16 @@ Options parse(int argc, char** argv, std::string* early) {
     else if (f == "--type") o.mix = args.value(f);
     else if (f == "--seed") o.seed = static_cast<uint64_t>(args.integer(f, 0, INT64_MAX));
     else if (f == "--write-gguf") o.write_gguf = args.value(f);
+    else if (f == "--synthetic-blocks") {
+      const std::string v = args.value(f);
+      if (v == "quantized") o.blocks = edgellm::SyntheticBlocks::Quantized;
+      else if (v == "tiled") o.blocks = edgellm::SyntheticBlocks::Tiled;
+      else edgellm::throw_error("--synthetic-blocks ", v, ": expected quantized or tiled");
+    }
     else if (f == "-p" || f == "--n-prompt") add_list(o.n_prompt, 0, 1 << 20);
     else if (f == "-n" || f == "--n-gen") add_list(o.n_gen, 0, 1 << 20);
     else if (f == "-d" || f == "--n-depth") add_list(o.n_depth, 0, 1 << 20);
+    else if (f == "--verify-rows") add_list(o.verify_rows, 1, 64);
     else if (f == "-pg") {
       const std::vector<int> v = edgellm::parse_int_list(args.value(f), f, 0, 1 << 20);
       if (v.size() != 2) edgellm::throw_error("option -pg: expected PP,TG, got ", v.size(), " values");
@@ -108,6 +131,17 @@ Options parse(int argc, char** argv, std::string* early) {
   if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
   if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
   if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
+  if (!o.verify_rows.empty()) {
+    auto was_given = [&](const std::vector<int>& v) { return std::find(given.begin(), given.end(), &v) != given.end(); };
+    if (was_given(o.n_prompt) || was_given(o.n_gen) || !o.pg.empty())
+      edgellm::throw_error("--verify-rows runs its own passes: leave out -p, -n and -pg (-d sets the context)");
+    if (o.output != "md" && o.output != "jsonl")
+      edgellm::throw_error("-o ", o.output, ": --verify-rows prints md or jsonl");
+    o.n_prompt = {0};
+    o.n_gen = {0};
+  }
+  if (o.blocks != edgellm::SyntheticBlocks::Quantized && o.preset.empty())
+    edgellm::throw_error("--synthetic-blocks needs --preset");
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl" && o.output != "sql")
     edgellm::throw_error("-o ", o.output, ": expected md, csv, json, jsonl or sql");
   // One cache type holds K and V (the paged cache stores both alike): -ctk / -ctv must agree.
@@ -164,7 +198,7 @@ LoadedModel load(const Options& o) {
       edgellm::build_synthetic_gguf(spec, mix, o.seed, path, [&](size_t done, size_t total) {
         std::fprintf(stderr, "\r  tensor %zu/%zu (%.0f s)", done, total, timer.seconds());
         if (done == total) std::fprintf(stderr, "\n");
-      }, &pool);
+      }, &pool, o.blocks);
     } catch (...) {
       if (temporary) std::remove(path.c_str());
       throw;
@@ -180,6 +214,7 @@ LoadedModel load(const Options& o) {
       for (int p : o.n_prompt)
         for (int g : o.n_gen) n_ctx = std::max(n_ctx, d + p + g);
     for (const auto& pg : o.pg) n_ctx = std::max(n_ctx, pg.first + pg.second + *std::max_element(o.n_depth.begin(), o.n_depth.end()));
+    for (int k : o.verify_rows) n_ctx = std::max(n_ctx, *std::max_element(o.n_depth.begin(), o.n_depth.end()) + k + 1);
     lo.plan.n_ctx = n_ctx;
     lm.n_ctx = n_ctx;
     lo.plan.n_batch = o.n_batch;
@@ -343,10 +378,18 @@ int bench_main(int argc, char** argv) {
   for (int p : o.n_prompt) add(p, 0);
   for (int n : o.n_gen) add(0, n);
   for (const auto& [p, n] : o.pg) add(p, n);
-  if (tests.empty()) edgellm::throw_error("nothing to run: every -p / -n / -pg value is 0");
+  if (tests.empty() && o.verify_rows.empty()) edgellm::throw_error("nothing to run: every -p / -n / -pg value is 0");
 
   const LoadedModel lm = load(o);
   if (o.verbose) describe(lm);
+  if (!o.verify_rows.empty()) {
+    for (size_t i = 0; i < o.threads.size(); ++i) {
+      edgellm::ThreadPool pool(o.threads[i]);
+      std::fprintf(stderr, "edgellm-bench: verify passes of 1 + {k} rows, %d threads ...\n", o.threads[i]);
+      print_verify(lm, o, o.threads[i], run_verify(lm, o, kv_type, &pool), i == 0);
+    }
+    return 0;
+  }
   Printer out(o, lm, cpu_model());
   out.header();
   bool first_test = true;

@@ -34,8 +34,10 @@ struct Options {
   uint64_t seed = 1234;
   std::vector<int> n_prompt = {512}, n_gen = {128}, n_depth = {0}, threads;
   std::vector<std::pair<int, int>> pg;
+  std::vector<int> verify_rows;  // --verify-rows: drafted rows k of each verify pass (empty: the usual tests)
   int reps = 5, n_batch = 512, delay_s = 0;
   bool membw = false, warmup = true, verbose = false, plan = false, repack = true;
+  edgellm::SyntheticBlocks blocks = edgellm::SyntheticBlocks::Quantized;  // --synthetic-blocks
   uint64_t mem_budget = 0;  // --mem-budget (0: detected; models that fit load as without one)
 };
 

@@ -2,7 +2,9 @@
 // model builder (mix types, same file for any thread count).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <edgellm/core/error.hpp>
 #include <edgellm/gguf/reader.hpp>
@@ -171,4 +173,54 @@ TEST_CASE("qwen: bench presets qwen2.5-1.5b / qwen3-1.7b have the published shap
     m.forward(ctx, kv, b);
     CHECK(std::isfinite(ctx.logits(0)[0]));
   }
+}
+
+TEST_CASE("synthetic: tiled blocks are the quantized rows' blocks, same types and sizes, same for any thread count") {
+  // tiny-256 IQ2_XXS: iq2_xxs layer matrices with the synthetic importance matrix, 512-row tensors.
+  const SyntheticSpec s = synthetic_preset("tiny-256");
+  const QuantMix& mix = quant_mix("IQ2_XXS");
+  const auto quantized = build_synthetic_gguf(s, mix, 5);
+  const auto tiled = build_synthetic_gguf(s, mix, 5, "", {}, nullptr, SyntheticBlocks::Tiled);
+  ThreadPool pool(2);
+  CHECK(build_synthetic_gguf(s, mix, 5, "", {}, &pool, SyntheticBlocks::Tiled) == tiled);
+  CHECK(build_synthetic_gguf(s, mix, 6, "", {}, nullptr, SyntheticBlocks::Tiled) != tiled);
+  REQUIRE(quantized.size() == tiled.size());
+  const GgufFile q = GgufFile::from_bytes(quantized, "quantized.gguf"), t = GgufFile::from_bytes(tiled, "tiled.gguf");
+  REQUIRE(q.tensors().size() == t.tensors().size());
+  size_t tiled_tensors = 0;
+  for (size_t i = 0; i < q.tensors().size(); ++i) {
+    const GgufTensorInfo& a = q.tensors()[i];
+    const GgufTensorInfo& b = t.tensors()[i];
+    CAPTURE(a.name);
+    REQUIRE(a.type == b.type);
+    REQUIRE(a.nbytes == b.nbytes);
+    const int64_t n_rows = a.n_dims == 1 ? 1 : a.ne[1];
+    const size_t row = dtype_row_bytes(a.type, a.ne[0]), blk = dtype_row_bytes(a.type, dtype_block_size(a.type));
+    const int64_t pool_rows = std::min(n_rows, kSyntheticPoolRows);
+    // The pool rows are the quantizer's; every block of a later row is a pool row's block of that column.
+    CHECK(std::memcmp(a.data, b.data, size_t(pool_rows) * row) == 0);
+    bool differs = false;
+    for (int64_t r = pool_rows; r < n_rows; ++r) {
+      for (size_t j = 0; j < row / blk; ++j) {
+        const uint8_t* got = b.data + size_t(r) * row + j * blk;
+        bool found = false;
+        for (int64_t p = 0; p < pool_rows && !found; ++p) found = std::memcmp(got, b.data + size_t(p) * row + j * blk, blk) == 0;
+        REQUIRE(found);
+      }
+      differs = differs || std::memcmp(b.data + size_t(r) * row, a.data + size_t(r) * row, row) != 0;
+    }
+    if (n_rows > pool_rows) {
+      CHECK(differs);
+      ++tiled_tensors;
+    }
+  }
+  CHECK(tiled_tensors > 10);
+  // It loads and computes finite logits.
+  const LlamaModel m(GgufFile::from_bytes(tiled, "tiled.gguf"));
+  PagedKvCache kv(m.kv_params(16));
+  LlamaContext ctx;
+  Batch batch;
+  batch.add(5, 0, kv.create_sequence(), true);
+  m.forward(ctx, kv, batch);
+  for (int v = 0; v < m.config().n_vocab; ++v) REQUIRE(std::isfinite(ctx.logits(0)[v]));
 }

@@ -3,11 +3,13 @@
 // real GGUF by our writer — tensor by tensor, so an 8B model never needs F32 in memory. Used by
 // edgellm-bench --preset, edgellm-cli without -m, and tests. Random text in, random text out.
 // Mixes that llama-quantize refuses without an importance matrix (IQ1_S ... IQ3_XXS, IQ3_XS,
-// Q2_K_S: mix_requires_imatrix) are quantized with a synthetic one (synthetic_imatrix).
+// Q2_K_S: mix_requires_imatrix) are quantized with a synthetic one (synthetic_imatrix). SyntheticBlocks::Tiled
+// quantizes only a few rows per matrix and tiles their blocks, for files too large to quantize in full.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -244,6 +246,19 @@ inline bool synthetic_mix_uses_imatrix(const SyntheticSpec& s, const QuantMix& m
   return false;
 }
 
+// How the blocks of a synthetic matrix are made.
+//   Quantized: every row is a random F32 row quantized by the type's quantizer (with the synthetic
+//     importance matrix where the mix needs one) — what llama-quantize would write from those weights.
+//   Tiled: only the first kSyntheticPoolRows rows of each matrix are quantized so; every later row is
+//     made of whole blocks copied from those rows, block column by block column (block j of a later
+//     row is block j of a pool row drawn at random from the seed, the row and j). Every block is one
+//     the quantizer wrote, so each is a valid block of its type with finite scales, and the file has
+//     the mix's types and sizes exactly; it is written at storage speed (an 8B i-quant file in minutes
+//     instead of hours of grid search). The values repeat across rows, so its logits are not those of
+//     the Quantized file: for speed and memory measurements (the kernels do not depend on the values).
+enum class SyntheticBlocks { Quantized, Tiled };
+constexpr int64_t kSyntheticPoolRows = 32;
+
 // Writes the model with the given per-tensor types (one per synthetic_tensors(s) entry) to `path`
 // (or returns it in memory when path is empty). progress(done, total) is called after each
 // tensor; rows are generated and quantized in parallel on `pool` when given. use_imatrix: the layers'
@@ -251,7 +266,8 @@ inline bool synthetic_mix_uses_imatrix(const SyntheticSpec& s, const QuantMix& m
 inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const std::vector<DType>& types,
                                                  int32_t file_type, uint64_t seed, const std::string& path,
                                                  const std::function<void(size_t, size_t)>& progress,
-                                                 ThreadPool* pool, bool use_imatrix = false) {
+                                                 ThreadPool* pool, bool use_imatrix = false,
+                                                 SyntheticBlocks blocks = SyntheticBlocks::Quantized) {
   const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
   EDGELLM_CHECK(types.size() == ts.size(), "synthetic model: ", types.size(), " tensor types for ", ts.size(),
                 " tensors");
@@ -281,8 +297,30 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const s
         else quantize_row(tt, row.data(), dst, t.n_in);
       }
     };
-    if (pool) pool->parallel_for(t.n_out, rows);
-    else rows(0, t.n_out, 0);
+    // Tiled: quantize the pool rows, then copy their blocks into the others.
+    const int64_t n_quantized = blocks == SyntheticBlocks::Tiled ? std::min(t.n_out, kSyntheticPoolRows) : t.n_out;
+    if (pool) pool->parallel_for(n_quantized, rows);
+    else rows(0, n_quantized, 0);
+    if (n_quantized < t.n_out) {
+      const size_t block_bytes = dtype_row_bytes(tt, dtype_block_size(tt));
+      const int64_t n_blocks = t.n_in / dtype_block_size(tt);
+      auto tile = [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+          uint64_t state = seed ^ 0xA0761D6478BD642Full ^ (0x9E3779B97F4A7C15ull * (i + 1)) ^
+                           (0xD1B54A32D192ED03ull * uint64_t(r + 1));
+          uint8_t* dst = out.data() + static_cast<size_t>(r) * row_bytes;
+          for (int64_t j = 0; j < n_blocks; ++j) {
+            const uint64_t from = detail::splitmix64(state) % uint64_t(n_quantized);
+            std::memcpy(dst + size_t(j) * block_bytes, out.data() + from * row_bytes + size_t(j) * block_bytes,
+                        block_bytes);
+          }
+        }
+      };
+      if (pool) pool->parallel_for(t.n_out - n_quantized, [&](int64_t a, int64_t b, int w) {
+        tile(a + n_quantized, b + n_quantized, w);
+      });
+      else tile(n_quantized, t.n_out, 0);
+    }
     if (progress) progress(i + 1, ts.size());
   };
   if (!path.empty()) {
@@ -296,10 +334,11 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const s
 inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, const QuantMix& mix, uint64_t seed = 1234,
                                                  const std::string& path = "",
                                                  const std::function<void(size_t, size_t)>& progress = {},
-                                                 ThreadPool* pool = nullptr) {
+                                                 ThreadPool* pool = nullptr,
+                                                 SyntheticBlocks blocks = SyntheticBlocks::Quantized) {
   const std::vector<DType> types = synthetic_mix_types(s, mix);
   return build_synthetic_gguf(s, types, mix.file_type, seed, path, progress, pool,
-                              synthetic_mix_uses_imatrix(s, mix, types));
+                              synthetic_mix_uses_imatrix(s, mix, types), blocks);
 }
 
 // One type for every matrix (synthetic_tensor_type's rule).
