@@ -9,6 +9,17 @@
 #define EDGELLM_EXACT_FP_BEGIN
 #define EDGELLM_EXACT_FP_END
 #define EDGELLM_EXACT_FP_SCOPE _Pragma("clang fp contract(off)")
+#elif defined(__GNUC__) && defined(__aarch64__)
+// g++ 12 (arm64): right after a function with a target attribute (a NEON *_dotprod kernel in a
+// baseline build, e.g. at the end of neon/dot_iquants.hpp) the options that "push_options" saves
+// still carry that target, so the references (and, after "pop_options", the rest of the file) were
+// compiled for armv8.2-a+dotprod and could contain sdot. A target pragma followed by "reset_options" puts the command line's options back first,
+// so the include order does not matter (tests/selfcontained: include_order_aarch64_gxx).
+#define EDGELLM_EXACT_FP_BEGIN                                                                    \
+  _Pragma("GCC target(\"+nodotprod\")") _Pragma("GCC reset_options") _Pragma("GCC push_options") \
+      _Pragma("GCC optimize(\"fp-contract=off\")")
+#define EDGELLM_EXACT_FP_END _Pragma("GCC pop_options")
+#define EDGELLM_EXACT_FP_SCOPE
 #elif defined(__GNUC__)
 #define EDGELLM_EXACT_FP_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=off\")")
 #define EDGELLM_EXACT_FP_END _Pragma("GCC pop_options")

@@ -499,10 +499,6 @@ EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q2_K_q8_K_dotprod(int n, float* 
 inline float vec_dot_q3_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ3, neon::DotV80>(n, w, a);
 }
-inline void vec_dot_rows_q3_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ3, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q3_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
                                                               const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ3, neon::DotSdot>(n, w, a);
@@ -530,10 +526,6 @@ EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_K_q8_K_dotprod(int n, float* 
 }
 inline float vec_dot_q5_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   return neon::kquant_row<neon::KQ5, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q5_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ5, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
                                                               const void* EDGELLM_RESTRICT a) {
