@@ -100,14 +100,8 @@ inline float make_qkx2_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, 
 // (w = x^2), i.e. lowers the weighted error of the optimal scale. Stores L + nmax; returns the scale.
 inline float make_q3_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT L, bool do_rmse) {
   EDGELLM_EXACT_FP_SCOPE
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_max(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -166,14 +160,8 @@ inline float make_qx_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, in
   EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(rmse_type == 1);
   (void)rmse_type;
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_max(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -305,15 +293,10 @@ inline void quantize_block_q6_K(const float* EDGELLM_RESTRICT x, const float* ED
   EDGELLM_EXACT_FP_SCOPE
   int8_t L[QK_K];
   float scales[QK_K / 16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < QK_K / 16; ++ib) {
+  for (int ib = 0; ib < QK_K / 16; ++ib)
     scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw ? qw + 16 * ib : nullptr);
-    const float abs_scale = std::fabs(scales[ib]);
-    if (abs_scale > max_abs_scale) {
-      max_abs_scale = abs_scale;
-      max_scale = scales[ib];
-    }
-  }
+  float max_abs_scale;
+  const float max_scale = signed_max(scales, QK_K / 16, &max_abs_scale);
   if (max_abs_scale < kGroupMaxEps) {
     std::memset(&y, 0, sizeof(block_q6_K));
     y.d = fp32_to_fp16(0.f);

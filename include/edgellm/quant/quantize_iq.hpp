@@ -1013,19 +1013,12 @@ inline void iq4_super_block(int sbs, const float* x, uint16_t* dh, uint8_t* q4, 
   sigma2 *= 2.f / sbs;
   std::memset(q4, 0, size_t(sbs / 2));
   dh[0] = fp32_to_fp16(0.f);
-  float max_scale = 0, amax_scale = 0;
   for (int ib = 0; ib < sbs / kBlock; ++ib) {
     const float* xb = x + ib * kBlock;
     uint8_t* Lb = L + ib * kBlock;
     group_weights(qw ? qw + ib * kBlock : nullptr, xb, sigma2, kBlock, weight);
-    float amax = 0, max = 0;
-    for (int j = 0; j < kBlock; ++j) {
-      const float ax = std::fabs(xb[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = xb[j];
-      }
-    }
+    float amax;
+    const float max = signed_max(xb, kBlock, &amax);
     if (amax < kGroupMaxEps) {
       scales[ib] = 0;
       continue;
@@ -1058,12 +1051,9 @@ inline void iq4_super_block(int sbs, const float* x, uint16_t* dh, uint8_t* q4, 
       }
     }
     scales[ib] = d;
-    const float abs_d = std::fabs(d);
-    if (abs_d > amax_scale) {
-      amax_scale = abs_d;
-      max_scale = d;
-    }
   }
+  float amax_scale;
+  const float max_scale = signed_max(scales, sbs / kBlock, &amax_scale);
   if (sbs / kBlock > 1) {
     const int nb = sbs / kBlock;
     std::memset(scales_h, 0, size_t((nb + 7) / 8) * sizeof(uint16_t));

@@ -11,6 +11,7 @@
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/group_max.hpp"
 #include "edgellm/quant/scales.hpp"
 
 EDGELLM_EXACT_FP_BEGIN
@@ -185,14 +186,8 @@ inline void quantize_row_q8_K_ref(const float* EDGELLM_RESTRICT x, block_q8_K* E
   EDGELLM_DASSERT(k % QK_K == 0);
   const int64_t nb = k / QK_K;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
-    float max = 0.0f, amax = 0.0f;
-    for (int j = 0; j < QK_K; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
+    float amax;
+    const float max = detail::signed_max(x, QK_K, &amax);
     if (!amax) {
       // ggml leaves bsums untouched here; we zero the whole block so it is well defined
       std::memset(&y[i], 0, sizeof(block_q8_K));
