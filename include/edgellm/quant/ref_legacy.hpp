@@ -20,22 +20,18 @@ namespace edgellm {
 // ---------------------------------------------------------------------------------------------
 // Plain rows. F16 / BF16 conversions are exact (hardware and *_ref agree), round to nearest even.
 
-inline void fp16_to_fp32_row(const ggml_half* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+namespace detail {
+template <class S, class D, D (*Convert)(S)>
+inline void convert_row(const S* EDGELLM_RESTRICT x, D* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = fp16_to_fp32(x[i]);
+  for (int64_t i = 0; i < k; ++i) y[i] = Convert(x[i]);
 }
-inline void fp32_to_fp16_row(const float* EDGELLM_RESTRICT x, ggml_half* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = fp32_to_fp16(x[i]);
-}
-inline void bf16_to_fp32_row(const ggml_bf16* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = bf16_to_fp32(x[i]);
-}
-inline void fp32_to_bf16_row(const float* EDGELLM_RESTRICT x, ggml_bf16* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = fp32_to_bf16(x[i]);
-}
+}  // namespace detail
+
+inline constexpr auto fp16_to_fp32_row = detail::convert_row<ggml_half, float, fp16_to_fp32>;
+inline constexpr auto fp32_to_fp16_row = detail::convert_row<float, ggml_half, fp32_to_fp16>;
+inline constexpr auto bf16_to_fp32_row = detail::convert_row<ggml_bf16, float, bf16_to_fp32>;
+inline constexpr auto fp32_to_bf16_row = detail::convert_row<float, ggml_bf16, fp32_to_bf16>;
 inline void fp32_copy_row(const float* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
   if (k > 0) std::memcpy(y, x, static_cast<size_t>(k) * sizeof(float));
