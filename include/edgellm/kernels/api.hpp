@@ -126,16 +126,9 @@ struct FloatKernels {
 enum class Isa { Ref, Avx2, Avx2Vnni, Avx512, Avx512Vnni, Neon, Dotprod };
 
 inline const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Ref: return "ref";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx2Vnni: return "avx2-vnni";
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx512Vnni: return "avx512-vnni";
-    case Isa::Neon: return "neon";
-    case Isa::Dotprod: return "dotprod";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"ref", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "neon", "dotprod"};
+  const auto i = static_cast<size_t>(isa);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
 
 struct KernelTable {
