@@ -540,44 +540,20 @@ struct TQ1 {
 }  // namespace neon
 #undef EDGELLM_NEON_LAMBDA
 
-// ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy
-// formats) ----
-#define EDGELLM_NEON_IQ_KERNELS(name, T)                                                                      \
-  inline float vec_dot_##name##_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
-    return neon::iq_row<neon::T, neon::DotV80>(n, w, a);                                                      \
-  }                                                                                                           \
-  EDGELLM_TARGET_DOTPROD inline float vec_dot_##name##_dotprod(int n, const void* EDGELLM_RESTRICT w,         \
-                                                               const void* EDGELLM_RESTRICT a) {              \
-    return neon::iq_row<neon::T, neon::DotSdot>(n, w, a);                                                     \
-  }
-EDGELLM_NEON_IQ_KERNELS(iq2_xxs_q8_K, IQ2XXS)
-EDGELLM_NEON_IQ_KERNELS(iq2_xs_q8_K, IQ2XS)
-EDGELLM_NEON_IQ_KERNELS(iq2_s_q8_K, IQ2S)
-EDGELLM_NEON_IQ_KERNELS(iq3_xxs_q8_K, IQ3XXS)
-EDGELLM_NEON_IQ_KERNELS(iq3_s_q8_K, IQ3S)
-EDGELLM_NEON_IQ_KERNELS(iq1_s_q8_K, IQ1S)
-EDGELLM_NEON_IQ_KERNELS(iq1_m_q8_K, IQ1M)
-EDGELLM_NEON_IQ_KERNELS(iq4_xs_q8_K, IQ4XS)
-EDGELLM_NEON_IQ_KERNELS(tq1_0_q8_K, TQ1)
-EDGELLM_NEON_IQ_KERNELS(tq2_0_q8_K, TQ2)
-#undef EDGELLM_NEON_IQ_KERNELS
+// ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy formats) ----
 
-inline float vec_dot_iq4_nl_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtIQ4_NL, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_iq4_nl_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
-                                          const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtIQ4_NL, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_iq4_nl_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                                const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtIQ4_NL, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_iq4_nl_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                    const void* w, size_t w_stride,
-                                                                    const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtIQ4_NL, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
+EDGELLM_NEON_VEC_DOT(iq2_xxs_q8_K, iq_row, IQ2XXS)
+EDGELLM_NEON_VEC_DOT(iq2_xs_q8_K, iq_row, IQ2XS)
+EDGELLM_NEON_VEC_DOT(iq2_s_q8_K, iq_row, IQ2S)
+EDGELLM_NEON_VEC_DOT(iq3_xxs_q8_K, iq_row, IQ3XXS)
+EDGELLM_NEON_VEC_DOT(iq3_s_q8_K, iq_row, IQ3S)
+EDGELLM_NEON_VEC_DOT(iq1_s_q8_K, iq_row, IQ1S)
+EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, iq_row, IQ1M)
+EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, iq_row, IQ4XS)
+EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, iq_row, TQ1)
+EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, iq_row, TQ2)
+EDGELLM_NEON_VEC_DOT(iq4_nl_q8_0, legacy_row, FmtIQ4_NL)
+EDGELLM_NEON_VEC_DOT_ROWS(iq4_nl_q8_0, legacy_rows, FmtIQ4_NL)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

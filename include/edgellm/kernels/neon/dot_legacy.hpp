@@ -253,86 +253,16 @@ EDGELLM_NEON_INLINE void legacy_rows(int n, float* out, int nrows, const void* w
 
 // ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
-inline float vec_dot_q4_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_0, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q4_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_0, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q4_1_q8_1_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_1, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q4_1_q8_1_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_1_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_1_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q5_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_0, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q5_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_0, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q5_1_q8_1_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_1, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q5_1_q8_1_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_1_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_1_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q8_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ8_0, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q8_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ8_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ8_0, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q8_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ8_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
+EDGELLM_NEON_VEC_DOT(q4_0_q8_0, legacy_row, FmtQ4_0)
+EDGELLM_NEON_VEC_DOT_ROWS(q4_0_q8_0, legacy_rows, FmtQ4_0)
+EDGELLM_NEON_VEC_DOT(q4_1_q8_1, legacy_row, FmtQ4_1)
+EDGELLM_NEON_VEC_DOT_ROWS(q4_1_q8_1, legacy_rows, FmtQ4_1)
+EDGELLM_NEON_VEC_DOT(q5_0_q8_0, legacy_row, FmtQ5_0)
+EDGELLM_NEON_VEC_DOT_ROWS(q5_0_q8_0, legacy_rows, FmtQ5_0)
+EDGELLM_NEON_VEC_DOT(q5_1_q8_1, legacy_row, FmtQ5_1)
+EDGELLM_NEON_VEC_DOT_ROWS(q5_1_q8_1, legacy_rows, FmtQ5_1)
+EDGELLM_NEON_VEC_DOT(q8_0_q8_0, legacy_row, FmtQ8_0)
+EDGELLM_NEON_VEC_DOT_ROWS(q8_0_q8_0, legacy_rows, FmtQ8_0)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON
