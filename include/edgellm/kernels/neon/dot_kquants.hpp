@@ -453,26 +453,21 @@ EDGELLM_NEON_INLINE float kquant_row(int n, const void* w, const void* a) {
 template <class K, class D>
 EDGELLM_NEON_INLINE void kquant_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   constexpr int R = kRowsKQuantNeon;
-  const auto* base = static_cast<const uint8_t*>(w);
-  int r = 0;
-  for (; r + R <= nrows; r += R) K::template run<D, R>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
-  for (; r < nrows; ++r) K::template run<D, 1>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
+  rows_by_groups<R>(
+      nrows, out, w, w_stride,
+      [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { K::template run<D, R>(n, o, rw, w_stride, a); },
+      [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { K::template run<D, 1>(n, o, rw, w_stride, a); });
 }
 
 }  // namespace neon
 
 // ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
-EDGELLM_NEON_VEC_DOT(q2_K_q8_K, kquant_row, KQ2)
-EDGELLM_NEON_VEC_DOT_ROWS(q2_K_q8_K, kquant_rows, KQ2)
-EDGELLM_NEON_VEC_DOT(q3_K_q8_K, kquant_row, KQ3)
-EDGELLM_NEON_VEC_DOT_ROWS(q3_K_q8_K, kquant_rows, KQ3)
-EDGELLM_NEON_VEC_DOT(q4_K_q8_K, kquant_row, KQ4)
-EDGELLM_NEON_VEC_DOT_ROWS(q4_K_q8_K, kquant_rows, KQ4)
-EDGELLM_NEON_VEC_DOT(q5_K_q8_K, kquant_row, KQ5)
-EDGELLM_NEON_VEC_DOT_ROWS(q5_K_q8_K, kquant_rows, KQ5)
-EDGELLM_NEON_VEC_DOT(q6_K_q8_K, kquant_row, KQ6)
-EDGELLM_NEON_VEC_DOT_ROWS(q6_K_q8_K, kquant_rows, KQ6)
+EDGELLM_NEON_VEC_DOTS(q2_K_q8_K, kquant_row, kquant_rows, KQ2)
+EDGELLM_NEON_VEC_DOTS(q3_K_q8_K, kquant_row, kquant_rows, KQ3)
+EDGELLM_NEON_VEC_DOTS(q4_K_q8_K, kquant_row, kquant_rows, KQ4)
+EDGELLM_NEON_VEC_DOTS(q5_K_q8_K, kquant_row, kquant_rows, KQ5)
+EDGELLM_NEON_VEC_DOTS(q6_K_q8_K, kquant_row, kquant_rows, KQ6)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

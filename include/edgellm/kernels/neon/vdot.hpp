@@ -160,6 +160,20 @@ EDGELLM_NEON_INLINE void sdot_4tok(int32x4_t (&c)[4], int8x16_t w, const int8x16
 #endif
 }
 
+// On lambdas inside the kernel bodies: inlined into their caller, so that the sdot they contain
+// is assembled inside the dotprod-target function (clang checks the lambda's own target otherwise).
+#define EDGELLM_NEON_LAMBDA __attribute__((always_inline))
+
+// The VecDotRowsFn skeleton: groups of R rows (w, w + w_stride, ...) through group(out + r, that
+// group's first row), then the rows left over one at a time through one(out + r, the row).
+template <int R, class Group, class One>
+EDGELLM_NEON_INLINE void rows_by_groups(int nrows, float* out, const void* w, size_t w_stride, Group group, One one) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  int r = 0;
+  for (; r + R <= nrows; r += R) group(out + r, base + size_t(r) * w_stride);
+  for (; r < nrows; ++r) one(out + r, base + size_t(r) * w_stride);
+}
+
 // The two dot policies the kernel bodies are instantiated with. Both add the 16 products of
 // a and b into the 4 lanes of acc; only the sum over all 4 lanes is defined to be equal (the
 // kernels never rely on which lane got which product).
@@ -197,6 +211,9 @@ struct DotV80 {
                                                                const void* EDGELLM_RESTRICT a) {              \
     return neon::row<neon::F, neon::DotSdot>(n, w, a);                                                        \
   }
+#define EDGELLM_NEON_VEC_DOTS(name, row, rows, F) \
+  EDGELLM_NEON_VEC_DOT(name, row, F)              \
+  EDGELLM_NEON_VEC_DOT_ROWS(name, rows, F)
 #define EDGELLM_NEON_VEC_DOT_ROWS(name, rows, F)                                                                 \
   inline void vec_dot_rows_##name##_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,         \
                                          size_t w_stride, const void* EDGELLM_RESTRICT a) {                    \
