@@ -6,6 +6,7 @@
 # "skipped: ..." when the model is missing. Last, llama-bench's list syntax (ranges, repeated flags),
 # -ctk / -ctv, -o jsonl and -o sql (loaded by sqlite3 when installed).
 cmake_minimum_required(VERSION 3.19)
+include("${CMAKE_CURRENT_LIST_DIR}/expect_hashes.cmake")
 if(NOT EXISTS "${SHARED}/${MODEL}")
   message("skipped: ${SHARED}/${MODEL} not found")
   return()
@@ -86,12 +87,9 @@ endforeach()
 if(NOT d0_n_depth EQUAL 0 OR NOT d1_n_depth EQUAL 8 OR NOT d0_n_gen EQUAL 4 OR NOT d1_n_gen EQUAL 4 OR NOT d1_n_prompt EQUAL 0)
   message(FATAL_ERROR "-d 0,8: rows are not tg4 at depths 0 and 8:\n${out}")
 endif()
-if(NOT d0_logits_hash STREQUAL hash_t1_1)
-  message(FATAL_ERROR "-d 0: logits hash ${d0_logits_hash}, without -d ${hash_t1_1}")
-endif()
-if(d1_logits_hash STREQUAL d0_logits_hash)
-  message(FATAL_ERROR "-d 8: same logits hash as from an empty cache (${d0_logits_hash}): the depth was not used")
-endif()
+expect_same_not_other("${d0_logits_hash}" "${hash_t1_1}" "${d1_logits_hash}"
+                      "-d 0: logits hash ${d0_logits_hash}, without -d ${hash_t1_1}"
+                      "-d 8: same logits hash as from an empty cache (${d0_logits_hash}): the depth was not used")
 
 # llama-bench's list syntax and flags: a range (-t 1-2), a repeated flag adding values (-n 2 -n 4),
 # -ctk / -ctv, and -o jsonl (one object per line).

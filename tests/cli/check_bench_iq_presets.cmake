@@ -5,6 +5,7 @@
 # the same bytes, another seed other bytes, edgellm-info lists iq2_xxs tensors and edgellm-cli
 # generates from the file. Needs no shared data.
 cmake_minimum_required(VERSION 3.19)
+include("${CMAKE_CURRENT_LIST_DIR}/expect_hashes.cmake")
 string(REPLACE "|" ";" EMULATOR "${EMULATOR}")
 string(REPLACE "|" ";" MIXES "${MIXES}")
 file(MAKE_DIRECTORY "${OUT}")
@@ -61,12 +62,8 @@ if("IQ2_XXS" IN_LIST MIXES)
   file(SHA256 "${a}" ha)
   file(SHA256 "${b}" hb)
   file(SHA256 "${c}" hc)
-  if(NOT ha STREQUAL hb)
-    message(FATAL_ERROR "IQ2_XXS: seed 5 with 1 and 2 threads wrote different files")
-  endif()
-  if(ha STREQUAL hc)
-    message(FATAL_ERROR "IQ2_XXS: seeds 5 and 6 wrote the same file")
-  endif()
+  expect_same_not_other("${ha}" "${hb}" "${hc}" "IQ2_XXS: seed 5 with 1 and 2 threads wrote different files"
+                        "IQ2_XXS: seeds 5 and 6 wrote the same file")
   run("info" ${INFO} "${a}")
   if(NOT out MATCHES "blk\\.[01]\\.[a-z_]+\\.weight +iq2_xxs ")
     message(FATAL_ERROR "edgellm-info: no iq2_xxs layer matrix:\n${out}")

@@ -25,6 +25,20 @@ using FromFloatFn = void (*)(const float* EDGELLM_RESTRICT x, void* EDGELLM_REST
 // Converts a row of n elements of some type back to floats.
 using ToFloatFn = void (*)(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t n);
 
+// The activation format of weight type t's dot kernels on every ISA (ggml's vec_dot_type): F32
+// for the float types, Q8_1 for the legacy types with a min (q4_1, q5_1: the activation's sum
+// carries the min term), Q8_0 for the other 32-weight types, Q8_K for the 256-weight ones.
+constexpr DType dot_activation_type(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return DType::F32;
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
+    default: return dtype_block_size(t) == 32 ? DType::Q8_0 : DType::Q8_K;
+  }
+}
+
 struct TypeKernels {
   VecDotFn vec_dot = nullptr;          // null: the type cannot be multiplied
   VecDotRowsFn vec_dot_rows = nullptr; // optional multi-row form of vec_dot
@@ -112,16 +126,9 @@ struct FloatKernels {
 enum class Isa { Ref, Avx2, Avx2Vnni, Avx512, Avx512Vnni, Neon, Dotprod };
 
 inline const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Ref: return "ref";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx2Vnni: return "avx2-vnni";
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx512Vnni: return "avx512-vnni";
-    case Isa::Neon: return "neon";
-    case Isa::Dotprod: return "dotprod";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"ref", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "neon", "dotprod"};
+  const auto i = static_cast<size_t>(isa);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
 
 struct KernelTable {

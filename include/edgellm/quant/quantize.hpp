@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "edgellm/config.hpp"
 #include "edgellm/quant/blocks.hpp"
@@ -100,14 +101,8 @@ inline float make_qkx2_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, 
 // (w = x^2), i.e. lowers the weighted error of the optimal scale. Stores L + nmax; returns the scale.
 inline float make_q3_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT L, bool do_rmse) {
   EDGELLM_EXACT_FP_SCOPE
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_max(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -166,14 +161,8 @@ inline float make_qx_quants(int n, int nmax, const float* EDGELLM_RESTRICT x, in
   EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(rmse_type == 1);
   (void)rmse_type;
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_max(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -305,15 +294,10 @@ inline void quantize_block_q6_K(const float* EDGELLM_RESTRICT x, const float* ED
   EDGELLM_EXACT_FP_SCOPE
   int8_t L[QK_K];
   float scales[QK_K / 16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < QK_K / 16; ++ib) {
+  for (int ib = 0; ib < QK_K / 16; ++ib)
     scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw ? qw + 16 * ib : nullptr);
-    const float abs_scale = std::fabs(scales[ib]);
-    if (abs_scale > max_abs_scale) {
-      max_abs_scale = abs_scale;
-      max_scale = scales[ib];
-    }
-  }
+  float max_abs_scale;
+  const float max_scale = signed_max(scales, QK_K / 16, &max_abs_scale);
   if (max_abs_scale < kGroupMaxEps) {
     std::memset(&y, 0, sizeof(block_q6_K));
     y.d = fp32_to_fp16(0.f);
@@ -420,108 +404,95 @@ inline void quantize_block_k4(const float* EDGELLM_RESTRICT x, int nmax, float r
 // 4 bits against the block maxima, then L re-derived from the stored scale and min.
 inline void quantize_row_q2_K_ref(const float* EDGELLM_RESTRICT x, block_q2_K* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  const int64_t nb = k / QK_K;
-  constexpr float q4scale = 15.f;
-  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+  detail::quantize_blocks<QK_K>(x, y, k, [](const float* xb, block_q2_K& b) {
+    constexpr float q4scale = 15.f;
     uint8_t L[QK_K], Laux[16];
     float weights[16], mins[QK_K / 16], scales[QK_K / 16];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < QK_K / 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-      scales[j] = detail::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(xb[16 * j + l]);
+      scales[j] = detail::make_qkx2_quants(16, 3, xb + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
     if (max_scale > 0) {
       const float iscale = q4scale / max_scale;
-      for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = uint8_t(detail::nearest_int(iscale * scales[j]));
-      y[i].d = fp32_to_fp16(max_scale / q4scale);
+      for (int j = 0; j < QK_K / 16; ++j) b.scales[j] = uint8_t(detail::nearest_int(iscale * scales[j]));
+      b.d = fp32_to_fp16(max_scale / q4scale);
     } else {
-      for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = 0;
-      y[i].d = fp32_to_fp16(0.f);
+      for (int j = 0; j < QK_K / 16; ++j) b.scales[j] = 0;
+      b.d = fp32_to_fp16(0.f);
     }
     if (max_min > 0) {
       const float iscale = q4scale / max_min;
       for (int j = 0; j < QK_K / 16; ++j)
-        y[i].scales[j] = uint8_t(y[i].scales[j] | (detail::nearest_int(iscale * mins[j]) << 4));
-      y[i].dmin = fp32_to_fp16(max_min / q4scale);
+        b.scales[j] = uint8_t(b.scales[j] | (detail::nearest_int(iscale * mins[j]) << 4));
+      b.dmin = fp32_to_fp16(max_min / q4scale);
     } else {
-      y[i].dmin = fp32_to_fp16(0.f);
+      b.dmin = fp32_to_fp16(0.f);
     }
     for (int j = 0; j < QK_K / 16; ++j) {
-      const float d = fp16_to_fp32(y[i].d) * (y[i].scales[j] & 0xF);
+      const float d = fp16_to_fp32(b.d) * (b.scales[j] & 0xF);
       if (!d) continue;
-      const float dm = fp16_to_fp32(y[i].dmin) * (y[i].scales[j] >> 4);
+      const float dm = fp16_to_fp32(b.dmin) * (b.scales[j] >> 4);
       for (int ii = 0; ii < 16; ++ii) {
-        const int l = detail::nearest_int((x[16 * j + ii] + dm) / d);
+        const int l = detail::nearest_int((xb[16 * j + ii] + dm) / d);
         L[16 * j + ii] = uint8_t(std::max(0, std::min(3, l)));
       }
     }
-    for (int j = 0; j < QK_K; j += 128) detail::pack_2bit_128(L + j, y[i].qs + j / 4);
-  }
+    for (int j = 0; j < QK_K; j += 128) detail::pack_2bit_128(L + j, b.qs + j / 4);
+  });
 }
 
 // q3_K: per 16 weights the symmetric make_q3_quants search, 6-bit signed scales against the
 // signed largest scale, then L re-derived; high bit to hmask, low 2 bits as q2_K.
 inline void quantize_row_q3_K_ref(const float* EDGELLM_RESTRICT x, block_q3_K* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  const int64_t nb = k / QK_K;
-  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+  detail::quantize_blocks<QK_K>(x, y, k, [](const float* xb, block_q3_K& b) {
     int8_t L[QK_K];
     float scales[QK_K / 16];
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < QK_K / 16; ++j) {
-      scales[j] = detail::make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
-      const float scale = std::fabs(scales[j]);
-      if (scale > amax) {
-        amax = scale;
-        max_scale = scales[j];
-      }
-    }
-    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    for (int j = 0; j < QK_K / 16; ++j) scales[j] = detail::make_q3_quants(16, 4, xb + 16 * j, L + 16 * j, true);
+    float amax;
+    const float max_scale = detail::signed_max(scales, QK_K / 16, &amax);
+    std::memset(b.scales, 0, sizeof(b.scales));
     if (max_scale) {
       const float iscale = -32.f / max_scale;
       int ls[16];
       for (int j = 0; j < QK_K / 16; ++j) ls[j] = std::max(-32, std::min(31, detail::nearest_int(iscale * scales[j]))) + 32;
-      detail::pack_scales_q3_K(ls, y[i].scales);
-      y[i].d = fp32_to_fp16(1 / iscale);
+      detail::pack_scales_q3_K(ls, b.scales);
+      b.d = fp32_to_fp16(1 / iscale);
     } else {
-      y[i].d = fp32_to_fp16(0.f);
+      b.d = fp32_to_fp16(0.f);
     }
-    detail::store_block_q3_K(x, L, y[i]);
-  }
+    detail::store_block_q3_K(xb, L, b);
+  });
 }
 
-inline void quantize_row_q4_K_ref(const float* EDGELLM_RESTRICT x, block_q4_K* EDGELLM_RESTRICT y, int64_t k) {
+// q4_K / q5_K: quantize_block_k4's search (q4_K: nmax 15, rmin -1, 20 steps; q5_K: 31, -0.5, 15),
+// then the quants packed in the block's layout.
+template <class Block>
+inline void quantize_row_k4_ref(const float* EDGELLM_RESTRICT x, Block* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  const int64_t nb = k / QK_K;
-  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+  constexpr bool kQ5 = std::is_same_v<Block, block_q5_K>;
+  detail::quantize_blocks<QK_K>(x, y, k, [](const float* xb, Block& b) {
     uint8_t L[QK_K];
-    detail::quantize_block_k4(x, 15, -1.f, 20, L, &y[i].d, &y[i].dmin, y[i].scales);
-    detail::pack_q4_K_quants(L, y[i].qs);
-  }
+    detail::quantize_block_k4(xb, kQ5 ? 31 : 15, kQ5 ? -0.5f : -1.f, kQ5 ? 15 : 20, L, &b.d, &b.dmin, b.scales);
+    if constexpr (kQ5) {
+      detail::pack_q5_K_quants(L, b.qh, b.qs);
+    } else {
+      detail::pack_q4_K_quants(L, b.qs);
+    }
+  });
 }
-
-inline void quantize_row_q5_K_ref(const float* EDGELLM_RESTRICT x, block_q5_K* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  const int64_t nb = k / QK_K;
-  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
-    uint8_t L[QK_K];
-    detail::quantize_block_k4(x, 31, -0.5f, 15, L, &y[i].d, &y[i].dmin, y[i].scales);
-    detail::pack_q5_K_quants(L, y[i].qh, y[i].qs);
-  }
-}
+inline constexpr auto quantize_row_q4_K_ref = quantize_row_k4_ref<block_q4_K>;
+inline constexpr auto quantize_row_q5_K_ref = quantize_row_k4_ref<block_q5_K>;
 
 // q6_K: per 16 weights the make_qx_quants search (nmax 32), 8-bit scales against the signed
 // largest scale (-128 / max), then L re-derived from the stored scales.
 inline void quantize_row_q6_K_ref(const float* EDGELLM_RESTRICT x, block_q6_K* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  for (int64_t i = 0; i < k / QK_K; ++i, x += QK_K) detail::quantize_block_q6_K(x, nullptr, y[i]);
+  detail::quantize_blocks<QK_K>(x, y, k,
+                                [](const float* xb, block_q6_K& b) { detail::quantize_block_q6_K(xb, nullptr, b); });
 }
 
 }  // namespace edgellm

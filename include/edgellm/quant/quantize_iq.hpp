@@ -21,9 +21,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "edgellm/config.hpp"
+#include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/exact_fp.hpp"
@@ -216,9 +218,10 @@ inline const GridMap& grid_iq3s() {
 }
 
 // The grid point nearest x / scale in weighted squared distance among the neighbour list nb (first
-// on ties); L = its levels. Returns its index.
+// on ties), the point's weights taken as they are or (xg non-null: IQ1) mapped through xg, the
+// values of levels 0, 1, 2; L = its levels. Returns its index.
 inline int best_neighbour(const GridMap& g, const uint16_t* nb, const float* xval, const float* weight, float scale,
-                          int8_t* L) {
+                          int8_t* L, const float* xg = nullptr) {
   EDGELLM_EXACT_FP_SCOPE
   const int num = nb[0];
   float best_d2 = FLT_MAX;
@@ -227,7 +230,7 @@ inline int best_neighbour(const GridMap& g, const uint16_t* nb, const float* xva
     const int8_t* pg = g.point(nb[j]);
     float d2 = 0;
     for (int i = 0; i < g.dims; ++i) {
-      const float q = pg[i];
+      const float q = xg ? xg[(pg[i] - 1) / 2] : float(pg[i]);
       const float diff = scale * q - xval[i];
       d2 += weight[i] * diff * diff;
     }
@@ -288,21 +291,27 @@ inline void odd_level_sums(int n, const float* weight, const float* xval, const 
   *sumq2 = s2;
 }
 
-// xval = |xb| over 8 weights, except that an odd number of negatives leaves the least important
-// one (smallest w x^2) negative so the stored 7 sign bits imply the 8th. Returns the 7 bits.
-inline uint8_t even_signs8(const float* xb, const float* weight, float* xval) {
-  EDGELLM_EXACT_FP_SCOPE
-  int nflip = 0;
+// xval = |xb| over 8 weights; returns the 8 sign bits.
+inline uint8_t plain_signs8(const float* xb, float* xval) {
   uint8_t s = 0;
   for (int i = 0; i < 8; ++i) {
     if (xb[i] >= 0) {
       xval[i] = xb[i];
     } else {
       xval[i] = -xb[i];
-      ++nflip;
       s |= uint8_t(1 << i);
     }
   }
+  return s;
+}
+
+// As plain_signs8, except that an odd number of negatives leaves the least important one
+// (smallest w x^2) negative so the stored 7 sign bits imply the 8th. Returns the 7 bits.
+inline uint8_t even_signs8(const float* xb, const float* weight, float* xval) {
+  EDGELLM_EXACT_FP_SCOPE
+  uint8_t s = plain_signs8(xb, xval);
+  int nflip = 0;
+  for (int i = 0; i < 8; ++i) nflip += (s >> i) & 1;
   if (nflip % 2) {
     int imin = 0;
     float min = weight[0] * xb[0] * xb[0];
@@ -317,20 +326,6 @@ inline uint8_t even_signs8(const float* xb, const float* weight, float* xval) {
     s ^= uint8_t(1 << imin);
   }
   return uint8_t(s & 127);
-}
-
-// xval = |xb| over 8 weights; returns the 8 sign bits.
-inline uint8_t plain_signs8(const float* xb, float* xval) {
-  uint8_t s = 0;
-  for (int i = 0; i < 8; ++i) {
-    if (xb[i] >= 0) {
-      xval[i] = xb[i];
-    } else {
-      xval[i] = -xb[i];
-      s |= uint8_t(1 << i);
-    }
-  }
-  return s;
 }
 
 // One group of n weights (n / 8 sign bytes): waux = sqrt(weight), xval = |x| (even_signs8 when
@@ -358,6 +353,13 @@ inline float sum_squares(const float* x, int n) {
   float s = 0;
   for (int i = 0; i < n; ++i) s += x[i] * x[i];
   return s;
+}
+
+// The variance-like term of a super-block's importance weights: factor * sum(x^2) / QK_K (ggml
+// uses factor 2, or 1 for IQ2_XXS and IQ2_XS).
+inline float super_block_sigma2(const float* xbl, float factor) {
+  EDGELLM_EXACT_FP_SCOPE
+  return factor * sum_squares(xbl, QK_K) / QK_K;
 }
 
 // weight[i] = qw[i] * sqrt(sigma2 + x^2) (the importance-weighted form every i-quant uses).
@@ -434,6 +436,18 @@ inline int odd_scale4(float id, float scale, int maxv) {
 // ---------------------------------------------------------------------------------------------
 // IQ2_XXS, IQ3_XXS (8- / 4-weight points of magnitudes 1, 3, 5 / 1 ... 15 times the scale), IQ2_XS, IQ2_S.
 
+// IQ2_XXS: the 4 points of a group of 32 rounded at inverse scale id and snapped to the grid at
+// scale (L = their levels), and the group's sums for the optimal scale.
+inline void iq2_xxs_points(const GridMap& g, const float* xval, const float* weight, const float* waux, float id,
+                           float scale, int8_t* L, float* sumqx, float* sumq2) {
+  constexpr int kMaxQ = 3;
+  for (int k = 0; k < 4; ++k) {
+    const int u = round_levels(g, xval + 8 * k, id, kMaxQ, L + 8 * k);
+    snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+  }
+  odd_level_sums(32, weight, xval, L, sumqx, sumq2);
+}
+
 // IQ2_XXS's search over one group of 32 (xval >= 0 up to the parity sign): make_qp_quants' scale,
 // 13 trial scales around it, each snapping the 4 points to the grid, then the points rounded again
 // at the best scale and the scale refitted. L = the levels; false when the group stays zero.
@@ -448,13 +462,8 @@ inline bool iq2_xxs_search(const GridMap& g, const float* xval, const float* wei
   float best = 0;
   for (int is = -6; is <= 6; ++is) {
     const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
-    const float this_scale = 1 / id;
-    for (int k = 0; k < 4; ++k) {
-      const int u = round_levels(g, xval + 8 * k, id, kMaxQ, Laux + 8 * k);
-      snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
-    }
     float sumqx, sumq2;
-    odd_level_sums(32, weight, xval, Laux, &sumqx, &sumq2);
+    iq2_xxs_points(g, xval, weight, waux, id, 1 / id, Laux, &sumqx, &sumq2);
     if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
       scale = sumqx / sumq2;
       best = scale * sumqx;
@@ -462,13 +471,8 @@ inline bool iq2_xxs_search(const GridMap& g, const float* xval, const float* wei
     }
   }
   if (scale > 0) {
-    const float id = 1 / scale;
-    for (int k = 0; k < 4; ++k) {
-      const int u = round_levels(g, xval + 8 * k, id, kMaxQ, L + 8 * k);
-      snap_to_grid(g, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
-    }
     float sumqx, sumq2;
-    odd_level_sums(32, weight, xval, L, &sumqx, &sumq2);
+    iq2_xxs_points(g, xval, weight, waux, 1 / scale, scale, L, &sumqx, &sumq2);
     if (sumq2 > 0) scale = sumqx / sumq2;
   }
   *scale_out = scale;
@@ -493,8 +497,7 @@ inline void xxs_row(const float* x, Block* y, int64_t n, const float* qw_row) {
     y[ibl].d = fp32_to_fp16(0.f);
     float max_scale = 0;
     const float* xbl = x + QK_K * ibl;
-    const float sumx2 = sum_squares(xbl, QK_K);
-    const float sigma2 = kIq3 ? 2 * sumx2 / QK_K : sumx2 / QK_K;
+    const float sigma2 = super_block_sigma2(xbl, kIq3 ? 2.f : 1.f);
     for (int ib = 0; ib < QK_K / 32; ++ib) {
       const float* xb = xbl + 32 * ib;
       group_weights(qw_row ? qw_row + QK_K * ibl + 32 * ib : nullptr, xb, sigma2, 32, weight);
@@ -556,8 +559,7 @@ inline void iq2_16_row(const float* x, void* vy, int64_t n, const float* qw_row)
     }
     float max_scale = 0;
     const float* xbl = x + QK_K * ibl;
-    const float sumx2 = sum_squares(xbl, QK_K);
-    const float sigma2 = kIq2s ? 2 * sumx2 / QK_K : sumx2 / QK_K;
+    const float sigma2 = super_block_sigma2(xbl, kIq2s ? 2.f : 1.f);
     for (int ib = 0; ib < QK_K / 16; ++ib) {
       const float* xb = xbl + 16 * ib;
       if (qw_row) {
@@ -627,7 +629,7 @@ inline void iq3_s_row(const float* x, block_iq3_s* y, int64_t n, const float* qw
     uint8_t* signs = y[ibl].signs;
     float max_scale = 0;
     const float* xbl = x + QK_K * ibl;
-    const float sigma2 = 2 * sum_squares(xbl, QK_K) / QK_K;
+    const float sigma2 = super_block_sigma2(xbl, 2.f);
     for (int ib = 0; ib < QK_K / kBlock; ++ib) {
       const float* xb = xbl + kBlock * ib;
       group_weights(qw_row ? qw_row + QK_K * ibl + kBlock * ib : nullptr, xb, sigma2, kBlock, weight);
@@ -664,34 +666,6 @@ inline void iq3_s_row(const float* x, block_iq3_s* y, int64_t n, const float* qw
 // ---------------------------------------------------------------------------------------------
 // IQ1_S, IQ1_M (8-weight ternary points, shifted by +-delta).
 
-// The point among nb nearest x / scale with the point's weights mapped through xg (the shifted
-// values of levels 0, 1, 2); L = its levels. Returns its index.
-inline int best_neighbour_iq1(const GridMap& g, const uint16_t* nb, const float* xval, const float* weight, float scale,
-                              const float* xg, int8_t* L) {
-  EDGELLM_EXACT_FP_SCOPE
-  const int num = nb[0];
-  float best_score = FLT_MAX;
-  int grid_index = -1;
-  for (int j = 1; j <= num; ++j) {
-    const int8_t* pg = g.point(nb[j]);
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float q = xg[(pg[i] - 1) / 2];
-      const float w = weight[i];
-      const float diff = scale * q - xval[i];
-      d2 += w * diff * diff;
-    }
-    if (d2 < best_score) {
-      best_score = d2;
-      grid_index = nb[j];
-    }
-  }
-  EDGELLM_CHECK(grid_index >= 0, "i-quant: no grid point found (non-finite input?)");
-  const int8_t* pg = g.point(grid_index);
-  for (int i = 0; i < 8; ++i) L[i] = int8_t((pg[i] - 1) / 2);
-  return grid_index;
-}
-
 // x sorted ascending with its positions (ties keep their order: glibc's qsort, which ggml calls,
 // is a stable merge sort for arrays this small).
 struct SortedX {
@@ -714,7 +688,7 @@ inline bool iq1_points(const GridMap& g, int n, const float* xb, const float* we
     int gi = g.map[u];
     if (gi < 0) {
       all_on_grid = false;
-      gi = best_neighbour_iq1(g, g.neighbours_of(gi), xb + 8 * k, weight + 8 * k, scale, xx_of(k), L + 8 * k);
+      gi = best_neighbour(g, g.neighbours_of(gi), xb + 8 * k, weight + 8 * k, scale, L + 8 * k, xx_of(k));
     }
     index[k] = uint16_t(gi);
   }
@@ -764,86 +738,124 @@ inline bool iq1_group_setup(const float* qw, const float* xb, float sigma2, int 
   return true;
 }
 
-inline void iq1_s_row(const float* x, block_iq1_s* y, int64_t n, const float* qw_row) {
+// The best split so far of an IQ1 group search: a candidate (sum w x q, sum w q^2) replaces it
+// when its score sumqx^2 / sumq2 is higher (the first one on ties).
+struct Iq1Split {
+  float score = -FLT_MAX, scale = 0;
+  int i1 = -1, i2 = -1, shift = 0;
+  void consider(float sumqx, float sumq2, int c1, int c2, int sh) {
+    EDGELLM_EXACT_FP_SCOPE
+    if (sumq2 > 0 && sumqx * sumqx > score * sumq2) {
+      scale = sumqx / sumq2;
+      score = scale * sumqx;
+      i1 = c1;
+      i2 = c2;
+      shift = sh;
+    }
+  }
+};
+
+// The values of levels 0, 1, 2 shifted by +delta (p) and by -delta (m).
+struct Iq1ShiftedValues {
+  float p[3], m[3];
+  explicit Iq1ShiftedValues(float delta) : p{-1 + delta, delta, 1 + delta}, m{-1 - delta, -delta, 1 - delta} {}
+};
+
+// The group loop iq1_s_row and iq1_m_row share, over one super-block xbl (importance weights qw or
+// null): for each group of kBlock weights the weights and sort (iq1_group_setup), the split
+// search(xb, weight, sorted, &best) (best.scale starts at the group's max |x|), the levels
+// (mirror(shift) when the scale was negative), and the grid points (refit when off the grid) with
+// the shift values values_of(shift, k) of each 8 weights; store(ib, index) records a group that
+// found a split. scales / shifts: per group (0 / no_shift where none was found). Returns the
+// largest scale.
+template <int kBlock, class Search, class Mirror, class ValuesOf, class Store>
+inline float iq1_super_block(const float* xbl, const float* qw, float sigma2, float eps,
+                             int8_t no_shift, float* scales, int8_t* shifts, Search search, Mirror mirror,
+                             ValuesOf values_of, Store store) {
   EDGELLM_EXACT_FP_SCOPE
   const GridMap& g = grid_iq1s();
-  constexpr int kBlock = 32;
-  const float x_p[3] = {-1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA};
-  const float x_m[3] = {-1 - IQ1S_DELTA, -IQ1S_DELTA, 1 - IQ1S_DELTA};
-  float scales[QK_K / kBlock], weight[kBlock], sumx[kBlock + 1], sumw[kBlock + 1];
-  int8_t L[kBlock], shifts[QK_K / kBlock];
+  float weight[kBlock];
+  int8_t L[kBlock];
   uint16_t index[kBlock / 8];
   SortedX sorted[kBlock];
-  for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-    y[ibl].d = fp32_to_fp16(0.f);
-    std::memset(y[ibl].qs, 0, sizeof(y[ibl].qs));
-    std::memset(y[ibl].qh, 0, sizeof(y[ibl].qh));
-    float max_scale = 0;
-    const float* xbl = x + QK_K * ibl;
-    const float sigma2 = 2 * sum_squares(xbl, QK_K) / QK_K;
-    for (int ib = 0; ib < QK_K / kBlock; ++ib) {
-      const float* xb = xbl + kBlock * ib;
-      float max;
-      if (!iq1_group_setup(qw_row + QK_K * ibl + kBlock * ib, xb, sigma2, kBlock, kEpsIq1s, weight, &max, sorted)) {
-        scales[ib] = 0;
-        shifts[ib] = 1;
-        continue;
-      }
-      // Exhaustive search of the two boundaries splitting the sorted weights into levels -1, 0, +1
-      // (shifted by +delta or -delta), from prefix sums of w x and w.
-      sumx[0] = sumw[0] = 0;
-      for (int j = 0; j < kBlock; ++j) {
-        const int i = sorted[j].i;
-        sumx[j + 1] = sumx[j] + weight[i] * xb[i];
-        sumw[j + 1] = sumw[j] + weight[i];
-      }
-      float best_score = -FLT_MAX, scale = max;
-      int besti1 = -1, besti2 = -1, best_shift = 0;
-      for (int i1 = 0; i1 <= kBlock; ++i1) {
-        for (int i2 = i1; i2 <= kBlock; ++i2) {
-          for (int sh = 1; sh >= -1; sh -= 2) {
-            const float* v = sh == 1 ? x_p : x_m;
-            const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[kBlock] - sumx[i2]) * v[2];
-            const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
-                                (sumw[kBlock] - sumw[i2]) * v[2] * v[2];
-            if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
-              scale = sumqx / sumq2;
-              best_score = scale * sumqx;
-              besti1 = i1;
-              besti2 = i2;
-              best_shift = sh;
-            }
-          }
+  float max_scale = 0;
+  for (int ib = 0; ib < QK_K / kBlock; ++ib) {
+    const float* xb = xbl + kBlock * ib;
+    scales[ib] = 0;
+    shifts[ib] = no_shift;
+    Iq1Split best;
+    if (!iq1_group_setup(qw ? qw + kBlock * ib : nullptr, xb, sigma2, kBlock, eps, weight, &best.scale, sorted)) continue;
+    search(xb, weight, sorted, &best);
+    if (best.i1 < 0 || best.i2 < 0) continue;
+    float scale = best.scale;
+    int shift = best.shift;
+    if (levels_from_split(sorted, kBlock, best.i1, best.i2, &scale, L)) shift = mirror(shift);
+    auto xx_of = [&](int k) { return values_of(shift, k); };
+    if (!iq1_points(g, kBlock, xb, weight, scale, xx_of, L, index))
+      scale = iq1_refit(g, kBlock, xb, weight, index, xx_of, scale);
+    store(ib, index);
+    scales[ib] = scale;
+    shifts[ib] = int8_t(shift);
+    max_scale = std::max(max_scale, scale);
+  }
+  return max_scale;
+}
+
+inline void iq1_s_row(const float* x, block_iq1_s* y, int64_t n, const float* qw_row) {
+  EDGELLM_EXACT_FP_SCOPE
+  constexpr int kBlock = 32;
+  const Iq1ShiftedValues v(IQ1S_DELTA);
+  const float *x_p = v.p, *x_m = v.m;
+  float scales[QK_K / kBlock];
+  int8_t shifts[QK_K / kBlock];
+  // Exhaustive search of the two boundaries splitting the sorted weights into levels -1, 0, +1
+  // (shifted by +delta or -delta), from prefix sums of w x and w.
+  auto search = [&](const float* xb, const float* weight, const SortedX* sorted, Iq1Split* best) {
+    float sumx[kBlock + 1], sumw[kBlock + 1];
+    sumx[0] = sumw[0] = 0;
+    for (int j = 0; j < kBlock; ++j) {
+      const int i = sorted[j].i;
+      sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+      sumw[j + 1] = sumw[j] + weight[i];
+    }
+    for (int i1 = 0; i1 <= kBlock; ++i1) {
+      for (int i2 = i1; i2 <= kBlock; ++i2) {
+        for (int sh = 1; sh >= -1; sh -= 2) {
+          const float* v = sh == 1 ? x_p : x_m;
+          const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[kBlock] - sumx[i2]) * v[2];
+          const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
+                              (sumw[kBlock] - sumw[i2]) * v[2] * v[2];
+          best->consider(sumqx, sumq2, i1, i2, sh);
         }
       }
-      if (besti1 < 0 || besti2 < 0 || best_shift == 0) {
-        scales[ib] = 0;
-        shifts[ib] = 1;
-        continue;
-      }
-      if (levels_from_split(sorted, kBlock, besti1, besti2, &scale, L)) best_shift = -best_shift;
-      const float* xx = best_shift == 1 ? x_p : x_m;
-      auto xx_of = [xx](int) { return xx; };
-      if (!iq1_points(g, kBlock, xb, weight, scale, xx_of, L, index))
-        scale = iq1_refit(g, kBlock, xb, weight, index, xx_of, scale);
-      uint16_t h = 0;
-      for (int k = 0; k < kBlock / 8; ++k) {
-        y[ibl].qs[(kBlock / 8) * ib + k] = uint8_t(index[k] & 255);
-        h |= uint16_t((index[k] >> 8) << 3 * k);
-      }
-      y[ibl].qh[ib] = h;
-      scales[ib] = scale;
-      shifts[ib] = int8_t(best_shift);
-      max_scale = std::max(max_scale, scale);
     }
+  };
+  for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+    block_iq1_s& b = y[ibl];
+    b.d = fp32_to_fp16(0.f);
+    std::memset(b.qs, 0, sizeof(b.qs));
+    std::memset(b.qh, 0, sizeof(b.qh));
+    const float* xbl = x + QK_K * ibl;
+    const float sigma2 = super_block_sigma2(xbl, 2.f);
+    const float max_scale = iq1_super_block<kBlock>(
+        xbl, qw_row + QK_K * ibl, sigma2, kEpsIq1s, int8_t(1), scales, shifts, search, [](int sh) { return -sh; },
+        [&](int sh, int) { return sh == 1 ? x_p : x_m; },
+        [&](int ib, const uint16_t* index) {
+          uint16_t h = 0;
+          for (int k = 0; k < kBlock / 8; ++k) {
+            b.qs[(kBlock / 8) * ib + k] = uint8_t(index[k] & 255);
+            h |= uint16_t((index[k] >> 8) << 3 * k);
+          }
+          b.qh[ib] = h;
+        });
     if (!max_scale) continue;
     const float d = max_scale / 15;
-    y[ibl].d = fp32_to_fp16(d * 1.125f);
+    b.d = fp32_to_fp16(d * 1.125f);
     const float id = 1 / d;
     for (int ib = 0; ib < QK_K / kBlock; ++ib) {
       int l = odd_scale4(id, scales[ib], 7);
       if (shifts[ib] == -1) l |= 8;
-      y[ibl].qh[ib] |= uint16_t(l << 12);
+      b.qh[ib] |= uint16_t(l << 12);
     }
   }
 }
@@ -852,101 +864,71 @@ inline void iq1_m_row(const float* x, block_iq1_m* y, int64_t n, const float* qw
   EDGELLM_EXACT_FP_SCOPE
   const GridMap& g = grid_iq1s();
   constexpr int kBlock = 16;
-  const float x_p[3] = {-1 + IQ1M_DELTA, IQ1M_DELTA, 1 + IQ1M_DELTA};
-  const float x_m[3] = {-1 - IQ1M_DELTA, -IQ1M_DELTA, 1 - IQ1M_DELTA};
+  const Iq1ShiftedValues v(IQ1M_DELTA);
+  const float *x_p = v.p, *x_m = v.m;
   const uint8_t masks[4] = {0x00, 0x80, 0x08, 0x88};
   float scales[QK_K / kBlock], weight[kBlock];
-  int8_t L[kBlock], shifts[QK_K / kBlock];
-  uint16_t index[kBlock / 8];
-  SortedX sorted[kBlock];
+  int8_t shifts[QK_K / kBlock];
   // shift k: bit 1 = first 8 weights use x_m, bit 0 = second 8 use x_m
   auto shift_values = [&](int k, int half) { return (half == 0 ? k < 2 : k % 2 == 0) ? x_p : x_m; };
+  auto search = [&](const float* xb, const float* weight, const SortedX* sorted, Iq1Split* best) {
+    // prefix sums per half (each half has its own shift); with v0 - v1 = v1 - v2 = -1 a split's
+    // sum of w x q is T v2 - px[i1] - px[i2]
+    float px[2][kBlock + 1], pw[2][kBlock + 1];
+    px[0][0] = px[1][0] = 0;
+    pw[0][0] = pw[1][0] = 0;
+    for (int j = 0; j < kBlock; ++j) {
+      const int i = sorted[j].i;
+      const int h = i < kBlock / 2 ? 0 : 1;
+      px[h][j + 1] = px[h][j] + weight[i] * xb[i];
+      px[1 - h][j + 1] = px[1 - h][j];
+      pw[h][j + 1] = pw[h][j] + weight[i];
+      pw[1 - h][j + 1] = pw[1 - h][j];
+    }
+    const float txs[2] = {px[0][kBlock], px[1][kBlock]};
+    const float tws[2] = {pw[0][kBlock], pw[1][kBlock]};
+    const float p2 = x_p[2], m2 = x_m[2];
+    const float cp1 = x_p[0] * x_p[0] - x_p[1] * x_p[1];
+    const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
+    const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
+    const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
+    float sumqx[4], sumq2[4];
+    for (int i1 = 0; i1 <= kBlock; ++i1) {
+      for (int i2 = i1; i2 <= kBlock; ++i2) {
+        float qx_p[2], qx_m[2], q2_p[2], q2_m[2];
+        for (int h = 0; h < 2; ++h) {
+          const float sx = px[h][i1] + px[h][i2];
+          qx_p[h] = txs[h] * p2 - sx;
+          qx_m[h] = txs[h] * m2 - sx;
+          q2_p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
+          q2_m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
+        }
+        sumqx[0] = qx_p[0] + qx_p[1];
+        sumqx[1] = qx_p[0] + qx_m[1];
+        sumqx[2] = qx_m[0] + qx_p[1];
+        sumqx[3] = qx_m[0] + qx_m[1];
+        sumq2[0] = q2_p[0] + q2_p[1];
+        sumq2[1] = q2_p[0] + q2_m[1];
+        sumq2[2] = q2_m[0] + q2_p[1];
+        sumq2[3] = q2_m[0] + q2_m[1];
+        for (int k = 0; k < 4; ++k) best->consider(sumqx[k], sumq2[k], i1, i2, k);
+      }
+    }
+  };
   for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
     std::memset(y[ibl].qs, 0, sizeof(y[ibl].qs));
     std::memset(y[ibl].qh, 0, sizeof(y[ibl].qh));
     std::memset(y[ibl].scales, 0, sizeof(y[ibl].scales));
-    float max_scale = 0;
     const float* xbl = x + QK_K * ibl;
-    const float sigma2 = 2 * sum_squares(xbl, QK_K) / QK_K;
-    for (int ib = 0; ib < QK_K / kBlock; ++ib) {
-      const float* xb = xbl + kBlock * ib;
-      float max;
-      if (!iq1_group_setup(qw_row ? qw_row + QK_K * ibl + kBlock * ib : nullptr, xb, sigma2, kBlock, kEpsIq1m, weight,
-                           &max, sorted)) {
-        scales[ib] = 0;
-        shifts[ib] = 0;
-        continue;
-      }
-      float best_score = -FLT_MAX, scale = max;
-      int besti1 = -1, besti2 = -1, best_k = -1;
-      {
-        // prefix sums per half (each half has its own shift); with v0 - v1 = v1 - v2 = -1 a split's
-        // sum of w x q is T v2 - px[i1] - px[i2]
-        float px[2][kBlock + 1], pw[2][kBlock + 1];
-        px[0][0] = px[1][0] = 0;
-        pw[0][0] = pw[1][0] = 0;
-        for (int j = 0; j < kBlock; ++j) {
-          const int i = sorted[j].i;
-          const int h = i < kBlock / 2 ? 0 : 1;
-          px[h][j + 1] = px[h][j] + weight[i] * xb[i];
-          px[1 - h][j + 1] = px[1 - h][j];
-          pw[h][j + 1] = pw[h][j] + weight[i];
-          pw[1 - h][j + 1] = pw[1 - h][j];
-        }
-        const float txs[2] = {px[0][kBlock], px[1][kBlock]};
-        const float tws[2] = {pw[0][kBlock], pw[1][kBlock]};
-        const float p2 = x_p[2], m2 = x_m[2];
-        const float cp1 = x_p[0] * x_p[0] - x_p[1] * x_p[1];
-        const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
-        const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
-        const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
-        float sumqx[4], sumq2[4];
-        for (int i1 = 0; i1 <= kBlock; ++i1) {
-          for (int i2 = i1; i2 <= kBlock; ++i2) {
-            float qx_p[2], qx_m[2], q2_p[2], q2_m[2];
-            for (int h = 0; h < 2; ++h) {
-              const float sx = px[h][i1] + px[h][i2];
-              qx_p[h] = txs[h] * p2 - sx;
-              qx_m[h] = txs[h] * m2 - sx;
-              q2_p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
-              q2_m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
-            }
-            sumqx[0] = qx_p[0] + qx_p[1];
-            sumqx[1] = qx_p[0] + qx_m[1];
-            sumqx[2] = qx_m[0] + qx_p[1];
-            sumqx[3] = qx_m[0] + qx_m[1];
-            sumq2[0] = q2_p[0] + q2_p[1];
-            sumq2[1] = q2_p[0] + q2_m[1];
-            sumq2[2] = q2_m[0] + q2_p[1];
-            sumq2[3] = q2_m[0] + q2_m[1];
-            for (int k = 0; k < 4; ++k) {
-              if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
-                scale = sumqx[k] / sumq2[k];
-                best_score = scale * sumqx[k];
-                besti1 = i1;
-                besti2 = i2;
-                best_k = k;
-              }
-            }
-          }
-        }
-      }
-      if (besti1 < 0 || besti2 < 0 || best_k < 0) {
-        scales[ib] = 0;
-        shifts[ib] = 0;
-        continue;
-      }
-      if (levels_from_split(sorted, kBlock, besti1, besti2, &scale, L)) best_k = 3 - best_k;
-      auto xx_of = [&](int k) { return shift_values(best_k, k); };
-      if (!iq1_points(g, kBlock, xb, weight, scale, xx_of, L, index))
-        scale = iq1_refit(g, kBlock, xb, weight, index, xx_of, scale);
-      y[ibl].qs[2 * ib + 0] = uint8_t(index[0] & 255);
-      y[ibl].qs[2 * ib + 1] = uint8_t(index[1] & 255);
-      y[ibl].qh[ib] = uint8_t((index[0] >> 8) | ((index[1] >> 8) << 4));
-      scales[ib] = scale;
-      shifts[ib] = int8_t(best_k);
-      max_scale = std::max(max_scale, scale);
-    }
+    const float sigma2 = super_block_sigma2(xbl, 2.f);
+    const float max_scale = iq1_super_block<kBlock>(
+        xbl, qw_row ? qw_row + QK_K * ibl : nullptr, sigma2, kEpsIq1m, int8_t(0), scales, shifts, search,
+        [](int k) { return 3 - k; }, shift_values,
+        [&](int ib, const uint16_t* index) {
+          y[ibl].qs[2 * ib + 0] = uint8_t(index[0] & 255);
+          y[ibl].qs[2 * ib + 1] = uint8_t(index[1] & 255);
+          y[ibl].qh[ib] = uint8_t((index[0] >> 8) | ((index[1] >> 8) << 4));
+        });
     if (!max_scale) continue;
     uint16_t sc[4] = {};
     float d = max_scale / 15;
@@ -1013,19 +995,12 @@ inline void iq4_super_block(int sbs, const float* x, uint16_t* dh, uint8_t* q4, 
   sigma2 *= 2.f / sbs;
   std::memset(q4, 0, size_t(sbs / 2));
   dh[0] = fp32_to_fp16(0.f);
-  float max_scale = 0, amax_scale = 0;
   for (int ib = 0; ib < sbs / kBlock; ++ib) {
     const float* xb = x + ib * kBlock;
     uint8_t* Lb = L + ib * kBlock;
     group_weights(qw ? qw + ib * kBlock : nullptr, xb, sigma2, kBlock, weight);
-    float amax = 0, max = 0;
-    for (int j = 0; j < kBlock; ++j) {
-      const float ax = std::fabs(xb[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = xb[j];
-      }
-    }
+    float amax;
+    const float max = signed_max(xb, kBlock, &amax);
     if (amax < kGroupMaxEps) {
       scales[ib] = 0;
       continue;
@@ -1058,12 +1033,9 @@ inline void iq4_super_block(int sbs, const float* x, uint16_t* dh, uint8_t* q4, 
       }
     }
     scales[ib] = d;
-    const float abs_d = std::fabs(d);
-    if (abs_d > amax_scale) {
-      amax_scale = abs_d;
-      max_scale = d;
-    }
   }
+  float amax_scale;
+  const float max_scale = signed_max(scales, sbs / kBlock, &amax_scale);
   if (sbs / kBlock > 1) {
     const int nb = sbs / kBlock;
     std::memset(scales_h, 0, size_t((nb + 7) / 8) * sizeof(uint16_t));
@@ -1169,12 +1141,23 @@ inline void tq2_0_row(const float* x, block_tq2_0* y, int64_t n, const float*) {
   }
 }
 
-// nrows rows of n_per_row weights through Row; the imatrix (n_per_row weights) serves every row.
-template <class Block, int64_t kBlockWeights, void (*Row)(const float*, Block*, int64_t, const float*)>
-size_t quantize_rows(const char* type, bool needs_imatrix, const float* src, void* dst, int64_t nrows,
-                     int64_t n_per_row, const float* imatrix) {
-  check_shape(type, nrows, n_per_row, kBlockWeights);
-  if (needs_imatrix) require_imatrix(type, imatrix);
+template <class Row>
+struct row_block;
+template <class Block>
+struct row_block<void (*)(const float*, Block*, int64_t, const float*)> {
+  using type = Block;
+};
+
+// ggml's quantize_<type> of the i-quant and ternary types: nrows rows of n_per_row weights through
+// Row; the imatrix (n_per_row weights) serves every row (IQ2_XXS, IQ2_XS and IQ1_S need it).
+template <DType kType, auto Row>
+inline size_t quantize_rows(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
+  using Block = typename row_block<decltype(Row)>::type;
+  constexpr int64_t kBlockWeights = dtype_block_size(kType);
+  static_assert(sizeof(Block) == dtype_block_bytes(kType), "row quantizer of another type");
+  const std::string type = dtype_upper_name(kType);
+  check_shape(type.c_str(), nrows, n_per_row, kBlockWeights);
+  if (kType == DType::IQ2_XXS || kType == DType::IQ2_XS || kType == DType::IQ1_S) require_imatrix(type.c_str(), imatrix);
   auto* y = static_cast<Block*>(dst);
   const int64_t nb = n_per_row / kBlockWeights;
   for (int64_t r = 0; r < nrows; ++r) Row(src + r * n_per_row, y + r * nb, n_per_row, imatrix);
@@ -1187,51 +1170,27 @@ size_t quantize_rows(const char* type, bool needs_imatrix, const float* src, voi
 // ---------------------------------------------------------------------------------------------
 // The quantizers (ggml's quantize_<type>).
 
-inline size_t quantize_iq2_xxs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq2_xxs, QK_K, detail::iq::iq2_xxs_row>("IQ2_XXS", true, src, dst, nrows,
-                                                                                n_per_row, imatrix);
-}
-inline size_t quantize_iq2_xs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq2_xs, QK_K, detail::iq::iq2_xs_row>("IQ2_XS", true, src, dst, nrows,
-                                                                              n_per_row, imatrix);
-}
-inline size_t quantize_iq2_s(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq2_s, QK_K, detail::iq::iq2_s_row>("IQ2_S", false, src, dst, nrows,
-                                                                            n_per_row, imatrix);
-}
-inline size_t quantize_iq3_xxs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq3_xxs, QK_K, detail::iq::iq3_xxs_row>("IQ3_XXS", false, src, dst, nrows,
-                                                                                n_per_row, imatrix);
-}
-inline size_t quantize_iq3_s(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq3_s, QK_K, detail::iq::iq3_s_row>("IQ3_S", false, src, dst, nrows,
-                                                                            n_per_row, imatrix);
-}
-inline size_t quantize_iq1_s(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq1_s, QK_K, detail::iq::iq1_s_row>("IQ1_S", true, src, dst, nrows,
-                                                                            n_per_row, imatrix);
-}
-inline size_t quantize_iq1_m(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq1_m, QK_K, detail::iq::iq1_m_row>("IQ1_M", false, src, dst, nrows,
-                                                                            n_per_row, imatrix);
-}
-inline size_t quantize_iq4_nl(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq4_nl, QK4_NL, detail::iq::iq4_nl_row>("IQ4_NL", false, src, dst, nrows,
-                                                                                n_per_row, imatrix);
-}
-inline size_t quantize_iq4_xs(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_iq4_xs, QK_K, detail::iq::iq4_xs_row>("IQ4_XS", false, src, dst, nrows,
-                                                                              n_per_row, imatrix);
-}
+inline constexpr auto quantize_iq2_xxs = detail::iq::quantize_rows<DType::IQ2_XXS, detail::iq::iq2_xxs_row>;
+inline constexpr auto quantize_iq2_xs = detail::iq::quantize_rows<DType::IQ2_XS, detail::iq::iq2_xs_row>;
+inline constexpr auto quantize_iq2_s = detail::iq::quantize_rows<DType::IQ2_S, detail::iq::iq2_s_row>;
+inline constexpr auto quantize_iq3_xxs = detail::iq::quantize_rows<DType::IQ3_XXS, detail::iq::iq3_xxs_row>;
+inline constexpr auto quantize_iq3_s = detail::iq::quantize_rows<DType::IQ3_S, detail::iq::iq3_s_row>;
+inline constexpr auto quantize_iq1_s = detail::iq::quantize_rows<DType::IQ1_S, detail::iq::iq1_s_row>;
+inline constexpr auto quantize_iq1_m = detail::iq::quantize_rows<DType::IQ1_M, detail::iq::iq1_m_row>;
+inline constexpr auto quantize_iq4_nl = detail::iq::quantize_rows<DType::IQ4_NL, detail::iq::iq4_nl_row>;
+inline constexpr auto quantize_iq4_xs = detail::iq::quantize_rows<DType::IQ4_XS, detail::iq::iq4_xs_row>;
 // The ternary types ignore the importance matrix, as ggml does.
-inline size_t quantize_tq1_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_tq1_0, QK_K, detail::iq::tq1_0_row>("TQ1_0", false, src, dst, nrows,
-                                                                            n_per_row, imatrix);
+inline constexpr auto quantize_tq1_0 = detail::iq::quantize_rows<DType::TQ1_0, detail::iq::tq1_0_row>;
+inline constexpr auto quantize_tq2_0 = detail::iq::quantize_rows<DType::TQ2_0, detail::iq::tq2_0_row>;
+
+namespace detail {
+namespace iq {
+template <class Block, size_t (*Quantize)(const float*, void*, int64_t, int64_t, const float*)>
+inline void quantize_one_row(const float* EDGELLM_RESTRICT x, Block* EDGELLM_RESTRICT y, int64_t k) {
+  Quantize(x, y, 1, k, nullptr);
 }
-inline size_t quantize_tq2_0(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) {
-  return detail::iq::quantize_rows<block_tq2_0, QK_K, detail::iq::tq2_0_row>("TQ2_0", false, src, dst, nrows,
-                                                                            n_per_row, imatrix);
-}
+}  // namespace iq
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Row quantizers without an importance matrix (ggml's quantize_row_<type>_ref, the types' from_float
@@ -1245,26 +1204,15 @@ inline void quantize_row_iq4_nl_ref(const float* EDGELLM_RESTRICT x, block_iq4_n
   float scale;
   uint16_t unused_h;
   for (int64_t ib = 0; ib < k / QK4_NL; ++ib)
-    detail::iq::iq4_super_block(QK4_NL, x + QK4_NL * ib, &y[ib].d, y[ib].qs, &unused_h, nullptr, &scale, L, nullptr, -1);
+    detail::iq::iq4_super_block(QK4_NL, x + QK4_NL * ib, &y[ib].d, y[ib].qs, &unused_h, nullptr, &scale, L, nullptr,
+                                -1);
 }
-inline void quantize_row_iq4_xs_ref(const float* EDGELLM_RESTRICT x, block_iq4_xs* EDGELLM_RESTRICT y, int64_t k) {
-  quantize_iq4_xs(x, y, 1, k, nullptr);
-}
-inline void quantize_row_iq3_xxs_ref(const float* EDGELLM_RESTRICT x, block_iq3_xxs* EDGELLM_RESTRICT y, int64_t k) {
-  quantize_iq3_xxs(x, y, 1, k, nullptr);
-}
-inline void quantize_row_iq3_s_ref(const float* EDGELLM_RESTRICT x, block_iq3_s* EDGELLM_RESTRICT y, int64_t k) {
-  quantize_iq3_s(x, y, 1, k, nullptr);
-}
-inline void quantize_row_iq2_s_ref(const float* EDGELLM_RESTRICT x, block_iq2_s* EDGELLM_RESTRICT y, int64_t k) {
-  quantize_iq2_s(x, y, 1, k, nullptr);
-}
-inline void quantize_row_tq1_0_ref(const float* EDGELLM_RESTRICT x, block_tq1_0* EDGELLM_RESTRICT y, int64_t k) {
-  quantize_tq1_0(x, y, 1, k, nullptr);
-}
-inline void quantize_row_tq2_0_ref(const float* EDGELLM_RESTRICT x, block_tq2_0* EDGELLM_RESTRICT y, int64_t k) {
-  quantize_tq2_0(x, y, 1, k, nullptr);
-}
+inline constexpr auto quantize_row_iq4_xs_ref = detail::iq::quantize_one_row<block_iq4_xs, quantize_iq4_xs>;
+inline constexpr auto quantize_row_iq3_xxs_ref = detail::iq::quantize_one_row<block_iq3_xxs, quantize_iq3_xxs>;
+inline constexpr auto quantize_row_iq3_s_ref = detail::iq::quantize_one_row<block_iq3_s, quantize_iq3_s>;
+inline constexpr auto quantize_row_iq2_s_ref = detail::iq::quantize_one_row<block_iq2_s, quantize_iq2_s>;
+inline constexpr auto quantize_row_tq1_0_ref = detail::iq::quantize_one_row<block_tq1_0, quantize_tq1_0>;
+inline constexpr auto quantize_row_tq2_0_ref = detail::iq::quantize_one_row<block_tq2_0, quantize_tq2_0>;
 
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END

@@ -256,20 +256,20 @@ inline size_t quantize_rows_weighted(DType t, const float* src, void* dst, int64
 }
 }  // namespace detail
 
-#define EDGELLM_QUANTIZE_WEIGHTED(type, TYPE)                                                                  \
+#define EDGELLM_QUANTIZE_WEIGHTED(type, TYPE, ref)                                                             \
   inline size_t quantize_##type(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) { \
-    return detail::quantize_rows_weighted<block_##type, quantize_row_##type##_impl, quantize_row_##type##_ref>(        \
-        DType::TYPE, src, dst, nrows, n_per_row, imatrix);                                                             \
+    return detail::quantize_rows_weighted<block_##type, quantize_row_##type##_impl, ref>(DType::TYPE, src, dst, nrows, \
+                                                                                        n_per_row, imatrix);          \
   }
-EDGELLM_QUANTIZE_WEIGHTED(q4_0, Q4_0)
-EDGELLM_QUANTIZE_WEIGHTED(q4_1, Q4_1)
-EDGELLM_QUANTIZE_WEIGHTED(q5_0, Q5_0)
-EDGELLM_QUANTIZE_WEIGHTED(q5_1, Q5_1)
-EDGELLM_QUANTIZE_WEIGHTED(q2_K, Q2_K)
-EDGELLM_QUANTIZE_WEIGHTED(q3_K, Q3_K)
-EDGELLM_QUANTIZE_WEIGHTED(q4_K, Q4_K)
-EDGELLM_QUANTIZE_WEIGHTED(q5_K, Q5_K)
-EDGELLM_QUANTIZE_WEIGHTED(q6_K, Q6_K)
+EDGELLM_QUANTIZE_WEIGHTED(q4_0, Q4_0, quantize_row_legacy_ref<block_q4_0>)
+EDGELLM_QUANTIZE_WEIGHTED(q4_1, Q4_1, quantize_row_legacy_ref<block_q4_1>)
+EDGELLM_QUANTIZE_WEIGHTED(q5_0, Q5_0, quantize_row_legacy_ref<block_q5_0>)
+EDGELLM_QUANTIZE_WEIGHTED(q5_1, Q5_1, quantize_row_legacy_ref<block_q5_1>)
+EDGELLM_QUANTIZE_WEIGHTED(q2_K, Q2_K, quantize_row_q2_K_ref)
+EDGELLM_QUANTIZE_WEIGHTED(q3_K, Q3_K, quantize_row_q3_K_ref)
+EDGELLM_QUANTIZE_WEIGHTED(q4_K, Q4_K, quantize_row_q4_K_ref)
+EDGELLM_QUANTIZE_WEIGHTED(q5_K, Q5_K, quantize_row_q5_K_ref)
+EDGELLM_QUANTIZE_WEIGHTED(q6_K, Q6_K, quantize_row_q6_K_ref)
 #undef EDGELLM_QUANTIZE_WEIGHTED
 
 // Whether quantize_chunk can write type t (with or without a matrix).

@@ -19,6 +19,10 @@ namespace edgellm {
 // Same shapes as kernels/api.hpp's ToFloatFn / FromFloatFn (x: blocks of the type, k elements).
 using DequantizeRowFn = void (*)(const void* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k);
 using QuantizeRowFn = void (*)(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT y, int64_t k);
+struct RowFns {
+  DequantizeRowFn dequantize;
+  QuantizeRowFn quantize;
+};
 
 namespace detail {
 
@@ -31,74 +35,58 @@ inline void quantize_erased(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTR
   F(x, static_cast<Block*>(y), k);
 }
 
+// One row's reference dequantizer and quantizer, type-erased (the block type cast away).
+template <class Block, void (*D)(const Block* EDGELLM_RESTRICT, float* EDGELLM_RESTRICT, int64_t),
+          void (*Q)(const float* EDGELLM_RESTRICT, Block* EDGELLM_RESTRICT, int64_t) = nullptr>
+constexpr RowFns fns() {
+  if constexpr (Q == nullptr) {
+    return {dequantize_erased<Block, D>, nullptr};
+  } else {
+    return {dequantize_erased<Block, D>, quantize_erased<Block, Q>};
+  }
+}
+
 }  // namespace detail
 
-// The reference row dequantizer of t, or nullptr when there is none.
-inline DequantizeRowFn dequantize_row_fn(DType t) {
+// The reference row dequantizer and quantizer of t (the quality one for weight types, the
+// activation rule for q8_0 / q8_1 / q8_K); nullptr where there is none (the quantizer of IQ2_XXS,
+// IQ2_XS, IQ1_S, IQ1_M: ggml has no row form of those without an imatrix; every function of
+// types without a reference).
+inline RowFns row_fns(DType t) {
   using namespace detail;
   switch (t) {
-    case DType::F32: return dequantize_erased<float, fp32_copy_row>;
-    case DType::F16: return dequantize_erased<ggml_half, fp16_to_fp32_row>;
-    case DType::BF16: return dequantize_erased<ggml_bf16, bf16_to_fp32_row>;
-    case DType::Q4_0: return dequantize_erased<block_q4_0, dequantize_row_q4_0>;
-    case DType::Q4_1: return dequantize_erased<block_q4_1, dequantize_row_q4_1>;
-    case DType::Q5_0: return dequantize_erased<block_q5_0, dequantize_row_q5_0>;
-    case DType::Q5_1: return dequantize_erased<block_q5_1, dequantize_row_q5_1>;
-    case DType::Q8_0: return dequantize_erased<block_q8_0, dequantize_row_q8_0>;
-    case DType::Q8_1: return dequantize_erased<block_q8_1, dequantize_row_q8_1>;
-    case DType::Q2_K: return dequantize_erased<block_q2_K, dequantize_row_q2_K>;
-    case DType::Q3_K: return dequantize_erased<block_q3_K, dequantize_row_q3_K>;
-    case DType::Q4_K: return dequantize_erased<block_q4_K, dequantize_row_q4_K>;
-    case DType::Q5_K: return dequantize_erased<block_q5_K, dequantize_row_q5_K>;
-    case DType::Q6_K: return dequantize_erased<block_q6_K, dequantize_row_q6_K>;
-    case DType::Q8_K: return dequantize_erased<block_q8_K, dequantize_row_q8_K>;
-    case DType::IQ2_XXS: return dequantize_erased<block_iq2_xxs, dequantize_row_iq2_xxs>;
-    case DType::IQ2_XS: return dequantize_erased<block_iq2_xs, dequantize_row_iq2_xs>;
-    case DType::IQ2_S: return dequantize_erased<block_iq2_s, dequantize_row_iq2_s>;
-    case DType::IQ3_XXS: return dequantize_erased<block_iq3_xxs, dequantize_row_iq3_xxs>;
-    case DType::IQ3_S: return dequantize_erased<block_iq3_s, dequantize_row_iq3_s>;
-    case DType::IQ1_S: return dequantize_erased<block_iq1_s, dequantize_row_iq1_s>;
-    case DType::IQ1_M: return dequantize_erased<block_iq1_m, dequantize_row_iq1_m>;
-    case DType::IQ4_NL: return dequantize_erased<block_iq4_nl, dequantize_row_iq4_nl>;
-    case DType::IQ4_XS: return dequantize_erased<block_iq4_xs, dequantize_row_iq4_xs>;
-    case DType::TQ1_0: return dequantize_erased<block_tq1_0, dequantize_row_tq1_0>;
-    case DType::TQ2_0: return dequantize_erased<block_tq2_0, dequantize_row_tq2_0>;
-    default: return nullptr;
+    case DType::F32: return fns<float, fp32_copy_row, fp32_copy_row>();
+    case DType::F16: return fns<ggml_half, fp16_to_fp32_row, fp32_to_fp16_row>();
+    case DType::BF16: return fns<ggml_bf16, bf16_to_fp32_row, fp32_to_bf16_row>();
+    case DType::Q4_0: return fns<block_q4_0, dequantize_row_legacy<block_q4_0>, quantize_row_legacy_ref<block_q4_0>>();
+    case DType::Q4_1: return fns<block_q4_1, dequantize_row_legacy<block_q4_1>, quantize_row_legacy_ref<block_q4_1>>();
+    case DType::Q5_0: return fns<block_q5_0, dequantize_row_legacy<block_q5_0>, quantize_row_legacy_ref<block_q5_0>>();
+    case DType::Q5_1: return fns<block_q5_1, dequantize_row_legacy<block_q5_1>, quantize_row_legacy_ref<block_q5_1>>();
+    case DType::Q8_0: return fns<block_q8_0, dequantize_row_q8_0, quantize_row_q8_0_ref>();
+    case DType::Q8_1: return fns<block_q8_1, dequantize_row_q8_1, quantize_row_q8_1_ref>();
+    case DType::Q2_K: return fns<block_q2_K, dequantize_row_q2_K, quantize_row_q2_K_ref>();
+    case DType::Q3_K: return fns<block_q3_K, dequantize_row_q3_K, quantize_row_q3_K_ref>();
+    case DType::Q4_K: return fns<block_q4_K, dequantize_row_q4_K, quantize_row_q4_K_ref>();
+    case DType::Q5_K: return fns<block_q5_K, dequantize_row_q5_K, quantize_row_q5_K_ref>();
+    case DType::Q6_K: return fns<block_q6_K, dequantize_row_q6_K, quantize_row_q6_K_ref>();
+    case DType::Q8_K: return fns<block_q8_K, dequantize_row_q8_K, quantize_row_q8_K_ref>();
+    case DType::IQ2_XXS: return fns<block_iq2_xxs, dequantize_row_iq2_xxs>();
+    case DType::IQ2_XS: return fns<block_iq2_xs, dequantize_row_iq2_xs>();
+    case DType::IQ2_S: return fns<block_iq2_s, dequantize_row_iq2_s, quantize_row_iq2_s_ref>();
+    case DType::IQ3_XXS: return fns<block_iq3_xxs, dequantize_row_iq3_xxs, quantize_row_iq3_xxs_ref>();
+    case DType::IQ3_S: return fns<block_iq3_s, dequantize_row_iq3_s, quantize_row_iq3_s_ref>();
+    case DType::IQ1_S: return fns<block_iq1_s, dequantize_row_iq1_s>();
+    case DType::IQ1_M: return fns<block_iq1_m, dequantize_row_iq1_m>();
+    case DType::IQ4_NL: return fns<block_iq4_nl, dequantize_row_iq4_nl, quantize_row_iq4_nl_ref>();
+    case DType::IQ4_XS: return fns<block_iq4_xs, dequantize_row_iq4_xs, quantize_row_iq4_xs_ref>();
+    case DType::TQ1_0: return fns<block_tq1_0, dequantize_row_tq1_0, quantize_row_tq1_0_ref>();
+    case DType::TQ2_0: return fns<block_tq2_0, dequantize_row_tq2_0, quantize_row_tq2_0_ref>();
+    default: return {nullptr, nullptr};
   }
 }
 
-// The reference row quantizer of t (the quality one for weight types, the activation rule for
-// q8_0 / q8_1 / q8_K), or nullptr when there is none (the i-quant and ternary types for now).
-inline QuantizeRowFn quantize_row_fn(DType t) {
-  using namespace detail;
-  switch (t) {
-    case DType::F32: return quantize_erased<float, fp32_copy_row>;
-    case DType::F16: return quantize_erased<ggml_half, fp32_to_fp16_row>;
-    case DType::BF16: return quantize_erased<ggml_bf16, fp32_to_bf16_row>;
-    case DType::Q4_0: return quantize_erased<block_q4_0, quantize_row_q4_0_ref>;
-    case DType::Q4_1: return quantize_erased<block_q4_1, quantize_row_q4_1_ref>;
-    case DType::Q5_0: return quantize_erased<block_q5_0, quantize_row_q5_0_ref>;
-    case DType::Q5_1: return quantize_erased<block_q5_1, quantize_row_q5_1_ref>;
-    case DType::Q8_0: return quantize_erased<block_q8_0, quantize_row_q8_0_ref>;
-    case DType::Q8_1: return quantize_erased<block_q8_1, quantize_row_q8_1_ref>;
-    case DType::Q2_K: return quantize_erased<block_q2_K, quantize_row_q2_K_ref>;
-    case DType::Q3_K: return quantize_erased<block_q3_K, quantize_row_q3_K_ref>;
-    case DType::Q4_K: return quantize_erased<block_q4_K, quantize_row_q4_K_ref>;
-    case DType::Q5_K: return quantize_erased<block_q5_K, quantize_row_q5_K_ref>;
-    case DType::Q6_K: return quantize_erased<block_q6_K, quantize_row_q6_K_ref>;
-    case DType::Q8_K: return quantize_erased<block_q8_K, quantize_row_q8_K_ref>;
-    // i-quants / ternary: ggml's row forms without an imatrix; IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M have none
-    case DType::IQ4_NL: return quantize_erased<block_iq4_nl, quantize_row_iq4_nl_ref>;
-    case DType::IQ4_XS: return quantize_erased<block_iq4_xs, quantize_row_iq4_xs_ref>;
-    case DType::IQ3_XXS: return quantize_erased<block_iq3_xxs, quantize_row_iq3_xxs_ref>;
-    case DType::IQ3_S: return quantize_erased<block_iq3_s, quantize_row_iq3_s_ref>;
-    case DType::IQ2_S: return quantize_erased<block_iq2_s, quantize_row_iq2_s_ref>;
-    case DType::TQ1_0: return quantize_erased<block_tq1_0, quantize_row_tq1_0_ref>;
-    case DType::TQ2_0: return quantize_erased<block_tq2_0, quantize_row_tq2_0_ref>;
-    default: return nullptr;
-  }
-}
-
+inline DequantizeRowFn dequantize_row_fn(DType t) { return row_fns(t).dequantize; }
+inline QuantizeRowFn quantize_row_fn(DType t) { return row_fns(t).quantize; }
 inline bool can_dequantize(DType t) { return dequantize_row_fn(t) != nullptr; }
 inline bool can_quantize(DType t) { return quantize_row_fn(t) != nullptr; }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "edgellm/config.hpp"
+#include "edgellm/quant/block_rows.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
@@ -217,16 +218,15 @@ template <class Block, int kBlock, int kSub, void (*Unpack)(const Block&, int8_t
           float (*Dl)(float, const Block&, int)>
 inline void dequantize_row_scaled(const Block* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % kBlock == 0);
-  int8_t q[kBlock];
-  for (int64_t i = 0; i < k / kBlock; ++i, y += kBlock) {
-    const float d = fp16_to_fp32(x[i].d);
-    Unpack(x[i], q);
+  dequantize_blocks<kBlock>(x, y, k, [](const Block& b, float* out) {
+    int8_t q[kBlock];
+    const float d = fp16_to_fp32(b.d);
+    Unpack(b, q);
     for (int s = 0; s < kBlock / kSub; ++s) {
-      const float dl = Dl(d, x[i], s);
-      for (int j = kSub * s; j < kSub * (s + 1); ++j) y[j] = dl * float(q[j]);
+      const float dl = Dl(d, b, s);
+      for (int j = kSub * s; j < kSub * (s + 1); ++j) out[j] = dl * float(q[j]);
     }
-  }
+  });
 }
 
 // IQ1: y[j] = dl * (q[j] + delta) for 8 weights.
@@ -274,36 +274,34 @@ inline void dequantize_row_tq2_0(const block_tq2_0* EDGELLM_RESTRICT x, float* E
 // IQ1_S: y = d * (2s + 1) * (q +- IQ1S_DELTA) per 32 weights.
 inline void dequantize_row_iq1_s(const block_iq1_s* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  int8_t q[QK_K];
-  for (int64_t i = 0; i < k / QK_K; ++i, y += QK_K) {
-    const float d = fp16_to_fp32(x[i].d);
-    unpack_iq1_s(x[i], q);
+  detail::dequantize_blocks<QK_K>(x, y, k, [](const block_iq1_s& b, float* out) {
+    int8_t q[QK_K];
+    const float d = fp16_to_fp32(b.d);
+    unpack_iq1_s(b, q);
     for (int g = 0; g < QK_K / 8; ++g) {
-      const float dl = d * float(2 * int(iq1_s_scale(x[i], g / 4)) + 1);
-      const float delta = iq1_s_delta_negative(x[i], g / 4) ? -IQ1S_DELTA : IQ1S_DELTA;
-      detail::iq1_group(dl, delta, q + 8 * g, y + 8 * g);
+      const float dl = d * float(2 * int(iq1_s_scale(b, g / 4)) + 1);
+      const float delta = iq1_s_delta_negative(b, g / 4) ? -IQ1S_DELTA : IQ1S_DELTA;
+      detail::iq1_group(dl, delta, q + 8 * g, out + 8 * g);
     }
-  }
+  });
 }
 
 // IQ1_M: y = d * (2s + 1) * (q +- IQ1S_DELTA), a scale per 16 weights, a shift sign per 8 (ggml
 // applies IQ1S_DELTA here; IQ1M_DELTA has the same value).
 inline void dequantize_row_iq1_m(const block_iq1_m* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK_K == 0);
-  int8_t q[QK_K];
-  for (int64_t i = 0; i < k / QK_K; ++i, y += QK_K) {
+  detail::dequantize_blocks<QK_K>(x, y, k, [](const block_iq1_m& b, float* out) {
+    int8_t q[QK_K];
     uint16_t sc[4];
-    iq1_m_scale_words(x[i], sc);
+    iq1_m_scale_words(b, sc);
     const float d = fp16_to_fp32(iq1_m_d(sc));
-    unpack_iq1_m(x[i], q);
+    unpack_iq1_m(b, q);
     for (int g = 0; g < QK_K / 8; ++g) {
       const float dl = d * float(2 * int(iq1_m_scale(sc, g / 2)) + 1);
-      const float delta = iq1_m_delta_negative(x[i], g) ? -IQ1S_DELTA : IQ1S_DELTA;
-      detail::iq1_group(dl, delta, q + 8 * g, y + 8 * g);
+      const float delta = iq1_m_delta_negative(b, g) ? -IQ1S_DELTA : IQ1S_DELTA;
+      detail::iq1_group(dl, delta, q + 8 * g, out + 8 * g);
     }
-  }
+  });
 }
 
 }  // namespace edgellm

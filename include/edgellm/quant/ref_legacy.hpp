@@ -12,6 +12,7 @@
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/group_max.hpp"
 
 EDGELLM_EXACT_FP_BEGIN
 namespace edgellm {
@@ -19,22 +20,18 @@ namespace edgellm {
 // ---------------------------------------------------------------------------------------------
 // Plain rows. F16 / BF16 conversions are exact (hardware and *_ref agree), round to nearest even.
 
-inline void fp16_to_fp32_row(const ggml_half* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+namespace detail {
+template <class S, class D, D (*Convert)(S)>
+inline void convert_row(const S* EDGELLM_RESTRICT x, D* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = fp16_to_fp32(x[i]);
+  for (int64_t i = 0; i < k; ++i) y[i] = Convert(x[i]);
 }
-inline void fp32_to_fp16_row(const float* EDGELLM_RESTRICT x, ggml_half* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = fp32_to_fp16(x[i]);
-}
-inline void bf16_to_fp32_row(const ggml_bf16* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = bf16_to_fp32(x[i]);
-}
-inline void fp32_to_bf16_row(const float* EDGELLM_RESTRICT x, ggml_bf16* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  for (int64_t i = 0; i < k; ++i) y[i] = fp32_to_bf16(x[i]);
-}
+}  // namespace detail
+
+inline constexpr auto fp16_to_fp32_row = detail::convert_row<ggml_half, float, fp16_to_fp32>;
+inline constexpr auto fp32_to_fp16_row = detail::convert_row<float, ggml_half, fp32_to_fp16>;
+inline constexpr auto bf16_to_fp32_row = detail::convert_row<ggml_bf16, float, bf16_to_fp32>;
+inline constexpr auto fp32_to_bf16_row = detail::convert_row<float, ggml_bf16, fp32_to_bf16>;
 inline void fp32_copy_row(const float* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
   if (k > 0) std::memcpy(y, x, static_cast<size_t>(k) * sizeof(float));
@@ -44,244 +41,158 @@ inline void fp32_copy_row(const float* EDGELLM_RESTRICT x, float* EDGELLM_RESTRI
 // Dequantizers. x: k / 32 blocks; y: k floats. k must be a multiple of 32 (checked by the
 // type-erased quant/ref.hpp entry points; debug-asserted here).
 
-inline void dequantize_row_q4_0(const block_q4_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK4_0 == 0);
-  const int64_t nb = k / QK4_0;
-  for (int64_t i = 0; i < nb; ++i, y += QK4_0) {
-    const float d = fp16_to_fp32(x[i].d);
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      const int x0 = (x[i].qs[j] & 0x0F) - 8;
-      const int x1 = (x[i].qs[j] >> 4) - 8;
-      y[j] = x0 * d;
-      y[j + QK4_0 / 2] = x1 * d;
-    }
-  }
-}
+namespace detail {
+// The 4- and 5-bit legacy formats: kBits, and whether a block stores a min (x = d * q + m) or is
+// symmetric (x = d * (q - 2^(kBits - 1))).
+template <class Block> struct legacy_format;
+template <> struct legacy_format<block_q4_0> { static constexpr int kBits = 4; static constexpr bool kMin = false; };
+template <> struct legacy_format<block_q4_1> { static constexpr int kBits = 4; static constexpr bool kMin = true; };
+template <> struct legacy_format<block_q5_0> { static constexpr int kBits = 5; static constexpr bool kMin = false; };
+template <> struct legacy_format<block_q5_1> { static constexpr int kBits = 5; static constexpr bool kMin = true; };
 
-inline void dequantize_row_q4_1(const block_q4_1* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK4_1 == 0);
-  const int64_t nb = k / QK4_1;
-  for (int64_t i = 0; i < nb; ++i, y += QK4_1) {
-    const float d = fp16_to_fp32(x[i].d);
-    const float m = fp16_to_fp32(x[i].m);
-    for (int j = 0; j < QK4_1 / 2; ++j) {
-      const int x0 = x[i].qs[j] & 0x0F;
-      const int x1 = x[i].qs[j] >> 4;
-      y[j] = x0 * d + m;
-      y[j + QK4_1 / 2] = x1 * d + m;
-    }
-  }
-}
-
-inline void dequantize_row_q5_0(const block_q5_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK5_0 == 0);
-  const int64_t nb = k / QK5_0;
-  for (int64_t i = 0; i < nb; ++i, y += QK5_0) {
-    const float d = fp16_to_fp32(x[i].d);
+// The unsigned quants of weights j (low nibble of qs[j]) and j + 16 (high nibble) of a 32-weight
+// block; the 5-bit formats add bit j / j + 16 of qh as bit 4.
+template <class Block>
+inline void legacy_quants(const Block& b, int j, int* q0, int* q1) {
+  *q0 = b.qs[j] & 0x0F;
+  *q1 = b.qs[j] >> 4;
+  if constexpr (legacy_format<Block>::kBits == 5) {
     uint32_t qh;
-    std::memcpy(&qh, x[i].qh, sizeof(qh));
-    for (int j = 0; j < QK5_0 / 2; ++j) {
-      const uint8_t xh_0 = uint8_t(((qh >> j) << 4) & 0x10);         // bit j -> bit 4
-      const uint8_t xh_1 = uint8_t((qh >> (j + 12)) & 0x10);         // bit j + 16 -> bit 4
-      const int x0 = ((x[i].qs[j] & 0x0F) | xh_0) - 16;
-      const int x1 = ((x[i].qs[j] >> 4) | xh_1) - 16;
-      y[j] = x0 * d;
-      y[j + QK5_0 / 2] = x1 * d;
-    }
+    std::memcpy(&qh, b.qh, sizeof(qh));
+    *q0 |= int((qh >> j) & 1) << 4;
+    *q1 |= int((qh >> (j + 16)) & 1) << 4;
   }
 }
 
-inline void dequantize_row_q5_1(const block_q5_1* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+}  // namespace detail
+
+// ggml's dequantize_row_q4_0 ... q5_1 (Block: block_q4_0 ... block_q5_1): y = (q - offset) * d,
+// or q * d + m.
+template <class Block>
+inline void dequantize_row_legacy(const Block* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK5_1 == 0);
-  const int64_t nb = k / QK5_1;
-  for (int64_t i = 0; i < nb; ++i, y += QK5_1) {
+  using F = detail::legacy_format<Block>;
+  constexpr int kHalf = int(sizeof(x->qs));
+  EDGELLM_DASSERT(k % (2 * kHalf) == 0);
+  for (int64_t i = 0; i < k / (2 * kHalf); ++i, y += 2 * kHalf) {
     const float d = fp16_to_fp32(x[i].d);
-    const float m = fp16_to_fp32(x[i].m);
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, sizeof(qh));
-    for (int j = 0; j < QK5_1 / 2; ++j) {
-      const uint8_t xh_0 = uint8_t(((qh >> j) << 4) & 0x10);
-      const uint8_t xh_1 = uint8_t((qh >> (j + 12)) & 0x10);
-      const int x0 = (x[i].qs[j] & 0x0F) | xh_0;
-      const int x1 = (x[i].qs[j] >> 4) | xh_1;
-      y[j] = x0 * d + m;
-      y[j + QK5_1 / 2] = x1 * d + m;
+    for (int j = 0; j < kHalf; ++j) {
+      int q0, q1;
+      detail::legacy_quants(x[i], j, &q0, &q1);
+      if constexpr (F::kMin) {
+        const float m = fp16_to_fp32(x[i].m);
+        y[j] = q0 * d + m;
+        y[j + kHalf] = q1 * d + m;
+      } else {
+        constexpr int kOffset = 1 << (F::kBits - 1);
+        y[j] = (q0 - kOffset) * d;
+        y[j + kHalf] = (q1 - kOffset) * d;
+      }
     }
   }
 }
 
-inline void dequantize_row_q8_0(const block_q8_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+namespace detail {
+// y = q * d for blocks of QK8_0 int8 quants (q8_0, q8_1)
+template <class Block>
+inline void dequantize_row_q8(const Block* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
   EDGELLM_DASSERT(k % QK8_0 == 0);
-  const int64_t nb = k / QK8_0;
-  for (int64_t i = 0; i < nb; ++i, y += QK8_0) {
+  for (int64_t i = 0; i < k / QK8_0; ++i, y += QK8_0) {
     const float d = fp16_to_fp32(x[i].d);
     for (int j = 0; j < QK8_0; ++j) y[j] = x[i].qs[j] * d;
   }
 }
+}  // namespace detail
 
+inline void dequantize_row_q8_0(const block_q8_0* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_q8(x, y, k);
+}
 // Not in ggml (q8_1 is an activation-only format there); here for round-trip tests and tools.
 inline void dequantize_row_q8_1(const block_q8_1* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK8_1 == 0);
-  const int64_t nb = k / QK8_1;
-  for (int64_t i = 0; i < nb; ++i, y += QK8_1) {
-    const float d = fp16_to_fp32(x[i].d);
-    for (int j = 0; j < QK8_1; ++j) y[j] = x[i].qs[j] * d;
-  }
+  detail::dequantize_row_q8(x, y, k);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Quantizers. The legacy formats use the max-abs rule: the scale maps the value of largest
 // magnitude (signed, for the symmetric types) to the end of the range; no search.
 
-// x = d * (q - 8): the largest-|x| value maps to q = 0 (d = max / -8), so the range [-8, 7]
-// is used fully on that side.
-inline void quantize_row_q4_0_ref(const float* EDGELLM_RESTRICT x, block_q4_0* EDGELLM_RESTRICT y, int64_t k) {
+// ggml's quantize_row_q4_0_ref ... q5_1_ref (Block: block_q4_0 ... block_q5_1). Symmetric formats:
+// the value of largest |x| maps to q = 0 (d = max / -2^(kBits - 1)), so the range is used fully on
+// that side; q = x / d + offset rounded half up by truncation after + offset + 0.5, values near
+// -max reaching 2^kBits clamp to 2^kBits - 1. Formats with a min: d = (max - min) / (2^kBits - 1),
+// q = (x - min) / d + 0.5 truncated (below 2^kBits - 0.5 by construction, so ggml's clamp on q4_1
+// and none on q5_1 are the same thing).
+template <class Block>
+inline void quantize_row_legacy_ref(const float* EDGELLM_RESTRICT x, Block* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK4_0 == 0);
-  const int64_t nb = k / QK4_0;
-  for (int64_t i = 0; i < nb; ++i, x += QK4_0) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < QK4_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
+  using F = detail::legacy_format<Block>;
+  constexpr int kHalf = int(sizeof(y->qs)), kTop = (1 << F::kBits) - 1;
+  EDGELLM_DASSERT(k % (2 * kHalf) == 0);
+  for (int64_t i = 0; i < k / (2 * kHalf); ++i, x += 2 * kHalf) {
+    float min = 0.0f, d;
+    if constexpr (F::kMin) {
+      float max = -FLT_MAX;
+      min = FLT_MAX;
+      for (int j = 0; j < 2 * kHalf; ++j) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
       }
+      d = (max - min) / kTop;
+      y[i].m = fp32_to_fp16(min);
+    } else {
+      float amax;
+      d = detail::signed_max(x, 2 * kHalf, &amax) / -(1 << (F::kBits - 1));
     }
-    const float d = max / -8;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[QK4_0 / 2 + j] * id;
-      // truncation after +8.5 rounds half up; values near -max reach 16 and clamp to 15
-      const int xi0 = std::min(15, int(int8_t(x0 + 8.5f)));
-      const int xi1 = std::min(15, int(int8_t(x1 + 8.5f)));
-      y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
-    }
-  }
-}
-
-inline void quantize_row_q4_1_ref(const float* EDGELLM_RESTRICT x, block_q4_1* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK4_1 == 0);
-  const int64_t nb = k / QK4_1;
-  for (int64_t i = 0; i < nb; ++i, x += QK4_1) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < QK4_1; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
-    const float d = (max - min) / ((1 << 4) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(min);
-    for (int j = 0; j < QK4_1 / 2; ++j) {
-      const float x0 = (x[j] - min) * id;
-      const float x1 = (x[QK4_1 / 2 + j] - min) * id;
-      const int xi0 = std::min(15, int(int8_t(x0 + 0.5f)));
-      const int xi1 = std::min(15, int(int8_t(x1 + 0.5f)));
-      y[i].qs[j] = uint8_t(xi0 | (xi1 << 4));
-    }
-  }
-}
-
-inline void quantize_row_q5_0_ref(const float* EDGELLM_RESTRICT x, block_q5_0* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK5_0 == 0);
-  const int64_t nb = k / QK5_0;
-  for (int64_t i = 0; i < nb; ++i, x += QK5_0) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < QK5_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -16;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    const auto quant = [&](float v) {
+      if constexpr (F::kMin) return std::min(kTop, int(int8_t((v - min) * id + 0.5f)));
+      constexpr float kHalfUp = float(1 << (F::kBits - 1)) + 0.5f;
+      return std::min(kTop, int(int8_t(v * id + kHalfUp)));
+    };
     uint32_t qh = 0;
-    for (int j = 0; j < QK5_0 / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[QK5_0 / 2 + j] * id;
-      const uint32_t xi0 = uint32_t(std::min(31, int(int8_t(x0 + 16.5f))));
-      const uint32_t xi1 = uint32_t(std::min(31, int(int8_t(x1 + 16.5f))));
-      y[i].qs[j] = uint8_t((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-      qh |= ((xi0 & 0x10u) >> 4) << j;
-      qh |= ((xi1 & 0x10u) >> 4) << (j + QK5_0 / 2);
+    for (int j = 0; j < kHalf; ++j) {
+      const int q0 = quant(x[j]), q1 = quant(x[kHalf + j]);
+      y[i].qs[j] = uint8_t((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+      qh |= uint32_t(q0 >> 4) << j;
+      qh |= uint32_t(q1 >> 4) << (j + kHalf);
     }
-    std::memcpy(y[i].qh, &qh, sizeof(qh));
+    if constexpr (F::kBits == 5) std::memcpy(y[i].qh, &qh, sizeof(qh));
   }
 }
 
-inline void quantize_row_q5_1_ref(const float* EDGELLM_RESTRICT x, block_q5_1* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  EDGELLM_DASSERT(k % QK5_1 == 0);
-  const int64_t nb = k / QK5_1;
-  for (int64_t i = 0; i < nb; ++i, x += QK5_1) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < QK5_1; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
-    const float d = (max - min) / ((1 << 5) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(min);
-    uint32_t qh = 0;
-    for (int j = 0; j < QK5_1 / 2; ++j) {
-      const float x0 = (x[j] - min) * id;
-      const float x1 = (x[QK5_1 / 2 + j] - min) * id;
-      const uint32_t xi0 = uint32_t(uint8_t(x0 + 0.5f));
-      const uint32_t xi1 = uint32_t(uint8_t(x1 + 0.5f));
-      y[i].qs[j] = uint8_t((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
-      qh |= ((xi0 & 0x10u) >> 4) << j;
-      qh |= ((xi1 & 0x10u) >> 4) << (j + QK5_1 / 2);
-    }
-    std::memcpy(y[i].qh, &qh, sizeof(qh));
-  }
-}
 
 // Weights and activations of the legacy types: d = amax / 127, q = roundf(x * (1 / d))
 // (half away from zero, multiplying by the reciprocal as ggml does).
-inline void quantize_row_q8_0_ref(const float* EDGELLM_RESTRICT x, block_q8_0* EDGELLM_RESTRICT y, int64_t k) {
+namespace detail {
+// One 32-weight q8_0 / q8_1 block: stores the quants, returns d.
+inline float quantize_q8_block(const float* EDGELLM_RESTRICT x, int8_t* EDGELLM_RESTRICT q) {
   EDGELLM_EXACT_FP_SCOPE
+  float amax = 0.0f;
+  for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / ((1 << 7) - 1);
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int j = 0; j < QK8_0; ++j) q[j] = int8_t(std::round(x[j] * id));
+  return d;
+}
+}  // namespace detail
+
+inline void quantize_row_q8_0_ref(const float* EDGELLM_RESTRICT x, block_q8_0* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_DASSERT(k % QK8_0 == 0);
-  const int64_t nb = k / QK8_0;
-  for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
-    float amax = 0.0f;
-    for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / ((1 << 7) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = int8_t(std::round(x[j] * id));
-  }
+  for (int64_t i = 0; i < k / QK8_0; ++i, x += QK8_0) y[i].d = fp32_to_fp16(detail::quantize_q8_block(x, y[i].qs));
 }
 
 // As q8_0, plus s = d * sum(q) (integer sum, scaled once).
 inline void quantize_row_q8_1_ref(const float* EDGELLM_RESTRICT x, block_q8_1* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
+  static_assert(QK8_1 == QK8_0, "q8_1 and q8_0 blocks hold the same quants");
   EDGELLM_DASSERT(k % QK8_1 == 0);
-  const int64_t nb = k / QK8_1;
-  for (int64_t i = 0; i < nb; ++i, x += QK8_1) {
-    float amax = 0.0f;
-    for (int j = 0; j < QK8_1; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / ((1 << 7) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < k / QK8_1; ++i, x += QK8_1) {
+    const float d = detail::quantize_q8_block(x, y[i].qs);
     y[i].d = fp32_to_fp16(d);
     int sum = 0;
-    for (int j = 0; j < QK8_1 / 2; ++j) {
-      y[i].qs[j] = int8_t(std::round(x[j] * id));
-      y[i].qs[QK8_1 / 2 + j] = int8_t(std::round(x[QK8_1 / 2 + j] * id));
-      sum += y[i].qs[j];
-      sum += y[i].qs[QK8_1 / 2 + j];
-    }
+    for (int j = 0; j < QK8_1; ++j) sum += y[i].qs[j];
     y[i].s = fp32_to_fp16(sum * d);
   }
 }

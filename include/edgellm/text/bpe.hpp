@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "edgellm/text/symbol_merge.hpp"
 #include "edgellm/text/unicode.hpp"
 #include "edgellm/text/vocab.hpp"
 
@@ -59,132 +60,97 @@ inline size_t whitespace_run(const Cursor& c, size_t p, size_t* last_newline_end
   return n;
 }
 
-}  // namespace detail
-
-// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-inline Segments split_gpt2(const std::vector<uint32_t>& cpts, const Segments& in) {
+// Splits each segment of `in` (lengths over cpts) into the pieces of one pre-tokenizer regex:
+// piece(c, p, emit) returns the end of the piece that starts at p (emit(end) first for any pieces
+// it ends on the way).
+template <class Piece>
+inline Segments split_pieces(const std::vector<uint32_t>& cpts, const Segments& in, Piece piece) {
   Segments out;
   out.reserve(in.size());
   size_t start = 0;
   for (size_t len : in) {
-    const detail::Cursor c{cpts, start, start + len};
+    const Cursor c{cpts, start, start + len};
     size_t prev = start;
     auto emit = [&](size_t end) {
       if (end > prev) out.push_back(end - prev);
-      const size_t n = end - prev;
       prev = end;
-      return n;
     };
     for (size_t p = c.ini; p < c.end;) {
-      const uint32_t x = c.cpt(p);
-      if (const size_t k = detail::contraction_len(c, p, /*ignore_case=*/false)) {
-        p += emit(p + k);
-        continue;
-      }
-      CpFlags f2 = x == ' ' ? c.flags(p + 1) : c.flags(p);
-      const bool in_f2 = x == ' ' ? c.in(p + 1) : true;
-      if (f2.letter || f2.number) {
-        const bool letter = f2.letter;
-        p += (x == ' ');
-        while (letter ? c.flags(p).letter : c.flags(p).number) ++p;
-        emit(p);
-        continue;
-      }
-      if (in_f2 && !detail::is_lnw(f2)) {  // punctuation, symbols and anything unassigned
-        p += (x == ' ');
-        while (c.in(p) && !detail::is_lnw(c.flags(p))) ++p;
-        emit(p);
-        continue;
-      }
-      size_t nl_end = 0;
-      const size_t nws = detail::whitespace_run(c, p, &nl_end);
-      if (nws > 1 && c.in(p + nws)) {  // \s+(?!\S): leave the last space to the next word
-        p += nws - 1;
-        emit(p);
-        continue;
-      }
-      if (nws > 0) {
-        p += nws;
-        emit(p);
-        continue;
-      }
-      emit(++p);
+      p = piece(c, p, emit);
+      emit(p);
     }
     start += len;
   }
   return out;
 }
 
+// The alternatives both regexes end with, at p: \s*[\r\n]+ (newline_runs only), \s+(?!\S) (the
+// last space is left to the next word), \s+, or one code point. Returns the piece's end.
+inline size_t whitespace_piece(const Cursor& c, size_t p, bool newline_runs) {
+  size_t nl_end = 0;
+  const size_t nws = whitespace_run(c, p, &nl_end);
+  if (newline_runs && nl_end > 0) return nl_end;
+  if (nws > 1 && c.in(p + nws)) return p + nws - 1;
+  if (nws > 0) return p + nws;
+  return p + 1;
+}
+
+}  // namespace detail
+
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+inline Segments split_gpt2(const std::vector<uint32_t>& cpts, const Segments& in) {
+  return detail::split_pieces(cpts, in, [](const detail::Cursor& c, size_t p, auto&) -> size_t {
+    const uint32_t x = c.cpt(p);
+    if (const size_t k = detail::contraction_len(c, p, /*ignore_case=*/false)) return p + k;
+    CpFlags f2 = x == ' ' ? c.flags(p + 1) : c.flags(p);
+    const bool in_f2 = x == ' ' ? c.in(p + 1) : true;
+    if (f2.letter || f2.number) {
+      const bool letter = f2.letter;
+      p += (x == ' ');
+      while (letter ? c.flags(p).letter : c.flags(p).number) ++p;
+      return p;
+    }
+    if (in_f2 && !detail::is_lnw(f2)) {  // punctuation, symbols and anything unassigned
+      p += (x == ' ');
+      while (c.in(p) && !detail::is_lnw(c.flags(p))) ++p;
+      return p;
+    }
+    return detail::whitespace_piece(c, p, /*newline_runs=*/false);
+  });
+}
+
 // Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
 // \s*[\r\n]+|\s+(?!\S)|\s+ ; Qwen2 is the same with \p{N} (max_digits = 1).
 inline Segments split_llama3(const std::vector<uint32_t>& cpts, const Segments& in, size_t max_digits) {
-  Segments out;
-  out.reserve(in.size());
-  size_t start = 0;
-  for (size_t len : in) {
-    const detail::Cursor c{cpts, start, start + len};
-    size_t prev = start;
-    auto emit = [&](size_t end) {
-      if (end > prev) out.push_back(end - prev);
-      const size_t n = end - prev;
-      prev = end;
-      return n;
-    };
-    for (size_t p = c.ini; p < c.end;) {
-      const uint32_t x = c.cpt(p);
-      const CpFlags f = c.flags(p);
-      if (const size_t k = detail::contraction_len(c, p, /*ignore_case=*/true)) {
-        p += emit(p + k);
-        continue;
-      }
-      if (!(x == '\r' || x == '\n' || f.number) && (f.letter || c.flags(p + 1).letter)) {
-        ++p;
-        while (c.flags(p).letter) ++p;
-        emit(p);
-        continue;
-      }
-      if (f.number) {
-        size_t ini = p;
-        while (c.flags(p).number) {
-          if (++p - ini >= max_digits) {
-            emit(p);
-            ini = p;
-          }
-        }
-        emit(p);
-        continue;
-      }
-      // ` ?[^\s\p{L}\p{N}]+[\r\n]*` (llama.cpp tests the current code point for being in range)
-      const CpFlags f2 = x == ' ' ? c.flags(p + 1) : f;
-      if (!detail::is_lnw(f2)) {
-        p += (x == ' ');
-        while (c.in(p) && !detail::is_lnw(c.flags(p))) ++p;
-        while (c.cpt(p) == '\r' || c.cpt(p) == '\n') ++p;
-        emit(p);
-        continue;
-      }
-      size_t nl_end = 0;
-      const size_t nws = detail::whitespace_run(c, p, &nl_end);
-      if (nl_end > 0) {  // \s*[\r\n]+
-        p = nl_end;
-        emit(p);
-        continue;
-      }
-      if (nws > 1 && c.in(p + nws)) {
-        p += nws - 1;
-        emit(p);
-        continue;
-      }
-      if (nws > 0) {
-        p += nws;
-        emit(p);
-        continue;
-      }
-      emit(++p);
+  return detail::split_pieces(cpts, in, [max_digits](const detail::Cursor& c, size_t p, auto& emit) -> size_t {
+    const uint32_t x = c.cpt(p);
+    const CpFlags f = c.flags(p);
+    if (const size_t k = detail::contraction_len(c, p, /*ignore_case=*/true)) return p + k;
+    if (!(x == '\r' || x == '\n' || f.number) && (f.letter || c.flags(p + 1).letter)) {
+      ++p;
+      while (c.flags(p).letter) ++p;
+      return p;
     }
-    start += len;
-  }
-  return out;
+    if (f.number) {
+      size_t ini = p;
+      while (c.flags(p).number) {
+        if (++p - ini >= max_digits) {
+          emit(p);
+          ini = p;
+        }
+      }
+      return p;
+    }
+    // ` ?[^\s\p{L}\p{N}]+[\r\n]*` (llama.cpp tests the current code point for being in range)
+    const CpFlags f2 = x == ' ' ? c.flags(p + 1) : f;
+    if (!detail::is_lnw(f2)) {
+      p += (x == ' ');
+      while (c.in(p) && !detail::is_lnw(c.flags(p))) ++p;
+      while (c.cpt(p) == '\r' || c.cpt(p) == '\n') ++p;
+      return p;
+    }
+    return detail::whitespace_piece(c, p, /*newline_runs=*/true);
+  });
 }
 
 // A std::regex-style pass for a one-code-point class `pred`: runs of matching code points (or
@@ -289,48 +255,16 @@ inline void encode_word(const Vocab& v, const std::string& word, std::vector<int
       return;
     }
   }
-  struct Sym {
-    int prev, next;
-    size_t off, n;
-  };
-  std::vector<Sym> syms;
-  for (size_t off = 0; off < word.size();) {
-    const size_t n = std::min(utf8_len(word[off]), word.size() - off);
-    const int idx = static_cast<int>(syms.size());
-    syms.push_back({idx - 1, off + n == word.size() ? -1 : idx + 1, off, n});
-    off += n;
-  }
-  struct Bigram {
-    int left, right, rank;
-    size_t size;
-  };
-  // Lowest rank first; among equal ranks the leftmost pair.
-  auto worse = [](const Bigram& a, const Bigram& b) { return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); };
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  const std::string_view w(word);
-  auto add = [&](int l, int r) {
-    if (l < 0 || r < 0) return;
-    const Sym& a = syms[static_cast<size_t>(l)];
-    const Sym& b = syms[static_cast<size_t>(r)];
-    const int rank = v.find_merge(w.substr(a.off, a.n), w.substr(b.off, b.n));
-    if (rank >= 0) queue.push({l, r, rank, a.n + b.n});
-  };
-  for (int i = 1; i < static_cast<int>(syms.size()); ++i) add(i - 1, i);
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Sym& l = syms[static_cast<size_t>(bg.left)];
-    Sym& r = syms[static_cast<size_t>(bg.right)];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != bg.size) continue;  // outdated pair
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) syms[static_cast<size_t>(r.next)].prev = bg.left;
-    add(l.prev, bg.left);
-    add(bg.left, l.next);
-  }
+  // Lowest rank first.
+  const std::vector<::edgellm::detail::MergeSym> syms = ::edgellm::detail::merge_symbols<int>(
+      word,
+      [&](std::string_view l, std::string_view r, int* rank) {
+        *rank = v.find_merge(l, r);
+        return *rank >= 0;
+      },
+      [](int a, int b) { return a < b; });
   for (int i = syms.empty() ? -1 : 0; i != -1; i = syms[static_cast<size_t>(i)].next) {
-    const Sym& s = syms[static_cast<size_t>(i)];
+    const ::edgellm::detail::MergeSym& s = syms[static_cast<size_t>(i)];
     const std::string piece = word.substr(s.off, s.n);
     const int32_t id = v.find_token(piece);
     if (id != kTokenNull) {

@@ -290,6 +290,14 @@ class Tokenizer {
   std::vector<std::string> pieces_;  // [n_vocab] piece text with special tokens rendered
 };
 
+// Text streamed out with a tail held back: removes all but the last `keep` bytes of pending and
+// returns them.
+inline std::string release_all_but(std::string& pending, size_t keep) {
+  std::string out = pending.substr(0, pending.size() - keep);
+  pending.erase(0, pending.size() - keep);
+  return out;
+}
+
 // Streams generated tokens as text: push() returns only complete UTF-8 characters and holds back
 // a multibyte sequence split across tokens; flush() returns what is left (possibly invalid).
 class StreamDecoder {
@@ -298,16 +306,9 @@ class StreamDecoder {
 
   std::string push(int32_t id) {
     pending_ += tok_->token_to_piece(id, special_);
-    const size_t keep = incomplete_tail(pending_);
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return out;
+    return release_all_but(pending_, incomplete_tail(pending_));
   }
-  std::string flush() {
-    std::string out;
-    out.swap(pending_);
-    return out;
-  }
+  std::string flush() { return release_all_but(pending_, 0); }
 
  private:
   // Bytes at the end of `s` that start a UTF-8 sequence not yet complete (0 if none).

@@ -470,39 +470,39 @@ class JsonParser {
     fail("expected a value");
   }
 
-  Json parse_array(int depth) {
+  // The bracketed list arrays and objects share, at its opening bracket: item() (after white
+  // space) for each element, separated by ',', up to `close`. what: "array" / "object".
+  template <class Item>
+  void parse_list(int depth, char close, const char* what, Item item) {
     if (depth > max_depth_) fail("nesting deeper than the depth limit");
-    ++pos_;  // '['
-    Json out = Json::array();
-    Json::ArrayT& a = *out.u_.a;
+    ++pos_;  // '[' or '{'
     skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
+    if (pos_ < s_.size() && s_[pos_] == close) {
       ++pos_;
-      return out;
+      return;
     }
     for (;;) {
       skip_ws();
-      a.push_back(parse_value(depth));
+      item();
       skip_ws();
-      if (pos_ >= s_.size()) fail("unterminated array");
+      if (pos_ >= s_.size()) fail((std::string("unterminated ") + what).c_str());
       if (s_[pos_] == ',') { ++pos_; continue; }
-      if (s_[pos_] == ']') { ++pos_; return out; }
-      fail("expected ',' or ']' in array");
+      if (s_[pos_] == close) { ++pos_; return; }
+      fail((std::string("expected ',' or '") + close + "' in " + what).c_str());
     }
   }
 
+  Json parse_array(int depth) {
+    Json out = Json::array();
+    Json::ArrayT& a = *out.u_.a;
+    parse_list(depth, ']', "array", [&] { a.push_back(parse_value(depth)); });
+    return out;
+  }
+
   Json parse_object(int depth) {
-    if (depth > max_depth_) fail("nesting deeper than the depth limit");
-    ++pos_;  // '{'
     Json out = Json::object();
     Json::ObjectT& o = *out.u_.o;
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return out;
-    }
-    for (;;) {
-      skip_ws();
+    parse_list(depth, '}', "object", [&] {
       if (pos_ >= s_.size() || s_[pos_] != '"') fail("expected a string key in object");
       const size_t key_pos = pos_;
       std::string key = parse_string();
@@ -517,12 +517,8 @@ class JsonParser {
       skip_ws();
       Json v = parse_value(depth);
       o.emplace_back(std::move(key), std::move(v));
-      skip_ws();
-      if (pos_ >= s_.size()) fail("unterminated object");
-      if (s_[pos_] == ',') { ++pos_; continue; }
-      if (s_[pos_] == '}') { ++pos_; return out; }
-      fail("expected ',' or '}' in object");
-    }
+    });
+    return out;
   }
 
   uint32_t parse_hex4() {

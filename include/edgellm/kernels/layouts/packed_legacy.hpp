@@ -61,44 +61,42 @@ inline void check_packable(int count, int rows, int64_t n_in) {
   EDGELLM_CHECK(n_in > 0 && n_in % kBlock == 0, "packed: n_in ", n_in, " is not a positive multiple of ", kBlock);
 }
 
-template <int R>
-inline void pack_q4_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
-  using G = GeometryQ4_0<R>;
+// The packing loop both types share: the group zeroed, then for each row r < count and block b
+// put(block, r, the group's quant bytes of block b) and the block's scale stored.
+template <class Block, class G, int R, class Put>
+inline void pack_rows(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst, Put put) {
   check_packable(count, R, n_in);
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, G::group_bytes(n_in));
   for (int r = 0; r < count; ++r) {
-    const auto* x = reinterpret_cast<const block_q4_0*>(static_cast<const uint8_t*>(src) + size_t(r) * row_bytes);
+    const auto* x = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(src) + size_t(r) * row_bytes);
     for (int64_t b = 0; b < n_in / kBlock; ++b) {
-      uint8_t u[QK4_0];  // weight k's nibble, in weight order
-      for (int j = 0; j < QK4_0 / 2; ++j) {
-        u[j] = x[b].qs[j] & 0x0F;
-        u[j + QK4_0 / 2] = x[b].qs[j] >> 4;
-      }
-      uint8_t* qs = out + G::qs_at(b);
-      for (int c = 0; c < kWords / 2; ++c)
-        for (int i = 0; i < 4; ++i) qs[c * 4 * R + 4 * r + i] = uint8_t(u[8 * c + i] | u[8 * c + 4 + i] << 4);
+      put(x[b], r, out + G::qs_at(b));
       std::memcpy(out + G::scales_at(b) + size_t(r) * sizeof(ggml_half), &x[b].d, sizeof(ggml_half));
     }
   }
 }
 
+template <int R>
+inline void pack_q4_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  pack_rows<block_q4_0, GeometryQ4_0<R>, R>(src, row_bytes, count, n_in, dst, [](const block_q4_0& x, int r, uint8_t* qs) {
+    uint8_t u[QK4_0];  // weight k's nibble, in weight order
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      u[j] = x.qs[j] & 0x0F;
+      u[j + QK4_0 / 2] = x.qs[j] >> 4;
+    }
+    for (int c = 0; c < kWords / 2; ++c)
+      for (int i = 0; i < 4; ++i) qs[c * 4 * R + 4 * r + i] = uint8_t(u[8 * c + i] | u[8 * c + 4 + i] << 4);
+  });
+}
+
 template <int R, int kOffset = kQ8Offset>
 inline void pack_q8_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   static_assert(kOffset == kQ8Offset || kOffset == 0, "Q8_0 packs unsigned (+128) or signed");
-  using G = GeometryQ8_0<R>;
-  check_packable(count, R, n_in);
-  auto* out = static_cast<uint8_t*>(dst);
-  std::memset(out, 0, G::group_bytes(n_in));
-  for (int r = 0; r < count; ++r) {
-    const auto* x = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(src) + size_t(r) * row_bytes);
-    for (int64_t b = 0; b < n_in / kBlock; ++b) {
-      uint8_t* qs = out + G::qs_at(b);
-      for (int j = 0; j < kWords; ++j)
-        for (int i = 0; i < 4; ++i) qs[j * 4 * R + 4 * r + i] = uint8_t(x[b].qs[4 * j + i] + kOffset);
-      std::memcpy(out + G::scales_at(b) + size_t(r) * sizeof(ggml_half), &x[b].d, sizeof(ggml_half));
-    }
-  }
+  pack_rows<block_q8_0, GeometryQ8_0<R>, R>(src, row_bytes, count, n_in, dst, [](const block_q8_0& x, int r, uint8_t* qs) {
+    for (int j = 0; j < kWords; ++j)
+      for (int i = 0; i < 4; ++i) qs[j * 4 * R + 4 * r + i] = uint8_t(x.qs[4 * j + i] + kOffset);
+  });
 }
 
 // ---- activations ----

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
@@ -155,7 +156,10 @@ inline void q3_K(const block_q3_K* x, int64_t nb, uint8_t* __restrict u, float* 
   }
 }
 
-inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
+// q4_K / q5_K (Block): per 64 weights the low nibbles then the high nibbles of 32 bytes, q5_K
+// with bit j / j + 1 of qh[l] as bit 4; a 6-bit scale and min per 32.
+template <class Block>
+inline void k4(const Block* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
     kblock(ks, i, d);
@@ -166,30 +170,10 @@ inline void q4_K(const block_q4_K* x, int64_t nb, uint8_t* __restrict u, float* 
       for (int l = 0; l < 32; ++l) {
         u[l] = q[l] & 0xF;
         u[l + 32] = q[l] >> 4;
-      }
-      for (int k = 0; k < 2; ++k) {
-        const int g = int(16 * i) + 2 * (j + k);
-        group(s, m, g, d * sc[j + k], -dmin * mn[j + k]);
-        group(s, m, g + 1, d * sc[j + k], -dmin * mn[j + k]);
-        kgroup(ks, g, sc[j + k]);
-        kgroup(ks, g + 1, sc[j + k]);
-      }
-    }
-  }
-}
-
-inline void q5_K(const block_q5_K* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m, const KScales& ks = {}) {
-  for (int64_t i = 0; i < nb; ++i) {
-    const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
-    kblock(ks, i, d);
-    uint8_t sc[8], mn[8];
-    unpack_scales_mins_k4(x[i].scales, sc, mn);
-    const uint8_t* q = x[i].qs;
-    const uint8_t* qh = x[i].qh;
-    for (int j = 0; j < 8; j += 2, q += 32, u += 64) {
-      for (int l = 0; l < 32; ++l) {
-        u[l] = uint8_t((q[l] & 0xF) | (((qh[l] >> j) & 1) << 4));
-        u[l + 32] = uint8_t((q[l] >> 4) | (((qh[l] >> (j + 1)) & 1) << 4));
+        if constexpr (std::is_same_v<Block, block_q5_K>) {
+          u[l] = uint8_t(u[l] | (((x[i].qh[l] >> j) & 1) << 4));
+          u[l + 32] = uint8_t(u[l + 32] | (((x[i].qh[l] >> (j + 1)) & 1) << 4));
+        }
       }
       for (int k = 0; k < 2; ++k) {
         const int g = int(16 * i) + 2 * (j + k);
@@ -268,8 +252,8 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
     case DType::Q8_0: return unpack::q8_0(static_cast<const block_q8_0*>(row), nb, u, s, m);
     case DType::Q2_K: return unpack::q2_K(static_cast<const block_q2_K*>(row), nb, u, s, m, ks);
     case DType::Q3_K: return unpack::q3_K(static_cast<const block_q3_K*>(row), nb, u, s, m, ks);
-    case DType::Q4_K: return unpack::q4_K(static_cast<const block_q4_K*>(row), nb, u, s, m, ks);
-    case DType::Q5_K: return unpack::q5_K(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
+    case DType::Q4_K: return unpack::k4(static_cast<const block_q4_K*>(row), nb, u, s, m, ks);
+    case DType::Q5_K: return unpack::k4(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
     case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m, ks);
     default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
   }

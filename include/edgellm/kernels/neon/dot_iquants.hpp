@@ -27,10 +27,6 @@
 namespace edgellm {
 namespace neon {
 
-// On the lambdas of the unrolled bodies: inlined into their caller, so that the sdot they contain
-// is assembled inside the dotprod-target function (clang checks the lambda's own target otherwise).
-#define EDGELLM_NEON_LAMBDA __attribute__((always_inline))
-
 // Byte j of kSignsPm1[s] is -1 where bit j of s is set, else +1 (as uint64,
 // little-endian).
 inline constexpr IqGrid<uint64_t, 256> kSignsPm1 = [] {
@@ -445,12 +441,7 @@ struct IQ4XS {
 
 // ---- IQ4_NL: a legacy-shaped 32-weight block (dot_legacy.hpp's row and
 // four-row bodies).
-struct FmtIQ4_NL {
-  using Block = block_iq4_nl;
-  using Act = block_q8_0;
-  static constexpr bool kMin = false;
-  static constexpr float kPost = 1.0f;
-  static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
+struct FmtIQ4_NL : LegacyFormat<block_iq4_nl, block_q8_0, 2> {
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     const int8x16_t values = vld1q_s8(kvalues_iq4nl);
@@ -538,46 +529,20 @@ struct TQ1 {
 };
 
 }  // namespace neon
-#undef EDGELLM_NEON_LAMBDA
 
-// ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy
-// formats) ----
-#define EDGELLM_NEON_IQ_KERNELS(name, T)                                                                      \
-  inline float vec_dot_##name##_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
-    return neon::iq_row<neon::T, neon::DotV80>(n, w, a);                                                      \
-  }                                                                                                           \
-  EDGELLM_TARGET_DOTPROD inline float vec_dot_##name##_dotprod(int n, const void* EDGELLM_RESTRICT w,         \
-                                                               const void* EDGELLM_RESTRICT a) {              \
-    return neon::iq_row<neon::T, neon::DotSdot>(n, w, a);                                                     \
-  }
-EDGELLM_NEON_IQ_KERNELS(iq2_xxs_q8_K, IQ2XXS)
-EDGELLM_NEON_IQ_KERNELS(iq2_xs_q8_K, IQ2XS)
-EDGELLM_NEON_IQ_KERNELS(iq2_s_q8_K, IQ2S)
-EDGELLM_NEON_IQ_KERNELS(iq3_xxs_q8_K, IQ3XXS)
-EDGELLM_NEON_IQ_KERNELS(iq3_s_q8_K, IQ3S)
-EDGELLM_NEON_IQ_KERNELS(iq1_s_q8_K, IQ1S)
-EDGELLM_NEON_IQ_KERNELS(iq1_m_q8_K, IQ1M)
-EDGELLM_NEON_IQ_KERNELS(iq4_xs_q8_K, IQ4XS)
-EDGELLM_NEON_IQ_KERNELS(tq1_0_q8_K, TQ1)
-EDGELLM_NEON_IQ_KERNELS(tq2_0_q8_K, TQ2)
-#undef EDGELLM_NEON_IQ_KERNELS
+// ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy formats) ----
 
-inline float vec_dot_iq4_nl_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtIQ4_NL, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_iq4_nl_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
-                                          const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtIQ4_NL, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_iq4_nl_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                                const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtIQ4_NL, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_iq4_nl_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                    const void* w, size_t w_stride,
-                                                                    const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtIQ4_NL, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
+EDGELLM_NEON_VEC_DOT(iq2_xxs_q8_K, iq_row, IQ2XXS)
+EDGELLM_NEON_VEC_DOT(iq2_xs_q8_K, iq_row, IQ2XS)
+EDGELLM_NEON_VEC_DOT(iq2_s_q8_K, iq_row, IQ2S)
+EDGELLM_NEON_VEC_DOT(iq3_xxs_q8_K, iq_row, IQ3XXS)
+EDGELLM_NEON_VEC_DOT(iq3_s_q8_K, iq_row, IQ3S)
+EDGELLM_NEON_VEC_DOT(iq1_s_q8_K, iq_row, IQ1S)
+EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, iq_row, IQ1M)
+EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, iq_row, IQ4XS)
+EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, iq_row, TQ1)
+EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, iq_row, TQ2)
+EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, legacy_row, legacy_rows, FmtIQ4_NL)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

@@ -423,36 +423,19 @@ EDGELLM_NEON_INLINE void q6_K_q8_K_rows(int n, float* out, const void* w, size_t
 }
 
 // The row bodies above as types, so one driver can handle any of them.
-struct KQ2 {
-  template <class D, int R>
-  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
-    q2_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
-  }
-};
-struct KQ3 {
-  template <class D, int R>
-  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
-    q3_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
-  }
-};
-struct KQ4 {
-  template <class D, int R>
-  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
-    q4_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
-  }
-};
-struct KQ5 {
-  template <class D, int R>
-  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
-    q5_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
-  }
-};
-struct KQ6 {
-  template <class D, int R>
-  static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) {
-    q6_K_q8_K_rows<D, R>(n, out, w, w_stride, a);
-  }
-};
+#define EDGELLM_NEON_KQ_BODY(K, rows_fn)                                                                \
+  struct K {                                                                                            \
+    template <class D, int R>                                                                           \
+    static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) { \
+      rows_fn<D, R>(n, out, w, w_stride, a);                                                            \
+    }                                                                                                   \
+  };
+EDGELLM_NEON_KQ_BODY(KQ2, q2_K_q8_K_rows)
+EDGELLM_NEON_KQ_BODY(KQ3, q3_K_q8_K_rows)
+EDGELLM_NEON_KQ_BODY(KQ4, q4_K_q8_K_rows)
+EDGELLM_NEON_KQ_BODY(KQ5, q5_K_q8_K_rows)
+EDGELLM_NEON_KQ_BODY(KQ6, q6_K_q8_K_rows)
+#undef EDGELLM_NEON_KQ_BODY
 
 // Rows that share each activation load in the VecDotRowsFn kernels (register budget: R = 2 keeps
 // scales, accumulators and activations of both rows in the 32 vector registers).
@@ -470,88 +453,21 @@ EDGELLM_NEON_INLINE float kquant_row(int n, const void* w, const void* a) {
 template <class K, class D>
 EDGELLM_NEON_INLINE void kquant_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   constexpr int R = kRowsKQuantNeon;
-  const auto* base = static_cast<const uint8_t*>(w);
-  int r = 0;
-  for (; r + R <= nrows; r += R) K::template run<D, R>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
-  for (; r < nrows; ++r) K::template run<D, 1>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
+  rows_by_groups<R>(
+      nrows, out, w, w_stride,
+      [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { K::template run<D, R>(n, o, rw, w_stride, a); },
+      [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { K::template run<D, 1>(n, o, rw, w_stride, a); });
 }
 
 }  // namespace neon
 
 // ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
-inline float vec_dot_q2_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ2, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q2_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ2, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q2_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ2, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q2_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ2, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q3_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ3, neon::DotV80>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q3_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ3, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q3_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ3, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q4_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ4, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q4_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ4, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ4, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ4, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q5_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ5, neon::DotV80>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ5, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ5, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q6_K_q8_K_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ6, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q6_K_q8_K_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ6, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q6_K_q8_K_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::kquant_row<neon::KQ6, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q6_K_q8_K_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::kquant_rows<neon::KQ6, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
+EDGELLM_NEON_VEC_DOTS(q2_K_q8_K, kquant_row, kquant_rows, KQ2)
+EDGELLM_NEON_VEC_DOTS_DOTPROD_ROWS(q3_K_q8_K, kquant_row, kquant_rows, KQ3)
+EDGELLM_NEON_VEC_DOTS(q4_K_q8_K, kquant_row, kquant_rows, KQ4)
+EDGELLM_NEON_VEC_DOTS_DOTPROD_ROWS(q5_K_q8_K, kquant_row, kquant_rows, KQ5)
+EDGELLM_NEON_VEC_DOTS(q6_K_q8_K, kquant_row, kquant_rows, KQ6)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "edgellm/config.hpp"
 #include "edgellm/kernels/neon/vdot.hpp"
@@ -54,12 +55,23 @@ EDGELLM_NEON_INLINE int32x4_t hsum4(int32x4_t p0, int32x4_t p1, int32x4_t p2, in
 // (q4_0 works on 16 * q). Formats with a min (kMin) take Q8_1 activations (Act) and add m_w * s_a
 // per block, s_a the activation block's scaled sum. kGroups:
 // the cheap formats run eight blocks per step (llvm-mca: fewer stalls), the others four.
-struct FmtQ4_0 {
-  using Block = block_q4_0;
-  using Act = block_q8_0;
-  static constexpr bool kMin = false;
+template <class B, class A, int kGroupsV>
+struct LegacyFormat {
+  using Block = B;
+  using Act = A;
+  static constexpr bool kMin = std::is_same_v<A, block_q8_1>;
+  static constexpr float kPost = 1.0f;
+  static constexpr int kGroups = kGroupsV;  // groups of four blocks per step in legacy_row
+};
+
+// The integer dot of a block's two halves of weights with the activation halves y0, y1.
+template <class D>
+EDGELLM_NEON_INLINE int32x4_t dot_halves(uint8x16_t lo, uint8x16_t hi, int8x16_t y0, int8x16_t y1) {
+  return D::dot(D::dot0(vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
+}
+
+struct FmtQ4_0 : LegacyFormat<block_q4_0, block_q8_0, 2> {
   static constexpr float kPost = 1.0f / 16.0f;
-  static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     int8x16_t lo, hi;
@@ -68,61 +80,36 @@ struct FmtQ4_0 {
   }
 };
 
-struct FmtQ4_1 {
-  using Block = block_q4_1;
-  using Act = block_q8_1;
-  static constexpr bool kMin = true;
-  static constexpr float kPost = 1.0f;
-  static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
+struct FmtQ4_1 : LegacyFormat<block_q4_1, block_q8_1, 1> {
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     const uint8x16_t q = vld1q_u8(x.qs);
-    const int32x4_t p = D::dot0(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), y0);
-    return D::dot(p, vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), y1);
+    return dot_halves<D>(vandq_u8(q, vdupq_n_u8(0x0F)), vshrq_n_u8(q, 4), y0, y1);
   }
 };
 
-struct FmtQ5_0 {
-  using Block = block_q5_0;
-  using Act = block_q8_0;
-  static constexpr bool kMin = false;
-  static constexpr float kPost = 1.0f;
-  static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
-  // quants minus 16: low nibble | bit 4, i.e. nibble - 16 where the bit is clear
+// q5_0: quants minus 16: low nibble | bit 4, i.e. nibble - 16 where the bit is clear; q5_1:
+// nibble | bit 4.
+template <class B, class A>
+struct FmtQ5 : LegacyFormat<B, A, 1> {
   template <class D>
-  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
+  static EDGELLM_NEON_INLINE int32x4_t dot(const B& x, int8x16_t y0, int8x16_t y1) {
     uint8x16_t mlo, mhi;
     q5_high_masks(x.qh, &mlo, &mhi);
     const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
-    const uint8x16_t lo = vsubq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vbicq_u8(b16, mlo));
-    const uint8x16_t hi = vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(b16, mhi));
-    return D::dot(D::dot0(vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
+    if constexpr (FmtQ5::kMin) {
+      return dot_halves<D>(vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(b16, mlo)),
+                           vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(b16, mhi)), y0, y1);
+    } else {
+      return dot_halves<D>(vsubq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vbicq_u8(b16, mlo)),
+                           vsubq_u8(vshrq_n_u8(q, 4), vbicq_u8(b16, mhi)), y0, y1);
+    }
   }
 };
+using FmtQ5_0 = FmtQ5<block_q5_0, block_q8_0>;
+using FmtQ5_1 = FmtQ5<block_q5_1, block_q8_1>;
 
-struct FmtQ5_1 {
-  using Block = block_q5_1;
-  using Act = block_q8_1;
-  static constexpr bool kMin = true;
-  static constexpr float kPost = 1.0f;
-  static constexpr int kGroups = 1;  // groups of four blocks per step in legacy_row
-  template <class D>
-  static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
-    uint8x16_t mlo, mhi;
-    q5_high_masks(x.qh, &mlo, &mhi);
-    const uint8x16_t q = vld1q_u8(x.qs), b16 = vdupq_n_u8(0x10);
-    const uint8x16_t lo = vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(b16, mlo));
-    const uint8x16_t hi = vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(b16, mhi));
-    return D::dot(D::dot0(vreinterpretq_s8_u8(lo), y0), vreinterpretq_s8_u8(hi), y1);
-  }
-};
-
-struct FmtQ8_0 {
-  using Block = block_q8_0;
-  using Act = block_q8_0;
-  static constexpr bool kMin = false;
-  static constexpr float kPost = 1.0f;
-  static constexpr int kGroups = 2;  // groups of four blocks per step in legacy_row
+struct FmtQ8_0 : LegacyFormat<block_q8_0, block_q8_0, 2> {
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t dot(const Block& x, int8x16_t y0, int8x16_t y1) {
     return D::dot(D::dot0(vld1q_s8(x.qs), y0), vld1q_s8(x.qs + 16), y1);
@@ -243,96 +230,21 @@ inline constexpr int kRowsLegacyNeon = 4;
 // VecDotRowsFn body: groups of four rows, then the rows left over one at a time.
 template <class F, class D>
 EDGELLM_NEON_INLINE void legacy_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
-  const auto* base = static_cast<const uint8_t*>(w);
-  int r = 0;
-  for (; r + 4 <= nrows; r += 4) legacy_rows4<F, D>(n, out + r, base + size_t(r) * w_stride, w_stride, a);
-  for (; r < nrows; ++r) out[r] = legacy_row<F, D>(n, base + size_t(r) * w_stride, a);
+  rows_by_groups<kRowsLegacyNeon>(
+      nrows, out, w, w_stride,
+      [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { legacy_rows4<F, D>(n, o, rw, w_stride, a); },
+      [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { *o = legacy_row<F, D>(n, rw, a); });
 }
 
 }  // namespace neon
 
 // ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
 
-inline float vec_dot_q4_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_0, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q4_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_0, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q4_1_q8_1_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_1, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q4_1_q8_1_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q4_1_q8_1_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ4_1, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q4_1_q8_1_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ4_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q5_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_0, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q5_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_0, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q5_1_q8_1_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_1, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q5_1_q8_1_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_1, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q5_1_q8_1_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ5_1, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q5_1_q8_1_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ5_1, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
-inline float vec_dot_q8_0_q8_0_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ8_0, neon::DotV80>(n, w, a);
-}
-inline void vec_dot_rows_q8_0_q8_0_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ8_0, neon::DotV80>(n, out, nrows, w, w_stride, a);
-}
-EDGELLM_TARGET_DOTPROD inline float vec_dot_q8_0_q8_0_dotprod(int n, const void* EDGELLM_RESTRICT w,
-                                                              const void* EDGELLM_RESTRICT a) {
-  return neon::legacy_row<neon::FmtQ8_0, neon::DotSdot>(n, w, a);
-}
-EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_q8_0_q8_0_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows,
-                                                                  const void* w, size_t w_stride,
-                                                                  const void* EDGELLM_RESTRICT a) {
-  neon::legacy_rows<neon::FmtQ8_0, neon::DotSdot>(n, out, nrows, w, w_stride, a);
-}
+EDGELLM_NEON_VEC_DOTS(q4_0_q8_0, legacy_row, legacy_rows, FmtQ4_0)
+EDGELLM_NEON_VEC_DOTS(q4_1_q8_1, legacy_row, legacy_rows, FmtQ4_1)
+EDGELLM_NEON_VEC_DOTS(q5_0_q8_0, legacy_row, legacy_rows, FmtQ5_0)
+EDGELLM_NEON_VEC_DOTS(q5_1_q8_1, legacy_row, legacy_rows, FmtQ5_1)
+EDGELLM_NEON_VEC_DOTS(q8_0_q8_0, legacy_row, legacy_rows, FmtQ8_0)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

@@ -160,6 +160,20 @@ EDGELLM_NEON_INLINE void sdot_4tok(int32x4_t (&c)[4], int8x16_t w, const int8x16
 #endif
 }
 
+// On lambdas inside the kernel bodies: inlined into their caller, so that the sdot they contain
+// is assembled inside the dotprod-target function (clang checks the lambda's own target otherwise).
+#define EDGELLM_NEON_LAMBDA __attribute__((always_inline))
+
+// The VecDotRowsFn skeleton: groups of R rows (w, w + w_stride, ...) through group(out + r, that
+// group's first row), then the rows left over one at a time through one(out + r, the row).
+template <int R, class Group, class One>
+EDGELLM_NEON_INLINE void rows_by_groups(int nrows, float* out, const void* w, size_t w_stride, Group group, One one) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  int r = 0;
+  for (; r + R <= nrows; r += R) group(out + r, base + size_t(r) * w_stride);
+  for (; r < nrows; ++r) one(out + r, base + size_t(r) * w_stride);
+}
+
 // The two dot policies the kernel bodies are instantiated with. Both add the 16 products of
 // a and b into the 4 lanes of acc; only the sum over all 4 lanes is defined to be equal (the
 // kernels never rely on which lane got which product).
@@ -185,4 +199,35 @@ struct DotV80 {
 
 }  // namespace neon
 }  // namespace edgellm
+
+// The public kernels of one format, inside namespace edgellm (VecDotFn / VecDotRowsFn
+// signatures): vec_dot_<name>_neon / _dotprod over neon::row<neon::F, DotV80 / DotSdot>, and
+// vec_dot_rows_<name>_neon / _dotprod over the multi-row driver neon::rows.
+#define EDGELLM_NEON_VEC_DOT(name, row, F)                                                                    \
+  inline float vec_dot_##name##_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
+    return neon::row<neon::F, neon::DotV80>(n, w, a);                                                         \
+  }                                                                                                           \
+  EDGELLM_TARGET_DOTPROD inline float vec_dot_##name##_dotprod(int n, const void* EDGELLM_RESTRICT w,         \
+                                                               const void* EDGELLM_RESTRICT a) {              \
+    return neon::row<neon::F, neon::DotSdot>(n, w, a);                                                        \
+  }
+#define EDGELLM_NEON_VEC_DOTS(name, row, rows, F) \
+  EDGELLM_NEON_VEC_DOT(name, row, F)              \
+  EDGELLM_NEON_VEC_DOT_ROWS_V80(name, rows, F)    \
+  EDGELLM_NEON_VEC_DOT_ROWS_DOTPROD(name, rows, F)
+// For the formats whose ARMv8.0 multi-row form does not pay (registered as nullptr): no v8.0 rows.
+#define EDGELLM_NEON_VEC_DOTS_DOTPROD_ROWS(name, row, rows, F) \
+  EDGELLM_NEON_VEC_DOT(name, row, F)                           \
+  EDGELLM_NEON_VEC_DOT_ROWS_DOTPROD(name, rows, F)
+#define EDGELLM_NEON_VEC_DOT_ROWS_V80(name, rows, F)                                                     \
+  inline void vec_dot_rows_##name##_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, \
+                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {            \
+    neon::rows<neon::F, neon::DotV80>(n, out, nrows, w, w_stride, a);                                  \
+  }
+#define EDGELLM_NEON_VEC_DOT_ROWS_DOTPROD(name, rows, F)                                                         \
+  EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_##name##_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, \
+                                                                   const void* w, size_t w_stride,             \
+                                                                   const void* EDGELLM_RESTRICT a) {           \
+    neon::rows<neon::F, neon::DotSdot>(n, out, nrows, w, w_stride, a);                                         \
+  }
 #endif  // EDGELLM_HAS_NEON

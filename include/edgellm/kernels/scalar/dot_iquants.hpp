@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "edgellm/config.hpp"
+#include "edgellm/kernels/scalar/block_walk.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/exact_fp.hpp"
 #include "edgellm/quant/fp16.hpp"
@@ -33,18 +34,14 @@ template <class Block, int kSub, void (*Unpack)(const Block&, int8_t*), uint32_t
           int kInvScale>
 inline float vec_dot_iq_odd_scales(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   EDGELLM_EXACT_FP_SCOPE
-  const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  int8_t q[QK_K];
-  float sumf = 0.0f;
-  for (int i = 0; i < n / QK_K; ++i) {
-    const float d = fp16_to_fp32(x[i].d) * y[i].d;
-    Unpack(x[i], q);
+  const float sumf = sum_over_blocks<Block, block_q8_K>(n, w, a, [](const Block& x, const block_q8_K& y) {
+    int8_t q[QK_K];
+    Unpack(x, q);
     int32_t bsum = 0;
     for (int s = 0; s < QK_K / kSub; ++s)
-      bsum += isum_i8(q + kSub * s, y[i].qs + kSub * s, kSub) * int32_t(2 * Scale(x[i], s) + 1);
-    sumf += d * float(bsum);
-  }
+      bsum += isum_i8(q + kSub * s, y.qs + kSub * s, kSub) * int32_t(2 * Scale(x, s) + 1);
+    return fp16_to_fp32(x.d) * y.d * float(bsum);
+  });
   return kInvScale == 1 ? sumf : (1.0f / float(kInvScale)) * sumf;
 }
 }  // namespace detail
@@ -75,63 +72,51 @@ inline float vec_dot_iq3_s_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const
 // +-bsum)).
 inline float vec_dot_iq1_s_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   EDGELLM_EXACT_FP_SCOPE
-  const auto* x = static_cast<const block_iq1_s*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  int8_t q[QK_K];
-  float sumf = 0.0f;
-  for (int i = 0; i < n / QK_K; ++i) {
-    unpack_iq1_s(x[i], q);
+  return detail::sum_over_blocks<block_iq1_s, block_q8_K>(n, w, a, [](const block_iq1_s& x, const block_q8_K& y) {
+    int8_t q[QK_K];
+    unpack_iq1_s(x, q);
     int32_t sumi = 0, sumi1 = 0;
     for (int ib = 0; ib < QK_K / 32; ++ib) {
-      const int32_t ls = 2 * int32_t(iq1_s_scale(x[i], ib)) + 1;
-      const int32_t delta = iq1_s_delta_negative(x[i], ib) ? -1 : 1;
-      sumi += ls * detail::isum_i8(q + 32 * ib, y[i].qs + 32 * ib, 32);
-      sumi1 += ls * delta * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
+      const int32_t ls = 2 * int32_t(iq1_s_scale(x, ib)) + 1;
+      const int32_t delta = iq1_s_delta_negative(x, ib) ? -1 : 1;
+      sumi += ls * detail::isum_i8(q + 32 * ib, y.qs + 32 * ib, 32);
+      sumi1 += ls * delta * (y.bsums[2 * ib] + y.bsums[2 * ib + 1]);
     }
-    sumf += fp16_to_fp32(x[i].d) * y[i].d * (float(sumi) + IQ1S_DELTA * float(sumi1));
-  }
-  return sumf;
+    return fp16_to_fp32(x.d) * y.d * (float(sumi) + IQ1S_DELTA * float(sumi1));
+  });
 }
 
 // w: [n/256] block_iq1_m, a: [n/256] block_q8_K. ls = 2s + 1 per 16 weights, the shift sign per 8
 // (its activation sums taken from the quants, as ggml's generic kernel does).
 inline float vec_dot_iq1_m_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   EDGELLM_EXACT_FP_SCOPE
-  const auto* x = static_cast<const block_iq1_m*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  int8_t q[QK_K];
-  static const int8_t kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-  float sumf = 0.0f;
-  for (int i = 0; i < n / QK_K; ++i) {
+  return detail::sum_over_blocks<block_iq1_m, block_q8_K>(n, w, a, [](const block_iq1_m& x, const block_q8_K& y) {
+    static const int8_t kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int8_t q[QK_K];
     uint16_t sc[4];
-    iq1_m_scale_words(x[i], sc);
-    unpack_iq1_m(x[i], q);
+    iq1_m_scale_words(x, sc);
+    unpack_iq1_m(x, q);
     int32_t sumi1 = 0, sumi2 = 0;
     for (int g = 0; g < QK_K / 8; ++g) {
       const int32_t ls = 2 * int32_t(iq1_m_scale(sc, g / 2)) + 1;
-      const int32_t delta = iq1_m_delta_negative(x[i], g) ? -1 : 1;
-      const int8_t* q8 = y[i].qs + 8 * g;
+      const int32_t delta = iq1_m_delta_negative(x, g) ? -1 : 1;
+      const int8_t* q8 = y.qs + 8 * g;
       sumi1 += ls * detail::isum_i8(q + 8 * g, q8, 8);
       sumi2 += ls * delta * detail::isum_i8(kOnes, q8, 8);
     }
-    sumf += fp16_to_fp32(iq1_m_d(sc)) * y[i].d * (float(sumi1) + IQ1M_DELTA * float(sumi2));
-  }
-  return sumf;
+    return fp16_to_fp32(iq1_m_d(sc)) * y.d * (float(sumi1) + IQ1M_DELTA * float(sumi2));
+  });
 }
 
 // w: [n/32] block_iq4_nl, a: [n/32] block_q8_0
 inline float vec_dot_iq4_nl_q8_0_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   EDGELLM_EXACT_FP_SCOPE
-  const auto* x = static_cast<const block_iq4_nl*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  int8_t q[QK4_NL];
-  float sumf = 0.0f;
-  for (int ib = 0; ib < n / QK4_NL; ++ib) {
-    const float d = fp16_to_fp32(y[ib].d) * fp16_to_fp32(x[ib].d);
-    unpack_iq4_32(x[ib].qs, q);
-    sumf += d * float(detail::isum_i8(q, y[ib].qs, QK4_NL));
-  }
-  return sumf;
+  return detail::sum_over_blocks<block_iq4_nl, block_q8_0>(n, w, a, [](const block_iq4_nl& x, const block_q8_0& y) {
+    int8_t q[QK4_NL];
+    const float d = fp16_to_fp32(y.d) * fp16_to_fp32(x.d);
+    unpack_iq4_32(x.qs, q);
+    return d * float(detail::isum_i8(q, y.qs, QK4_NL));
+  });
 }
 
 // w: [n/256] block_iq4_xs, a: [n/256] block_q8_K. One float term per 32 weights: d_w * d_a * (s - 32).
@@ -157,15 +142,11 @@ namespace detail {
 template <class Block, void (*Unpack)(const Block&, int8_t*)>
 inline float vec_dot_ternary(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   EDGELLM_EXACT_FP_SCOPE
-  const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  int8_t q[QK_K];
-  float sumf = 0.0f;
-  for (int i = 0; i < n / QK_K; ++i) {
-    Unpack(x[i], q);
-    sumf += float(isum_i8(q, y[i].qs, QK_K)) * (fp16_to_fp32(x[i].d) * y[i].d);
-  }
-  return sumf;
+  return sum_over_blocks<Block, block_q8_K>(n, w, a, [](const Block& x, const block_q8_K& y) {
+    int8_t q[QK_K];
+    Unpack(x, q);
+    return float(isum_i8(q, y.qs, QK_K)) * (fp16_to_fp32(x.d) * y.d);
+  });
 }
 }  // namespace detail
 
