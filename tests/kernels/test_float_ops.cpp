@@ -40,10 +40,10 @@ bool close_rel(float got, float want, float rel, float scale) { return std::fabs
 std::vector<std::pair<Isa, void (*)(float*, const float*, int)>> x86_exps() {
   std::vector<std::pair<Isa, void (*)(float*, const float*, int)>> v;
 #if EDGELLM_X86_DISPATCH
-  v = {{Isa::Avx2, x86_avx2::exp_row_x86}, {Isa::Avx2Vnni, x86_avx2_vnni::exp_row_x86},
-       {Isa::Avx512Vnni, x86_avx512_vnni::exp_row_x86}};
+  v = {{Isa::Avx2, x86_avx2::exp_row}, {Isa::Avx2Vnni, x86_avx2_vnni::exp_row},
+       {Isa::Avx512Vnni, x86_avx512_vnni::exp_row}};
 #else
-  v = {{x86_native::kIsa, x86_native::exp_row_x86}};
+  v = {{x86_native::kIsa, x86_native::exp_row}};
 #endif
   std::vector<std::pair<Isa, void (*)(float*, const float*, int)>> runs;
   for (const auto& e : v)

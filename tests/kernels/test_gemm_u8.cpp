@@ -79,7 +79,7 @@ TEST_CASE("x86 word-operation scale unpack equals unpack_scales_mins_k4 for ever
     for (auto& b : q) b = uint8_t(rng());
     uint8_t sc[8], mn[8], sc2[8], mn2[8];
     unpack_scales_mins_k4(q, sc, mn);
-    x86::xs::scales_mins_k4_words(q, sc2, mn2);
+    x86::scales_mins_k4_words(q, sc2, mn2);
     bool same = true;
     for (int j = 0; j < 8; ++j) same = same && sc[j] == sc2[j] && mn[j] == mn2[j];
     REQUIRE(same);

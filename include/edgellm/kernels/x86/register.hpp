@@ -1,5 +1,5 @@
-// The x86 kernels (kernels/x86/*.inl: AVX2 / AVX-VNNI / AVX-512 intrinsics), compiled once per
-// level into namespace edgellm::x86_<level> (kernels/x86/level.inl), and register_x86_kernels(t,
+// The x86 kernels (kernels/x86/*.hpp: AVX2 / AVX-VNNI / AVX-512 intrinsics), compiled once per
+// level into namespace edgellm::x86_<level> (kernels/x86/register_level.hpp, level.hpp), and register_x86_kernels(t,
 // level) to fill a table with one of them.
 //   Built for an AVX2 + FMA + F16C target (-march=native, -march=haswell ...): one level, the
 //   target's (its compile macros say which), compiled with the target's flags.
@@ -11,28 +11,8 @@
 #include "edgellm/kernels/api.hpp"
 
 #if EDGELLM_HAS_X86_KERNELS
-#include <immintrin.h>
-
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <utility>
-#include <vector>
-
-#include "edgellm/core/dtype.hpp"
-#include "edgellm/kernels/layouts/packed_kquants.hpp"
-#include "edgellm/kernels/layouts/packed_legacy.hpp"
-#include "edgellm/kernels/layouts/unpack_u8.hpp"
-#include "edgellm/kernels/scalar/float_ops.hpp"
 #include "edgellm/kernels/x86/cpu.hpp"
-#include "edgellm/quant/blocks.hpp"
-#include "edgellm/quant/fp16.hpp"
-#include "edgellm/quant/iq_tables.hpp"
-#include "edgellm/quant/scales.hpp"
-
-#define EDGELLM_PRAGMA_(...) _Pragma(#__VA_ARGS__)
-#define EDGELLM_PRAGMA(...) EDGELLM_PRAGMA_(__VA_ARGS__)  // expands macros in the pragma first
+#include "edgellm/kernels/x86/level.hpp"
 
 #if EDGELLM_X86_DISPATCH
 #define EDGELLM_X86_LEVEL_NS x86_avx2
@@ -43,13 +23,13 @@
 #define EDGELLM_X86_AVX512VNNI 0
 #define EDGELLM_X86_GFNI 0
 #define EDGELLM_X86_AVX512VBMI 0
-#include "edgellm/kernels/x86/level.inl"
+#include "edgellm/kernels/x86/register_level.hpp"
 
 #define EDGELLM_X86_LEVEL_NS x86_avx2_vnni
 #define EDGELLM_X86_LEVEL_ISA Isa::Avx2Vnni
 // EDGELLM_X86_EMULATE_AVXVNNI, for tests only (a dispatch build of the kernel tests, tests/
 // CMakeLists.txt): this level without the avxvnni target, its one VNNI instruction computed exactly
-// from AVX2 (kernels/x86/common.inl), run on every AVX2 CPU, so that a machine without AVX-VNNI
+// from AVX2 (kernels/x86/common.hpp), run on every AVX2 CPU, so that a machine without AVX-VNNI
 // checks the rest of the level's code against the reference. Not for programs: it is slower.
 #if defined(EDGELLM_X86_EMULATE_AVXVNNI)
 #define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c"
@@ -61,7 +41,7 @@
 #define EDGELLM_X86_AVX512VNNI 0
 #define EDGELLM_X86_GFNI 0
 #define EDGELLM_X86_AVX512VBMI 0
-#include "edgellm/kernels/x86/level.inl"
+#include "edgellm/kernels/x86/register_level.hpp"
 
 // What AVX-512 VNNI Xeons (Cascade Lake on) and Zen 4 run; GFNI / VBMI forms only in builds
 // for a target that has them.
@@ -73,7 +53,7 @@
 #define EDGELLM_X86_AVX512VNNI 1
 #define EDGELLM_X86_GFNI 0
 #define EDGELLM_X86_AVX512VBMI 0
-#include "edgellm/kernels/x86/level.inl"
+#include "edgellm/kernels/x86/register_level.hpp"
 
 namespace edgellm {
 // The levels compiled in, lowest first.
@@ -125,7 +105,7 @@ namespace edgellm {
 namespace EDGELLM_X86_LEVEL_NS {}
 namespace x86_native = EDGELLM_X86_LEVEL_NS;  // the one level of this build
 }  // namespace edgellm
-#include "edgellm/kernels/x86/level.inl"
+#include "edgellm/kernels/x86/register_level.hpp"
 
 namespace edgellm {
 inline const std::vector<Isa>& x86_compiled_levels() {
@@ -161,14 +141,14 @@ inline bool x86_cpu_runs(Isa level) {
 inline bool register_x86_kernels(KernelTable& t, Isa level) {
 #if EDGELLM_X86_DISPATCH
   switch (level) {
-    case Isa::Avx2: x86_avx2::register_x86_kernels(t); return true;
-    case Isa::Avx2Vnni: x86_avx2_vnni::register_x86_kernels(t); return true;
-    case Isa::Avx512Vnni: x86_avx512_vnni::register_x86_kernels(t); return true;
+    case Isa::Avx2: x86_avx2::register_kernels(t); return true;
+    case Isa::Avx2Vnni: x86_avx2_vnni::register_kernels(t); return true;
+    case Isa::Avx512Vnni: x86_avx512_vnni::register_kernels(t); return true;
     default: return false;
   }
 #else
   if (level != x86_native::kIsa) return false;
-  x86_native::register_x86_kernels(t);
+  x86_native::register_kernels(t);
   return true;
 #endif
 }

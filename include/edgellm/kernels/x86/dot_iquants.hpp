@@ -10,7 +10,12 @@
 // [-9, 9], so the block's sum is (8 * sumi + sumi_delta) / 8, exactly the reference's
 // sumi + IQ1*_DELTA * sumi_delta in float.
 
-namespace xs {
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 // Vectors K... of a block summed: Fmt::vec<k>(x, y, ctx) is vector k's int32 partial sums. Two
 // chains, so consecutive vectors do not wait on each other's add.
@@ -78,10 +83,7 @@ inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(lo
 
 
 // IQ2_XXS: per vector a uint64: 4 grid indexes (bytes), 4 x 7 sign bits, a 4-bit scale. / 8.
-struct FmtIQ2_XXS {
-  using Block = block_iq2_xxs;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ2_XXS : BlockFmt<block_iq2_xxs, block_q8_K, QK_K> {
   struct Ctx {};
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
@@ -99,10 +101,7 @@ struct FmtIQ2_XXS {
 };
 
 // IQ2_XS: per 8 weights a uint16 (9-bit index, 7 sign bits); a 4-bit scale per 16. / 8.
-struct FmtIQ2_XS {
-  using Block = block_iq2_xs;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ2_XS : BlockFmt<block_iq2_xs, block_q8_K, QK_K> {
   struct Ctx {
     GroupScales16 sc;
     explicit Ctx(const uint8_t* scales) : sc(odd_scales16(scales)) {}
@@ -122,10 +121,7 @@ struct FmtIQ2_XS {
 };
 
 // IQ2_S: 10-bit indexes (low 8 in qs, 2 high bits each in qh), explicit signs, scales as IQ2_XS. / 8.
-struct FmtIQ2_S {
-  using Block = block_iq2_s;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ2_S : BlockFmt<block_iq2_s, block_q8_K, QK_K> {
   using Ctx = FmtIQ2_XS::Ctx;
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
@@ -142,10 +138,7 @@ struct FmtIQ2_S {
 
 // IQ3_XXS: 8-bit indexes of 4-weight points; per vector a uint32 of 4 x 7 sign bits and a 4-bit
 // scale. / 4.
-struct FmtIQ3_XXS {
-  using Block = block_iq3_xxs;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ3_XXS : BlockFmt<block_iq3_xxs, block_q8_K, QK_K> {
   struct Ctx {};
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
@@ -166,10 +159,7 @@ struct FmtIQ3_XXS {
 
 // IQ3_S: 9-bit indexes of 4-weight points (bit j of qh[k]: index j of vector k), explicit signs,
 // a 4-bit scale per vector.
-struct FmtIQ3_S {
-  using Block = block_iq3_s;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ3_S : BlockFmt<block_iq3_s, block_q8_K, QK_K> {
   struct Ctx {};
   template <int j>  // point j of a vector: index byte j, bit j of its qh byte (moved to bit 8 + j in h)
   static int point(const uint8_t* q, uint32_t h) { return int(iq3s_grid[q[j] | ((h >> j) & 256)]); }
@@ -195,10 +185,7 @@ inline __m256i iq1_weights(__m256i grid, __m256i delta) {
 
 // IQ1_S: 11-bit indexes (8 low bits in qs, 3 high in qh[k] bits 3l..3l+2), qh[k] bits 12..14 the
 // scale, bit 15 the delta's sign, one per vector.
-struct FmtIQ1_S {
-  using Block = block_iq1_s;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ1_S : BlockFmt<block_iq1_s, block_q8_K, QK_K> {
   struct Ctx {};
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
@@ -216,10 +203,7 @@ struct FmtIQ1_S {
 
 // IQ1_M: indexes as IQ1_S with their 3 high bits and a delta sign per 8 weights in qh (a nibble
 // each), 3-bit scales per 16 weights and the block's F16 scale in the scale words' top nibbles.
-struct FmtIQ1_M {
-  using Block = block_iq1_m;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
   // The 16 3-bit scales (word w: scales 4w .. 4w + 3 in bits 0..11) repacked one a nibble, as
   // odd_scales16 reads them.
   static uint64_t scale_nibbles(uint64_t sc) {
@@ -267,10 +251,7 @@ inline __m256i iq4nl_values(const uint8_t* qs16) {
 }
 
 // IQ4_XS: a 6-bit scale per vector (low 4 bits in scales_l, high 2 in scales_h), minus 32.
-struct FmtIQ4_XS {
-  using Block = block_iq4_xs;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtIQ4_XS : BlockFmt<block_iq4_xs, block_q8_K, QK_K> {
   struct Ctx {
     uint32_t lo, hi;
     explicit Ctx(const Block& x) : hi(x.scales_h) { std::memcpy(&lo, x.scales_l, 4); }
@@ -286,10 +267,7 @@ struct FmtIQ4_XS {
 };
 
 // IQ4_NL against Q8_0: q4_0's nibble order; the products' pairs stay below 2^15 (127 * 127 * 2).
-struct FmtIQ4_NL {
-  using Block = block_iq4_nl;
-  using ActBlock = block_q8_0;
-  static constexpr int kBlock = QK4_NL;
+struct FmtIQ4_NL : BlockFmt<block_iq4_nl, block_q8_0, QK4_NL> {
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     const __m256i w = iq4nl_values(x.qs);
     const __m256i s = dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(load256(y.qs), w));
@@ -302,10 +280,7 @@ inline __m256i q8_K_sum(const block_q8_K& y) { return _mm256_madd_epi16(load256(
 
 // TQ2_0: 2-bit values q (weight q - 1), vector 4j + l in bits 2l..2l+1 of qs[32j ..]; the -1 is the
 // activation's sum.
-struct FmtTQ2_0 {
-  using Block = block_tq2_0;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtTQ2_0 : BlockFmt<block_tq2_0, block_q8_K, QK_K> {
   template <int j>
   static __m256i half(const Block& x, const ActBlock& y) {
     const __m256i qv = load256(x.qs + 32 * j);
@@ -324,10 +299,7 @@ struct FmtTQ2_0 {
 // TQ1_0: 5 base-3 digits per byte, read as ggml does: q = byte * 3^l (mod 256), digit = q * 3 >> 8,
 // i.e. (q >= 86) + (q >= 171). Bytes 0..31 hold digits l of weights 32l + m, bytes 32..47 digits l
 // of weights 160 + 16l + m, qh bytes j digits l of weights 240 + 4l + j (4 digits each).
-struct FmtTQ1_0 {
-  using Block = block_tq1_0;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
   static __m256i times3(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
   static __m256i digits(__m256i q) {
     const __m256i ge86 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(86)), q);
@@ -361,40 +333,14 @@ struct FmtTQ1_0 {
   }
 };
 
-}  // namespace xs
 
-// vec_dot (VecDotFn) and vec_dot_rows (VecDotRowsFn) of each type, the latter in groups of R rows
-// sharing the activation loads. The grid types take R = 1 (a row at a time, two blocks in flight):
-// their cost is the table lookups, and with more rows in flight g++ 12 spills (kernel timings on the
-// EPYC, 2048 x 2048: IQ3_S 376 us a row at a time against 465 in groups of 4, IQ4_XS 149 against
-// 179); TQ2_0, all arithmetic, takes R = 4 (55 against 70 us).
-template <class Fmt, int R>
-inline void iq_dot_rows(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
-  if constexpr (R == 1) {
-    for (int r = 0; r < nrows; ++r)
-      out[r] = xs::dot_row_x86<Fmt>(n / Fmt::kBlock, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
-  } else {
-    xs::dot_rows_grouped_x86<Fmt, R>(n, out, nrows, w, w_stride, a);
-  }
-}
-#define EDGELLM_X86_IQ_DOT(name, Fmt, R)                                                                       \
-  inline constexpr int kRows_##name##_x86 = R;                                                                \
-  inline float vec_dot_##name##_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
-    return xs::dot_row_x86<xs::Fmt>(n / xs::Fmt::kBlock, w, a);                                              \
-  }                                                                                                           \
-  inline void vec_dot_rows_##name##_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,        \
-                                        size_t w_stride, const void* EDGELLM_RESTRICT a) {                   \
-    iq_dot_rows<xs::Fmt, R>(n, out, nrows, w, w_stride, a);                                                  \
-  }
-EDGELLM_X86_IQ_DOT(iq2_xxs_q8_K, FmtIQ2_XXS, 1)
-EDGELLM_X86_IQ_DOT(iq2_xs_q8_K, FmtIQ2_XS, 1)
-EDGELLM_X86_IQ_DOT(iq2_s_q8_K, FmtIQ2_S, 1)
-EDGELLM_X86_IQ_DOT(iq3_xxs_q8_K, FmtIQ3_XXS, 1)
-EDGELLM_X86_IQ_DOT(iq3_s_q8_K, FmtIQ3_S, 1)
-EDGELLM_X86_IQ_DOT(iq1_s_q8_K, FmtIQ1_S, 1)
-EDGELLM_X86_IQ_DOT(iq1_m_q8_K, FmtIQ1_M, 1)
-EDGELLM_X86_IQ_DOT(iq4_xs_q8_K, FmtIQ4_XS, 1)
-EDGELLM_X86_IQ_DOT(iq4_nl_q8_0, FmtIQ4_NL, 1)
-EDGELLM_X86_IQ_DOT(tq1_0_q8_K, FmtTQ1_0, 1)
-EDGELLM_X86_IQ_DOT(tq2_0_q8_K, FmtTQ2_0, 4)
-#undef EDGELLM_X86_IQ_DOT
+// vec_dot_rows of each type (register_level.hpp): the grid types take a row at a time (two blocks
+// in flight): their cost is the table lookups, and with more rows in flight g++ 12 spills (kernel
+// timings on the EPYC, 2048 x 2048: IQ3_S 376 us a row at a time against 465 in groups of 4, IQ4_XS
+// 149 against 179); TQ2_0, all arithmetic, takes 4 rows (55 against 70 us).
+inline constexpr int kRowsIQ = 1;
+inline constexpr int kRowsTQ2_0 = 4;
+
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif

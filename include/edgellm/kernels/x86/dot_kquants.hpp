@@ -2,7 +2,12 @@
 // Sub-block scales are folded into the int16 madd; minimums and constant offsets (q3_K: -4,
 // q6_K: -32) go through the activation's bsums. Semantics: kernels/scalar/dot.hpp.
 
-namespace xs {
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 // The fixed loops over a block's sub-blocks carry `#pragma GCC unroll`: g++ 12 unrolls them or not
 // depending on the target and the translation unit (a plain build's target attributes: not; 1.3x
@@ -56,23 +61,11 @@ struct GroupScales16 {
   }
 };
 
-// v shifted left by s bits (right by -s) in 16-bit lanes, with an immediate count: moves a bit field
-// of every byte in place before it is masked.
-template <int s>
-inline __m256i shift16(__m256i v) {
-  if constexpr (s > 0) return _mm256_slli_epi16(v, s);
-  else if constexpr (s < 0) return _mm256_srli_epi16(v, -s);
-  else return v;
-}
-
 // Bits 2j..2j+1 of every byte of qv (the 2-bit quants of q2_K / q3_K vector j of a half block).
 template <int j>
 inline __m256i crumbs(__m256i qv) { return _mm256_and_si256(shift16<-2 * j>(qv), _mm256_set1_epi8(3)); }
 
-struct FmtQ2_K {
-  using Block = block_q2_K;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtQ2_K : BlockFmt<block_q2_K, block_q8_K, QK_K> {
   template <int c>
   static void half(const Block& x, const ActBlock& y, const GroupScales16& sc, __m256i& isum0, __m256i& isum1) {
     const __m256i qv = load256(x.qs + 32 * c);
@@ -111,10 +104,7 @@ inline __m128i scales_q3_K(const uint8_t* q) {
 }
 
 // q = lo2 | hi << 2 in [0, 7]; the -4 offset is -4 * sum_g scale[g] * bsums[g].
-struct FmtQ3_K {
-  using Block = block_q3_K;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtQ3_K : BlockFmt<block_q3_K, block_q8_K, QK_K> {
   // Vector j (0..3) of half c: its crumbs, and hmask bit 4c + j moved to bit 2.
   template <int c, int j>
   static void quarter(__m256i qv, __m256i hm, const ActBlock& y, const GroupScales16& sc, __m256i& isum) {
@@ -143,20 +133,31 @@ struct FmtQ3_K {
   }
 };
 
-struct FmtQ4_K {
-  using Block = block_q4_K;
+// Q4_K (kHigh = false) and Q5_K (kHigh = true: bit 4 of each quant in qh, bits 2j and 2j + 1 for
+// the low and high nibbles of vector j).
+template <bool kHigh>
+struct FmtQ45_K : BlockFmt<std::conditional_t<kHigh, block_q5_K, block_q4_K>, block_q8_K, QK_K> {
+  using Block = std::conditional_t<kHigh, block_q5_K, block_q4_K>;
   using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     uint8_t sc[8], mn[8];
     scales_mins_k4_words(x.scales, sc, mn);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    [[maybe_unused]] __m256i qh = _mm256_setzero_si256();
+    if constexpr (kHigh) qh = load256(x.qh);
     __m256i isum = _mm256_setzero_si256();
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i qv = load256(x.qs + 32 * j);
-      const __m256i lo = _mm256_and_si256(qv, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      __m256i lo = _mm256_and_si256(qv, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      if constexpr (kHigh) {
+        const __m256i one = _mm256_set1_epi8(1);
+        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), one);
+        const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j + 1)), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+      }
       isum = _mm256_add_epi32(isum, dot_u8s8_scaled(lo, load256(y.qs + 64 * j), _mm256_set1_epi16(sc[2 * j])));
       isum = _mm256_add_epi32(isum,
                               dot_u8s8_scaled(hi, load256(y.qs + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1])));
@@ -166,39 +167,11 @@ struct FmtQ4_K {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-y.d * fp16_to_fp32(x.dmin)), acc);
   }
 };
-
-struct FmtQ5_K {
-  using Block = block_q5_K;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
-  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    uint8_t sc[8], mn[8];
-    scales_mins_k4_words(x.scales, sc, mn);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    const __m256i qh = load256(x.qh);
-    __m256i isum = _mm256_setzero_si256();
-    #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i qv = load256(x.qs + 32 * j);
-      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), one);
-      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j + 1)), one);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(qv, m4), _mm256_slli_epi16(h0, 4));
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qv, 4), m4), _mm256_slli_epi16(h1, 4));
-      isum = _mm256_add_epi32(isum, dot_u8s8_scaled(lo, load256(y.qs + 64 * j), _mm256_set1_epi16(sc[2 * j])));
-      isum = _mm256_add_epi32(isum,
-                              dot_u8s8_scaled(hi, load256(y.qs + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1])));
-    }
-    const __m256i msum = bsums_dot(y, per_group16_from_8(mn));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-y.d * fp16_to_fp32(x.dmin)), acc);
-  }
-};
+using FmtQ4_K = FmtQ45_K<false>;
+using FmtQ5_K = FmtQ45_K<true>;
 
 // q = lo4 | hi2 << 4 in [0, 63]; the -32 offset is -32 * sum_g scale[g] * bsums[g].
-struct FmtQ6_K {
-  using Block = block_q6_K;
-  using ActBlock = block_q8_K;
-  static constexpr int kBlock = QK_K;
+struct FmtQ6_K : BlockFmt<block_q6_K, block_q8_K, QK_K> {
   // Vector k (0..3) of half c: lo4 from ql, bits 2k..2k+1 of qh moved to bits 4..5.
   template <int c, int k>
   static void quarter(const __m256i lo[4], __m256i qh, const ActBlock& y, const GroupScales16& sc, __m256i& isum) {
@@ -231,43 +204,10 @@ struct FmtQ6_K {
   }
 };
 
-}  // namespace xs
 
-inline float vec_dot_q2_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_x86<xs::FmtQ2_K>(n / QK_K, w, a);
-}
-inline float vec_dot_q3_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_x86<xs::FmtQ3_K>(n / QK_K, w, a);
-}
-inline float vec_dot_q4_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_x86<xs::FmtQ4_K>(n / QK_K, w, a);
-}
-inline float vec_dot_q5_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_x86<xs::FmtQ5_K>(n / QK_K, w, a);
-}
-inline float vec_dot_q6_K_q8_K_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return xs::dot_row_x86<xs::FmtQ6_K>(n / QK_K, w, a);
-}
+// vec_dot_rows of the K-quants: rows share each activation load (register_level.hpp).
+inline constexpr int kRowsKQuant = 4;
 
-// Multi-row forms (VecDotRowsFn): rows share each activation load.
-inline constexpr int kRowsKQuantX86 = 4;
-inline void vec_dot_rows_q2_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_x86<xs::FmtQ2_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
-}
-inline void vec_dot_rows_q3_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_x86<xs::FmtQ3_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
-}
-inline void vec_dot_rows_q4_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_x86<xs::FmtQ4_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
-}
-inline void vec_dot_rows_q5_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_x86<xs::FmtQ5_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
-}
-inline void vec_dot_rows_q6_K_q8_K_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
-                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  xs::dot_rows_grouped_x86<xs::FmtQ6_K, kRowsKQuantX86>(n, out, nrows, w, w_stride, a);
-}
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif

@@ -4,12 +4,13 @@
 // 16 rows (64-byte vectors) with AVX-512 VNNI, else 8 rows with AVX2 (VNNI or maddubs). A register
 // tile of up to kPackedTileToks tokens shares each unpacked weight vector (prefill).
 
-#if defined(__GNUC__) && !defined(__clang__)  // g++ 12's false positive inside <immintrin.h>, as in gemm_u8.inl
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
-namespace xs {
 
 #if EDGELLM_X86_AVX512VNNI
 struct PackedVec {
@@ -32,6 +33,11 @@ struct PackedVec {
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fmsub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  template <int S>
+  static I shl(I a) { return _mm512_slli_epi32(a, S); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
 };
 #else
@@ -64,6 +70,11 @@ struct PackedVec {
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  template <int S>
+  static I shl(I a) { return _mm256_slli_epi32(a, S); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 #endif
@@ -73,12 +84,14 @@ struct PackedVec {
 // (16 registers) takes 2.
 inline constexpr int kPackedTileToks = PackedVec::kRows == 16 ? 8 : 2;
 
-// Software prefetch distance in the group stream: every line of the block this far ahead into L1,
-// and for the 16-row (AVX-512 VNNI) forms a second, farther prefetch into L2 that keeps more DRAM
-// reads in flight than the L1 fill buffers allow (distances chosen by measurement on a Xeon:
-// docs/PERF.md, "Kernel constants"). The 8-row forms of the other levels prefetch into L1 only, 3
-// KiB ahead: on the AVX2 EPYC the L2 prefetch made decode slower (docs/PERF.md, "Packed K-quants
-// on AVX2"). Prefetching past the group's end is harmless.
+// Software prefetch distance in the group stream of every packed form (Q4_0 / Q8_0 here, the
+// K-quants in packed_kquants.hpp): every line of the block this far ahead into L1, and for the
+// 16-row (AVX-512 VNNI) forms a second, farther prefetch into L2 that keeps more DRAM reads in
+// flight than the L1 fill buffers allow (distances chosen by measurement on a Xeon, the best on
+// the DRAM-fed GEMV for the K-quants too: docs/PERF.md, "Kernel constants"). The 8-row forms of
+// the other levels prefetch into L1 only, 3 KiB ahead: on the AVX2 EPYC the L2 prefetch made
+// decode slower (docs/PERF.md, "Packed K-quants on AVX2"). Prefetching past the group's end is
+// harmless.
 inline constexpr size_t kPrefetchBytes = PackedVec::kRows == 16 ? 4096 : 3072;
 inline constexpr size_t kPrefetchL2Bytes = PackedVec::kRows == 16 ? 16384 : 0;
 
@@ -224,7 +237,7 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8.inl)
+#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8.hpp)
     for (int j = 0; j < packed::kWords; ++j) {
       const __m256i w = load256(qs + 32 * j), wa = _mm256_abs_epi8(w);
 #pragma GCC unroll 4
@@ -254,33 +267,31 @@ inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int
 }
 #endif
 
-}  // namespace xs
 
 // Fills packed_of(Q4_0) and packed_of(Q8_0): unsigned where the dot step is exact for bytes up to
 // 255 (VNNI), else (AVX2 without VNNI) the signed Q8_0 form.
-inline void register_x86_packed(KernelTable& t) {
-  using V = xs::PackedVec;
+inline void register_packed(KernelTable& t) {
+  using V = PackedVec;
   constexpr int R = V::kRows;
   t.packed_of(DType::Q4_0) =
       packed::make_format(R, R == 16 ? "q4_0x16" : "q4_0x8", packed::GeometryQ4_0<R>::group_bytes,
-                          packed::pack_q4_0<R>, packed::prepare_act<quantize_row_q8_0_x86, packed::kQ4Offset>,
-                          xs::packed_gemm<V, true>);
+                          packed::pack_q4_0<R>, packed::prepare_act<quantize_row_q8_0, packed::kQ4Offset>,
+                          packed_gemm<V, true>);
   if constexpr (V::kExactU8) {
     t.packed_of(DType::Q8_0) =
         packed::make_format(R, R == 16 ? "q8_0x16" : "q8_0x8", packed::GeometryQ8_0<R>::group_bytes,
-                            packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0_x86, packed::kQ8Offset>,
-                            xs::packed_gemm<V, false>);
+                            packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0, packed::kQ8Offset>,
+                            packed_gemm<V, false>);
   } else {
 #if !EDGELLM_X86_VNNI
     static_assert(R == 8, "the signed form's tile is AVX2's");
     t.packed_of(DType::Q8_0) = packed::make_format(R, "q8_0x8s", packed::GeometryQ8_0<R>::group_bytes,
-                                                   packed::pack_q8_0<R, 0>, packed::prepare_act<quantize_row_q8_0_x86, 0>,
-                                                   xs::packed_s8_gemm);
+                                                   packed::pack_q8_0<R, 0>, packed::prepare_act<quantize_row_q8_0, 0>,
+                                                   packed_s8_gemm);
 #endif
   }
 }
 
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
 #endif

@@ -6,17 +6,17 @@
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
 // Without VNNI, the K-quants and q8_0 take the grouped forms' 8-row tiles further down instead.
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"  // _mm256_undefined_pd() inside _mm512_reduce_add_ps
-#endif
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 // Every loop over the tile's rows and tokens is unrolled: its accumulators then live in registers.
 // g++ -O2 (a user's plain build) left them as arrays in memory, and the tile ran at half speed.
 #define EDGELLM_GEMM_UNROLL _Pragma("GCC unroll 8")
 
-namespace xs {
 
 #if EDGELLM_X86_AVX512VNNI
 // 64 bytes per step: the 16 int32 lanes are 16 groups of 4 weights.
@@ -83,7 +83,7 @@ inline void tile_offsets(int64_t n, const U8GemmRow* w, const U8GemmRow* a, __m2
 
 // out[c * out_stride + r] = dot(weight row r, activation row c) for a full kGemmRows x kGemmToks
 // tile; n % 128 == 0. w / a: the rows' GEMM forms.
-inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+inline void gemm_u8_tile(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   using V = GemmVec;
   constexpr int R = kGemmRows, C = kGemmToks;
   typename V::F acc[R][C];
@@ -117,7 +117,7 @@ inline void gemm_u8_tile_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, 
 
 #if !EDGELLM_X86_VNNI
 // u8_gemm_interleave_ref by an 8 x 8 transpose of 4-byte words per 32 bytes of the 8 rows.
-inline void u8_interleave_x86(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) {
+inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) {
   static_assert(kGroupRows == 8, "8 rows of 4-byte words per step");
   for (int64_t j = 0; j < n; j += 32) {
     __m256i r[8];
@@ -153,7 +153,7 @@ inline void u8_interleave_x86(const uint8_t* src, size_t stride, int64_t n, uint
 // super-block in int32 (|sum| < 2^26); then per super-block and token one float fma by
 // d_w * d_a, and per 16 weights one fma of the rows' offsets m_w by the token's m_a, for all 8
 // rows at once. n % 256 == 0.
-inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int G = kGroupRows, C = kGemmToks;
   static_assert(G == 8, "one vector holds the group's rows");
   const uint8_t* u = w[0].u;
@@ -201,7 +201,7 @@ inline void gemm_u8_tile_k_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a
 // vpmaddubsw (pairs of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add (four operations
 // for 8 rows); per 32 weights and token, one convert and fma by d_w * d_a for the 8 rows, and no
 // horizontal sum at the end. n % 32 == 0.
-inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+inline void gemm_u8_tile_s8(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int G = kGroupRows, C = kGemmToks;
   const uint8_t* q = w[0].u;
   const float* dw = reinterpret_cast<const float*>(q + U8GroupLayout(U8Form::Signed, n).d);
@@ -231,11 +231,9 @@ inline void gemm_u8_tile_s8_x86(int64_t n, const U8GemmRow* w, const U8GemmRow* 
 }
 #endif
 
-}  // namespace xs
 
 #undef EDGELLM_GEMM_UNROLL
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
 #endif
-

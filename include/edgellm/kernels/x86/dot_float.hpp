@@ -1,7 +1,12 @@
 // x86 (AVX2 + FMA + F16C) dot products of float weights (F32, F16, BF16) against F32 activations,
 // single-row and multi-row. F16 -> F32 uses vcvtph2ps.
 
-namespace xs {
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 struct LoadF32 {
   static __m256 load(const void* p, int i) { return _mm256_loadu_ps(static_cast<const float*>(p) + i); }
@@ -21,7 +26,7 @@ struct LoadBF16 {
 
 // R rows of n weights (w_stride bytes apart) against one F32 row; any n (scalar tail).
 template <class Load, int R>
-inline void float_rows_x86(int n, float* out, const void* w, size_t w_stride, const float* a) {
+inline void float_rows(int n, float* out, const void* w, size_t w_stride, const float* a) {
   const void* x[R];
   __m256 acc0[R], acc1[R];
   for (int r = 0; r < R; ++r) {
@@ -44,42 +49,45 @@ inline void float_rows_x86(int n, float* out, const void* w, size_t w_stride, co
 }
 
 template <class Load>
-inline void float_rows_grouped_x86(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+inline void float_rows_grouped(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   const auto* act = static_cast<const float*>(a);
   int r = 0;
   for (; r + 4 <= nrows; r += 4)
-    float_rows_x86<Load, 4>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
+    float_rows<Load, 4>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
   for (; r < nrows; ++r)
-    float_rows_x86<Load, 1>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
+    float_rows<Load, 1>(n, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, act);
 }
 
-}  // namespace xs
 
-inline float vec_dot_f32_f32_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_f32_f32(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   float out;
-  xs::float_rows_x86<xs::LoadF32, 1>(n, &out, w, 0, static_cast<const float*>(a));
+  float_rows<LoadF32, 1>(n, &out, w, 0, static_cast<const float*>(a));
   return out;
 }
-inline float vec_dot_f16_f32_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_f16_f32(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   float out;
-  xs::float_rows_x86<xs::LoadF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
+  float_rows<LoadF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
   return out;
 }
-inline float vec_dot_bf16_f32_x86(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+inline float vec_dot_bf16_f32(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   float out;
-  xs::float_rows_x86<xs::LoadBF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
+  float_rows<LoadBF16, 1>(n, &out, w, 0, static_cast<const float*>(a));
   return out;
 }
 
-inline void vec_dot_rows_f32_f32_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+inline void vec_dot_rows_f32_f32(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                                        const void* EDGELLM_RESTRICT a) {
-  xs::float_rows_grouped_x86<xs::LoadF32>(n, out, nrows, w, w_stride, a);
+  float_rows_grouped<LoadF32>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_f16_f32_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+inline void vec_dot_rows_f16_f32(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                                        const void* EDGELLM_RESTRICT a) {
-  xs::float_rows_grouped_x86<xs::LoadF16>(n, out, nrows, w, w_stride, a);
+  float_rows_grouped<LoadF16>(n, out, nrows, w, w_stride, a);
 }
-inline void vec_dot_rows_bf16_f32_x86(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+inline void vec_dot_rows_bf16_f32(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                                         const void* EDGELLM_RESTRICT a) {
-  xs::float_rows_grouped_x86<xs::LoadBF16>(n, out, nrows, w, w_stride, a);
+  float_rows_grouped<LoadBF16>(n, out, nrows, w, w_stride, a);
 }
+
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif

@@ -1,33 +1,21 @@
-// AVX-512 VNNI GEMMs of the row-interleaved K-quant groups, Q2_K .. Q6_K (16 rows; layouts and oracle in
-// kernels/layouts/packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16 rows x 4 weights
-// against 4 broadcast activation bytes, one scale multiply per sub-block for all 16 rows, mins via
-// the Q8_K bsums, one float fma per super-block, no horizontal sums. AVX-512F+BW+VNNI only: the
-// other levels take the 8-row forms of packed_kquants_avx2.inl.
+// The AVX-512 VNNI super-block kernels of the packed K-quant GEMMs, Q2_K .. Q6_K at 16 rows
+// (layouts and oracle in kernels/layouts/packed_kquants.hpp; the driver they plug into, shared with
+// the 8 rows of packed_kquants_x8.hpp: packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16
+// rows x 4 weights against 4 broadcast activation bytes, one scale multiply per sub-block for all
+// 16 rows, mins via the Q8_K bsums. AVX-512F+BW+VNNI only: the other levels take the 8-row forms.
 
-// x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by quantize_row_q8_K_x86 (bit-exact
-// with the ref): the activations of every level's packed K-quant forms (x16 here, x8 in
-// packed_kquants_avx2.inl).
-inline void prepare_act_q8_K_packed_x86(const float* x, int64_t n_in, void* dst) {
-  prepare_act_q8_K_packed<quantize_row_q8_K_x86>(x, n_in, dst);
-}
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#elif EDGELLM_X86_AVX512VNNI  // this level's form
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
-#if EDGELLM_X86_AVX512VNNI
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"  // _mm512_undefined_epi32() inside vpmultishiftqb
-#endif
-
-namespace xs::pk {  // nested: the Q4_0/Q8_0 packed kernels share namespace xs
+namespace packed_kq {  // the 16-row forms
 
 constexpr int kRows = 16;
 // Tokens per register tile: 4 keeps accumulators + loaded vectors within the 32 zmm registers.
 constexpr int kToks = 4;
-// Software prefetch distance into L1 ahead of the super-block being read, and into L2 farther
-// ahead (more reads in flight than the L1 fill buffers allow): the best of the distances measured
-// on the DRAM-fed GEMV (docs/PERF.md, "Kernel constants").
-constexpr size_t kPrefetch = 4096;
-constexpr size_t kPrefetchL2 = 16384;
 
 inline __m512i bcast4(const void* p) {  // 4 activation bytes (or 2 int16) in every int32 lane
   int32_t v;
@@ -35,17 +23,7 @@ inline __m512i bcast4(const void* p) {  // 4 activation bytes (or 2 int16) in ev
   return _mm512_set1_epi32(v);
 }
 inline __m512i load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-inline __m512 load_fp16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline __m512i mask8(int v) { return _mm512_set1_epi8(char(v)); }
-// Shift of every byte's bits by s (left if s > 0); 16-bit shifts suffice since the masks callers
-// apply never keep a bit that crossed a byte boundary.
-template <int S>
-inline __m512i shift_bits(__m512i v) {
-  if constexpr (S > 0) return _mm512_slli_epi16(v, S);
-  else if constexpr (S < 0) return _mm512_srli_epi16(v, -S);
-  else return v;
-}
-
 // The same byte-wise shift for callers that mask the result to bits that stay inside the byte:
 // with AVX512-VBMI one vpmultishiftqb (port 5) picks each byte's 8 bits from bit 8j - S of its
 // qword, leaving port 0 (the only port of vpdpbusd and of vector shifts) to the dot products.
@@ -63,7 +41,7 @@ inline __m512i shift_bits_p5(__m512i v) {
     return _mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(ctrl)), v);
   }
 #else
-  return shift_bits<S>(v);
+  return shift16<S>(v);
 #endif
 }
 
@@ -125,33 +103,6 @@ inline __m512i signed_pairs(const uint8_t* p, __m512i (&scale)[2]) {
   scale[0] = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
   scale[1] = _mm512_srai_epi32(pair, 16);
   return pair;
-}
-
-// sum[t] += d8 * (d * isum - dmin * msum) (Q4_K, Q5_K) or d8 * d * isum - d8 * dmin * msum (Q2_K):
-// each in the order of its per-row ref (and ggml), since the two terms often nearly cancel.
-template <bool kFactored, int T>
-inline void add_d_dmin(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m512i (&isum)[T],
-                       const __m512i (&msum)[T], __m512 (&sum)[T]) {
-  const __m512 d = load_fp16(sb), dmin = load_fp16(sb + 2 * kRows);
-  for (int t = 0; t < T; ++t) {
-    const __m512 d8 = _mm512_set1_ps(x[t]->q.d), fi = _mm512_cvtepi32_ps(isum[t]), fm = _mm512_cvtepi32_ps(msum[t]);
-    if constexpr (kFactored) {
-      sum[t] = _mm512_fmadd_ps(d8, _mm512_fmsub_ps(d, fi, _mm512_mul_ps(dmin, fm)), sum[t]);
-    } else {
-      sum[t] = _mm512_add_ps(sum[t], _mm512_fmsub_ps(_mm512_mul_ps(d8, d), fi, _mm512_mul_ps(_mm512_mul_ps(d8, dmin), fm)));
-    }
-  }
-}
-
-// sum[t] += d8 * d * (isum - 2^kShift * csum): Q3_K (offset 4) and Q6_K (offset 32).
-template <int kShift, int T>
-inline void add_d_offset(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m512i (&isum)[T],
-                         const __m512i (&csum)[T], __m512 (&sum)[T]) {
-  const __m512 d = load_fp16(sb);
-  for (int t = 0; t < T; ++t) {
-    const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(csum[t], kShift));
-    sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[t]->q.d), d), _mm512_cvtepi32_ps(total), sum[t]);
-  }
 }
 
 // Q2_K: per sub-block 1 load of 2-bit quads, 4 ops to unpack them (7 without GFNI).
@@ -333,58 +284,15 @@ struct Q6K {
   }
 };
 
-// T tokens (from t0) x the 16 rows of one group: out[t * out_stride + r].
-template <class K, int T>
-void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
-  const PackedActQ8K* x[T];
-  __m512 sum[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = static_cast<const PackedActQ8K*>(act) + size_t(t0 + t) * size_t(nsb);
-    sum[t] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < nsb; ++b, w += K::kBytes) {
-    for (size_t o = 0; o < K::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetch + o), _MM_HINT_T0);
-    for (size_t o = 0; o < K::kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchL2 + o), _MM_HINT_T1);
-    K::superblock(w, x, sum);
-    for (int t = 0; t < T; ++t) ++x[t];
-  }
-  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + size_t(t0 + t) * out_stride, sum[t]);
-}
-
-// The remainder tile of 1 .. T-1 tokens, dispatched to a compile-time size.
-template <class K, int T>
-void gemm_tail(int n, int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
-  if constexpr (T > 0) {
-    if (n == T) gemm_tile<K, T>(nsb, w, act, t0, out, out_stride);
-    else gemm_tail<K, T - 1>(n, nsb, w, act, t0, out, out_stride);
-  }
-}
-
-// Tiles of kToks tokens, then one tile of the 1 .. kToks-1 left.
-template <class K>
-void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  const int64_t nsb = n_in / QK_K;
-  const auto* w = static_cast<const uint8_t*>(group);
-  int t0 = 0;
-  for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
-  gemm_tail<K, kToks - 1>(ntok - t0, nsb, w, act, t0, out, out_stride);
-}
-
-}  // namespace xs::pk
+}  // namespace packed_kq
 
 // Sets t.packed_of(Q2_K .. Q6_K) to the 16-row forms.
-inline void register_x86_packed_kquants(KernelTable& t) {
-  using namespace xs::pk;
-  constexpr auto prep = prepare_act_q8_K_packed_x86;
-  set_packed_kquant_form<kRows>(t, DType::Q2_K, "q2_Kx16", gemm<Q2K>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q3_K, "q3_Kx16", gemm<Q3K>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q4_K, "q4_Kx16", gemm<Q45K<false>>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q5_K, "q5_Kx16", gemm<Q45K<true>>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q6_K, "q6_Kx16", gemm<Q6K>, prep);
+inline void register_packed_kquants(KernelTable& t) {
+  using namespace packed_kq;
+  set_packed_kquant_forms<kToks, Q2K, Q3K, Q45K<false>, Q45K<true>, Q6K>(t);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
 #endif
 
-#endif  // EDGELLM_X86_AVX512VNNI

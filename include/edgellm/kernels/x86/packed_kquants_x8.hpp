@@ -1,26 +1,27 @@
-// AVX2 GEMMs of the row-interleaved K-quant groups, Q2_K .. Q6_K at 8 rows (layouts and oracle in
-// kernels/layouts/packed_kquants.hpp), for every level without AVX-512 VNNI (those have the
-// 16-row forms of packed_kquants.inl). One 32-bit lane per row as there, but no VNNI: vpmaddubsw
+// The AVX2 super-block kernels of the packed K-quant GEMMs, Q2_K .. Q6_K at 8 rows (layouts and
+// oracle in kernels/layouts/packed_kquants.hpp; the driver they plug into, shared with the 16 rows
+// of packed_kquants_x16.hpp: packed_kquants.hpp), for every level without AVX-512 VNNI. One 32-bit
+// lane per row as there, but no VNNI: vpmaddubsw
 // (u8 quants x 4 broadcast s8 activation bytes, products summed in pairs into int16) and the int16
 // sums of a sub-block added in int16 as far as they cannot overflow, then one vpmaddwd by the rows'
 // scale (held in both int16 halves of the row's lane) per sub-block: no vpmaddwd by ones per quad
-// vector. Mins and offsets through the Q8_K bsums, one float fma per super-block, no horizontal
-// sums. Every int16 bound below takes |activation| <= 127 (quantize_row_q8_K) and names how many
+// vector. Mins and offsets through the Q8_K bsums. Every int16 bound below takes |activation| <= 127 (quantize_row_q8_K) and names how many
 // products one int16 lane holds.
 
-#if !EDGELLM_X86_AVX512VNNI
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#elif !EDGELLM_X86_AVX512VNNI  // this level's form
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
+
 #if EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
 // These kernels use no VNNI instruction, and a dispatch build compiles the avx2 level first: the
 // avx2-vnni level registers that level's functions (the same code and bits) instead of compiling
 // them a second time, which cost every translation unit of a plain -O2 build ~3 s.
-inline void register_x86_packed_kquants(KernelTable& t) { x86_avx2::register_x86_packed_kquants(t); }
+inline void register_packed_kquants(KernelTable& t) { x86_avx2::register_packed_kquants(t); }
 #else
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-namespace xs::pk8 {
+namespace packed_kq {  // the 8-row forms
 
 constexpr int kRows = 8;
 // Tokens per register tile: 3 tokens' int16 and int32 sums, the unpacked quad vectors and the
@@ -29,7 +30,7 @@ constexpr int kRows = 8;
 // q4_K 0.59 / 0.65) and level for Q6_K (0.61 / 0.60).
 constexpr int kToks = 3;
 
-// The AVX2 steps of packed.inl's PackedVec: V::splat(p) broadcasts 4 activation bytes to every
+// The AVX2 steps of packed.hpp's PackedVec: V::splat(p) broadcasts 4 activation bytes to every
 // 32-bit lane, V::pairs16 is vpmaddubsw, V::add16 / V::add add int16 / int32 lanes.
 using V = PackedVec;
 static_assert(V::kRows == kRows, "the 8-row forms use PackedVec's 32-byte vectors");
@@ -61,35 +62,6 @@ inline __m256i dup16(__m256i pairs) {
 // The 16 bytes of [row][2] scales of sub-blocks 2p, 2p + 1 as int16 pairs per lane.
 inline __m256i pairs_u8(const uint8_t* p) { return _mm256_cvtepu8_epi16(load128(p)); }
 inline __m256i pairs_s8(const uint8_t* p) { return _mm256_cvtepi8_epi16(load128(p)); }
-
-// sum[t] += d8 * (d * isum - dmin * msum) (Q4_K, Q5_K) or d8 * d * isum - d8 * dmin * msum (Q2_K),
-// as packed_kquants.inl's add_d_dmin.
-template <bool kFactored, int T>
-inline void add_d_dmin(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m256i (&isum)[T],
-                       const __m256i (&msum)[T], __m256 (&sum)[T]) {
-  const __m256 d = _mm256_cvtph_ps(load128(sb)), dmin = _mm256_cvtph_ps(load128(sb + 2 * kRows));
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const __m256 d8 = _mm256_set1_ps(x[t]->q.d), fi = _mm256_cvtepi32_ps(isum[t]), fm = _mm256_cvtepi32_ps(msum[t]);
-    if constexpr (kFactored) {
-      sum[t] = _mm256_fmadd_ps(d8, _mm256_fmsub_ps(d, fi, _mm256_mul_ps(dmin, fm)), sum[t]);
-    } else {
-      sum[t] = _mm256_add_ps(sum[t], _mm256_fmsub_ps(_mm256_mul_ps(d8, d), fi, _mm256_mul_ps(_mm256_mul_ps(d8, dmin), fm)));
-    }
-  }
-}
-
-// sum[t] += d8 * d * (isum - 2^kShift * csum): Q3_K (offset 4) and Q6_K (offset 32).
-template <int kShift, int T>
-inline void add_d_offset(const uint8_t* sb, const PackedActQ8K* const (&x)[T], const __m256i (&isum)[T],
-                         const __m256i (&csum)[T], __m256 (&sum)[T]) {
-  const __m256 d = _mm256_cvtph_ps(load128(sb));
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(csum[t], kShift));
-    sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(x[t]->q.d), d), _mm256_cvtepi32_ps(total), sum[t]);
-  }
-}
 
 // isum[t] += scale * (the 16-weight sum of sub-block g from its four quad vectors), a[t] = the
 // sub-block's 16 activation bytes. int16: 8 products of at most 7 x 127 (Q2_K, Q3_K).
@@ -258,56 +230,16 @@ struct Q6K {
   }
 };
 
-// T tokens (from t0) x the 8 rows of one group: out[t * out_stride + r], with packed.inl's software
-// prefetch in the group stream.
-template <class K, int T>
-void gemm_tile(int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
-  const PackedActQ8K* x[T];
-  __m256 sum[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = static_cast<const PackedActQ8K*>(act) + size_t(t0 + t) * size_t(nsb);
-    sum[t] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nsb; ++b, w += K::kBytes) {
-    prefetch_ahead(w, K::kBytes);
-    K::superblock(w, x, sum);
-    for (int t = 0; t < T; ++t) ++x[t];
-  }
-  for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + size_t(t0 + t) * out_stride, sum[t]);
-}
-
-template <class K, int T>
-void gemm_tail(int n, int64_t nsb, const uint8_t* w, const void* act, int t0, float* out, size_t out_stride) {
-  if constexpr (T > 0) {
-    if (n == T) gemm_tile<K, T>(nsb, w, act, t0, out, out_stride);
-    else gemm_tail<K, T - 1>(n, nsb, w, act, t0, out, out_stride);
-  }
-}
-
-template <class K>
-void gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  const int64_t nsb = n_in / QK_K;
-  const auto* w = static_cast<const uint8_t*>(group);
-  int t0 = 0;
-  for (; t0 + kToks <= ntok; t0 += kToks) gemm_tile<K, kToks>(nsb, w, act, t0, out, out_stride);
-  gemm_tail<K, kToks - 1>(ntok - t0, nsb, w, act, t0, out, out_stride);
-}
-
-}  // namespace xs::pk8
+}  // namespace packed_kq
 
 // Sets t.packed_of(Q2_K .. Q6_K) to the 8-row forms.
-inline void register_x86_packed_kquants(KernelTable& t) {
-  using namespace xs::pk8;
-  constexpr auto prep = prepare_act_q8_K_packed_x86;
-  set_packed_kquant_form<kRows>(t, DType::Q2_K, "q2_Kx8", gemm<Q2K>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q3_K, "q3_Kx8", gemm<Q3K>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q4_K, "q4_Kx8", gemm<Q45K<false>>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q5_K, "q5_Kx8", gemm<Q45K<true>>, prep);
-  set_packed_kquant_form<kRows>(t, DType::Q6_K, "q6_Kx8", gemm<Q6K>, prep);
+inline void register_packed_kquants(KernelTable& t) {
+  using namespace packed_kq;
+  set_packed_kquant_forms<kToks, Q2K, Q3K, Q45K<false>, Q45K<true>, Q6K>(t);
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif  // EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
-#endif  // !EDGELLM_X86_AVX512VNNI
+
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif
+

@@ -2,12 +2,18 @@
 // u8 x s8 dot step (AVX-VNNI / AVX512-VNNI when the level has it, else maddubs + madd: the one
 // place that gap is handled), nibble/bit expansion and the multi-row driver.
 
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
+
 // F16 <-> F32 with the F16C instructions of every level: the same values as quant/fp16.hpp's exact
 // conversions (round to nearest even), found first by the kernels' unqualified calls.
 inline float fp16_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
 inline uint16_t fp32_to_fp16(float f) { return uint16_t(_cvtss_sh(f, 0)); }
 
-namespace xs {
 
 // Sum of the 8 lanes: (x0 + x4) + (x1 + x5) + ((x2 + x6) + (x3 + x7)), the order xsimd's hadd used.
 inline float hsum(__m256 v) {
@@ -55,6 +61,18 @@ inline __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale16) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16);
 }
 
+// v shifted left by S bits (right by -S) in 16-bit lanes, with an immediate count: moves a bit
+// field of every byte in place before it is masked (the masks keep no bit that crossed a byte).
+// 32-byte vectors, or 64 at the AVX-512 levels.
+template <int S, class I>
+inline I shift16(I v) {
+  if constexpr (S == 0) return v;
+  else if constexpr (sizeof(I) == 64 && S > 0) return _mm512_slli_epi16(v, S);
+  else if constexpr (sizeof(I) == 64) return _mm512_srli_epi16(v, -S);
+  else if constexpr (S > 0) return _mm256_slli_epi16(v, S);
+  else return _mm256_srli_epi16(v, -S);
+}
+
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline int32_t load_i32(const void* p) {
   int32_t v;
@@ -87,11 +105,20 @@ inline __m256i bits_to_0x10(const uint8_t* qh_bytes) {
   return _mm256_and_si256(bits_to_bytes_mask(qh), _mm256_set1_epi8(0x10));
 }
 
+// What a per-block kernel Fmt names besides its `static __m256 block(const Block& w, const ActBlock&
+// a, __m256 acc)`: its weight and activation block types and the weights per block.
+template <class B, class A, int K>
+struct BlockFmt {
+  using Block = B;
+  using ActBlock = A;
+  static constexpr int kBlock = K;
+};
+
 // Drives a per-block kernel `__m256 Fmt::block(const Block& w, const ActBlock& a, __m256 acc)`
 // over R weight rows sharing the activation loads: out[r] = dot(row r, a). w: R rows of nb blocks,
 // w_stride bytes apart; a: [nb] activation blocks.
 template <class Fmt, int R>
-inline void dot_rows_x86(int nb, float* out, const void* w, size_t w_stride, const void* a) {
+inline void dot_rows(int nb, float* out, const void* w, size_t w_stride, const void* a) {
   using Block = typename Fmt::Block;
   using ActBlock = typename Fmt::ActBlock;
   const auto* y = static_cast<const ActBlock*>(a);
@@ -108,7 +135,7 @@ inline void dot_rows_x86(int nb, float* out, const void* w, size_t w_stride, con
 
 // One row with two accumulators, so consecutive blocks do not wait on each other's FMA.
 template <class Fmt>
-inline float dot_row_x86(int nb, const void* w, const void* a) {
+inline float dot_row(int nb, const void* w, const void* a) {
   const auto* x = static_cast<const typename Fmt::Block*>(w);
   const auto* y = static_cast<const typename Fmt::ActBlock*>(a);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -123,12 +150,31 @@ inline float dot_row_x86(int nb, const void* w, const void* a) {
 
 // vec_dot_rows in groups of kRowsPerCall rows, then one at a time.
 template <class Fmt, int kRows>
-inline void dot_rows_grouped_x86(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
+inline void dot_rows_grouped(int n, float* out, int nrows, const void* w, size_t w_stride, const void* a) {
   const int nb = n / Fmt::kBlock;
   int r = 0;
   for (; r + kRows <= nrows; r += kRows)
-    dot_rows_x86<Fmt, kRows>(nb, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, a);
-  for (; r < nrows; ++r) out[r] = dot_row_x86<Fmt>(nb, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
+    dot_rows<Fmt, kRows>(nb, out + r, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, w_stride, a);
+  for (; r < nrows; ++r) out[r] = dot_row<Fmt>(nb, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
 }
 
-}  // namespace xs
+// A per-block format's kernel table entries: vec_dot (VecDotFn) and vec_dot_rows (VecDotRowsFn) in
+// groups of R rows sharing the activation loads (R = 1: a row at a time, two blocks in flight).
+template <class Fmt>
+inline float vec_dot(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return dot_row<Fmt>(n / Fmt::kBlock, w, a);
+}
+template <class Fmt, int R>
+inline void vec_dot_rows(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
+                         const void* EDGELLM_RESTRICT a) {
+  if constexpr (R == 1) {
+    for (int r = 0; r < nrows; ++r)
+      out[r] = dot_row<Fmt>(n / Fmt::kBlock, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, a);
+  } else {
+    dot_rows_grouped<Fmt, R>(n, out, nrows, w, w_stride, a);
+  }
+}
+
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif

@@ -1,8 +1,12 @@
-// x86 (AVX2 + FMA intrinsics) float helpers: the `_x86` FloatKernels. Semantics and aliasing rules:
+// x86 (AVX2 + FMA intrinsics) float helpers: this level's FloatKernels. Semantics and aliasing rules:
 // kernels/api.hpp and kernels/scalar/float_ops.hpp.
 
-
-namespace xs {
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 // e^x for 8 floats, our own (no libm call per lane): x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two
 // parts, so r keeps float precision), e^r by Cephes' expf polynomial, 2^k by the exponent bits (as
@@ -31,24 +35,23 @@ inline __m256 exp_ps(__m256 x) {
   return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, kHi, _CMP_GT_OQ));
 }
 
-}  // namespace xs
 
 // y[i] = e^x[i], y may alias x: exp_ps over a row, std::exp on the tail (how the tests reach exp_ps).
-inline void exp_row_x86(float* y, const float* x, int n) {
+inline void exp_row(float* y, const float* x, int n) {
   int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, xs::exp_ps(_mm256_loadu_ps(x + i)));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_ps(_mm256_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
 // out, x, w: [n]; out may alias x.
-inline void rmsnorm_x86(float* out, const float* x, const float* w, int n, float eps) {
+inline void rmsnorm(float* out, const float* x, const float* w, int n, float eps) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     acc = _mm256_fmadd_ps(v, v, acc);
   }
-  float sum = xs::hsum(acc);
+  float sum = hsum(acc);
   for (int k = i; k < n; ++k) sum += x[k] * x[k];
   const float scale = 1.0f / std::sqrt(sum / float(n) + eps);
   const __m256 vs = _mm256_set1_ps(scale);
@@ -58,7 +61,7 @@ inline void rmsnorm_x86(float* out, const float* x, const float* w, int n, float
 }
 
 // y: [n]; y *= alpha
-inline void scale_x86(float* y, float alpha, int n) {
+inline void scale(float* y, float alpha, int n) {
   const __m256 va = _mm256_set1_ps(alpha);
   int i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), va));
@@ -66,37 +69,37 @@ inline void scale_x86(float* y, float alpha, int n) {
 }
 
 // x: [n], n >= 1, in place.
-inline void softmax_x86(float* x, int n) {
+inline void softmax(float* x, int n) {
   float mx = x[0];
   int i = 0;
   if (n >= 8) {
     __m256 vm = _mm256_loadu_ps(x);
     for (i = 8; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-    mx = xs::hmax_ps(vm);
+    mx = hmax_ps(vm);
   }
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   const __m256 vmx = _mm256_set1_ps(mx);
   __m256 acc = _mm256_setzero_ps();
   for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = xs::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
     _mm256_storeu_ps(x + i, e);
     acc = _mm256_add_ps(acc, e);
   }
-  float sum = xs::hsum(acc);
+  float sum = hsum(acc);
   for (; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
-  scale_x86(x, 1.0f / sum, n);
+  scale(x, 1.0f / sum, n);
 }
 
 // gate, up: [n]; gate = silu(gate) * up
-inline void silu_mul_x86(float* gate, const float* up, int n) {
+inline void silu_mul(float* gate, const float* up, int n) {
   const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, xs::exp_ps(_mm256_xor_ps(g, sign))));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, exp_ps(_mm256_xor_ps(g, sign))));
     _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
   }
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
@@ -104,7 +107,7 @@ inline void silu_mul_x86(float* gate, const float* up, int n) {
 
 // x: [n_heads, head_dim], cs: [n_rot] interleaved (cos, sin). Even lanes x0*c - x1*s, odd lanes
 // x1*c + x0*s: one fmaddsub on (x, cos) and (swapped x, sin).
-inline void rope_x86(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
+inline void rope(float* x, int n_heads, int head_dim, int n_rot, const float* cs) {
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + int64_t(h) * head_dim;
     int i = 0;
@@ -124,7 +127,6 @@ inline void rope_x86(float* x, int n_heads, int head_dim, int n_rot, const float
 
 // ---- small GEMM for attention (FloatKernels::gemm_f32) ----
 
-namespace xs {
 // R rows of A x V vectors of columns of B, all of K: R * V accumulators stay in registers while
 // each B row slice is loaded once per k and each A element broadcast once per k.
 template <int V>
@@ -149,21 +151,20 @@ struct GemmF32Tile {
   }
 };
 
-}  // namespace xs
 
 // A: [M, lda], B: [K, ldb], C: [M, ldc]; C (+)= A[:, :K] B[:K, :N]. C must not alias A or B.
-inline void gemm_f32_x86(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+inline void gemm_f32(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                            bool accumulate) {
   constexpr int kW = 8;
   int j = 0;
-  for (; j + 2 * kW <= N; j += 2 * kW) gemm_f32_rows<xs::GemmF32Tile<2>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
-  for (; j + kW <= N; j += kW) gemm_f32_rows<xs::GemmF32Tile<1>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  for (; j + 2 * kW <= N; j += 2 * kW) gemm_f32_rows<GemmF32Tile<2>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  for (; j + kW <= N; j += kW) gemm_f32_rows<GemmF32Tile<1>>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
   if (j < N) gemm_f32_ref(M, N - j, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
 }
 
 // 8 x 8 tiles transposed in ymm registers (unpack, shuffle, 128-bit lane permute: 24 shuffles per
 // 64 floats, against 64 scalar load/store pairs), the edges by the ref.
-inline void transpose_f32_x86(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
+inline void transpose_f32(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
   const int r8 = rows / 8 * 8, c8 = cols / 8 * 8;
   for (int r = 0; r < r8; r += 8)
     for (int c = 0; c < c8; c += 8) {
@@ -187,3 +188,7 @@ inline void transpose_f32_x86(const float* src, int rows, int cols, int lds, flo
   if (c8 < cols) transpose_f32_ref(src + c8, r8, cols - c8, lds, dst + int64_t(c8) * ldd, ldd);
   if (r8 < rows) transpose_f32_ref(src + int64_t(r8) * lds, rows - r8, cols, lds, dst + r8, ldd);
 }
+
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif

@@ -1,8 +1,13 @@
-// x86 (AVX2) activation quantizers: quantize_row_q8_0_x86, quantize_row_q8_1_x86 and
-// quantize_row_q8_K_x86, bit-exact with quant/ref.hpp's quantize_row_q8_0_ref / _q8_1_ref /
+// x86 (AVX2) activation quantizers: quantize_row_q8_0, quantize_row_q8_1 and
+// quantize_row_q8_K, bit-exact with quant/ref.hpp's quantize_row_q8_0_ref / _q8_1_ref /
 // _q8_K_ref (same rounding rules).
 
-namespace xs {
+#include "edgellm/kernels/x86/level.hpp"
+#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
+#include "edgellm/kernels/x86/register.hpp"
+#else
+EDGELLM_X86_BEGIN
+namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
@@ -53,26 +58,25 @@ inline float quantize_block32(const float* x, __m256i (&q)[4]) {
   return d;
 }
 
-}  // namespace xs
 
 // x: [k] floats -> y: [k/32] block_q8_0. d = amax / 127, q = roundf(x / d) as the ref.
-inline void quantize_row_q8_0_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
+inline void quantize_row_q8_0(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
   auto* y = static_cast<block_q8_0*>(vy);
   for (int64_t b = 0; b < k / QK8_0; ++b, x += QK8_0) {
     __m256i q[4];
-    y[b].d = fp32_to_fp16(xs::quantize_block32(x, q));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), xs::pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
+    y[b].d = fp32_to_fp16(quantize_block32(x, q));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
   }
 }
 
 // x: [k] floats -> y: [k/32] block_q8_1: as q8_0, plus s = fp16(sum(q) * d) with the unrounded d.
-inline void quantize_row_q8_1_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
+inline void quantize_row_q8_1(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
   auto* y = static_cast<block_q8_1*>(vy);
   for (int64_t b = 0; b < k / QK8_1; ++b, x += QK8_1) {
     __m256i q[4];
-    const float d = xs::quantize_block32(x, q);
+    const float d = quantize_block32(x, q);
     y[b].d = fp32_to_fp16(d);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), xs::pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
     const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
     s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
@@ -82,10 +86,10 @@ inline void quantize_row_q8_1_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM
 }
 
 // x: [k] floats -> y: [k/256] block_q8_K. iscale = -127 / signed max, q = nearest-even, bsums.
-inline void quantize_row_q8_K_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
+inline void quantize_row_q8_K(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTRICT vy, int64_t k) {
   auto* y = static_cast<block_q8_K*>(vy);
   for (int64_t b = 0; b < k / QK_K; ++b, x += QK_K) {
-    const float max = xs::signed_absmax_256(x);
+    const float max = signed_absmax_256(x);
     if (max == 0.0f) {
       __builtin_memset(&y[b], 0, sizeof(block_q8_K));
       continue;
@@ -98,7 +102,7 @@ inline void quantize_row_q8_K_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM
         q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * j), vis));
         q[j] = _mm256_min_epi32(q[j], _mm256_set1_epi32(127));
       }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), xs::pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), pack4_epi32_to_epi8(q[0], q[1], q[2], q[3]));
       // [g0 lanes 0..3, g1 0..3 | g0 4..7, g1 4..7] after two hadds of (q0 + q1, q2 + q3).
       const __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
       const __m256i hh = _mm256_hadd_epi32(h, h);
@@ -109,3 +113,7 @@ inline void quantize_row_q8_K_x86(const float* EDGELLM_RESTRICT x, void* EDGELLM
     y[b].d = 1 / iscale;
   }
 }
+
+}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
+EDGELLM_X86_END
+#endif
