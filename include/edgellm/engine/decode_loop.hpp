@@ -270,6 +270,9 @@ class DecodeLoop {
     return st;
   }
 
+  // The draft model / early exit for streams that speculate without prompt lookup (null: none).
+  void set_drafter(Drafter* d) { p_.drafter = d; }
+
   // Starts s generating from a logits row (e.g. a fork of a prompt another stream has read).
   void start_generating(DecodeStream& s, const float* logits) {
     s.logits.assign(logits, logits + n_vocab_);
