@@ -1,6 +1,6 @@
 // The speculative decoding flags of the tools that decode (edgellm-cli, edgellm-server), named as
 // llama.cpp names them where it has them: -md / --model-draft, --draft-max (--draft, --draft-n),
-// --draft-min (--draft-n-min), --draft-p-min; ours: --lookup, --draft-layers N, --draft-adaptive.
+// --draft-min (--draft-n-min), --draft-p-min; ours: --lookup, --draft-layers N, --draft-adaptive, --draft-sample.
 #pragma once
 #include <cstdio>
 #include <memory>
@@ -23,7 +23,9 @@ inline constexpr const char* kSpeculativeUsage =
     "  --draft-max N          tokens drafted per target pass at most (default 3, as llama.cpp)\n"
     "  --draft-min N          fewer drafted tokens than N: none are verified (default 0)\n"
     "  --draft-p-min P        draft model: stop drafting at a token below probability P (default 0)\n"
-    "  --draft-adaptive       the draft length follows the acceptance rate (up to --draft-max)\n";
+    "  --draft-adaptive       the draft length follows the acceptance rate (up to --draft-max)\n"
+    "  --draft-sample         with --temp > 0, a draft model samples its drafts and they are verified by\n"
+    "                         rejection sampling (default: greedy drafts, the same tokens as without drafts)\n";
 
 struct DraftFlags {
   std::string model;  // -md
@@ -39,6 +41,7 @@ inline bool speculative_flag(Args& args, const std::string& f, edgellm::Speculat
   else if (f == "--draft-min" || f == "--draft-n-min") sp.n_min = args.integer32(f, 0, 64);
   else if (f == "--draft-p-min") sp.p_min = static_cast<float>(args.number(f, 0, 1));
   else if (f == "--draft-adaptive") sp.adaptive = true;
+  else if (f == "--draft-sample") sp.sample_drafts = true;
   else return false;
   return true;
 }

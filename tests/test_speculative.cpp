@@ -2,10 +2,13 @@
 // greedy output token for token on every shared model for each draft source (prompt lookup, a
 // draft model of the same vocabulary, early exit), resident and with the weights streamed under a
 // memory budget; stop rules per accepted token; seeded sampling unchanged (one-hot drafts); the
-// mechanism check (the target as its own draft accepts everything: n_max + 1 tokens per pass); a
-// draft model of another vocabulary is an Error.
+// mechanism check (the target as its own draft accepts everything: n_max + 1 tokens per pass);
+// rejection sampling of sampled drafts keeps the target's distribution (chi-square); a draft model
+// of another vocabulary is an Error.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -227,13 +230,13 @@ TEST_CASE("prompt lookup drafts the continuation of the longest recent n-gram ma
   LookupDrafter d;
   std::vector<int32_t> out;
   SpeculativeParams p;
-  d.draft(0, {1, 2, 3, 4, 9, 2, 3, 4, 7, 8, 5, 3, 4}, 3, p, out);
+  d.draft(0, {1, 2, 3, 4, 9, 2, 3, 4, 7, 8, 5, 3, 4}, 3, p, SamplerParams(), out, nullptr);
   CHECK(out == std::vector<int32_t>{7, 8, 5});  // "3 4" last seen before 7 8 5 (the 3-gram "5 3 4" is new)
-  d.draft(0, {1, 2, 3, 4, 9, 2, 3, 4, 7, 8, 2, 3, 4}, 2, p, out);
+  d.draft(0, {1, 2, 3, 4, 9, 2, 3, 4, 7, 8, 2, 3, 4}, 2, p, SamplerParams(), out, nullptr);
   CHECK(out == std::vector<int32_t>{7, 8});  // the 3-gram "2 3 4": its latest earlier occurrence
-  d.draft(0, {5, 6, 7}, 4, p, out);
+  d.draft(0, {5, 6, 7}, 4, p, SamplerParams(), out, nullptr);
   CHECK(out.empty());
-  d.draft(0, {5, 6, 5}, 4, p, out);
+  d.draft(0, {5, 6, 5}, 4, p, SamplerParams(), out, nullptr);
   CHECK(out == std::vector<int32_t>{6, 5});  // the continuation runs to the end of the tokens
 }
 
@@ -251,4 +254,87 @@ TEST_CASE("speculative: a draft model of another vocabulary and bad draft parame
   gp.speculative.p_min = 2;
   CHECK_THROWS_WITH_AS(s.generate("Hi", gp), doctest::Contains("--draft-p-min"), Error);
   CHECK(s.n_past() == 0);
+}
+
+namespace {
+
+// Two-sample chi-square of equal-size samples (counts per token): bins with fewer than 10 draws in
+// both samples together are pooled; returns (statistic, degrees of freedom).
+std::pair<double, int> spec_chi_square(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b) {
+  std::map<int32_t, std::pair<int, int>> bins;
+  for (const auto& [t, n] : a) bins[t].first += n;
+  for (const auto& [t, n] : b) bins[t].second += n;
+  double stat = 0;
+  int df = -1, pool_a = 0, pool_b = 0;
+  auto add = [&](int x, int y) {
+    stat += double(x - y) * double(x - y) / double(x + y);
+    ++df;
+  };
+  for (const auto& [t, c] : bins) {
+    if (c.first + c.second < 10) {
+      pool_a += c.first;
+      pool_b += c.second;
+    } else {
+      add(c.first, c.second);
+    }
+  }
+  if (pool_a + pool_b > 0) add(pool_a, pool_b);
+  return {stat, df};
+}
+
+// The chi-square quantile for significance 1e-4 (Wilson-Hilferty: z = 3.719).
+double spec_chi_square_limit(int df) {
+  const double k = df, z = 3.719;
+  return k * std::pow(1.0 - 2.0 / (9.0 * k) + z * std::sqrt(2.0 / (9.0 * k)), 3.0);
+}
+
+}  // namespace
+
+TEST_CASE("rejection sampling of sampled drafts keeps the target's distribution (stories260K, chi-square)") {
+  const Loaded* st = stories();
+  if (!st) EDGELLM_SKIP("stories260K not found");
+  // The full distribution at temperature 1 (no top-k / top-p / min-p cut), drafts sampled from the
+  // target's first 4 of 5 layers: p_draft differs from p_target, so both rejection branches run.
+  GenerateParams gp = spec_greedy(4);
+  gp.sampler.temperature = 1.0f;
+  gp.sampler.top_k = 0;
+  gp.sampler.top_p = 1.0f;
+  gp.sampler.min_p = 0.0f;
+  SessionParams sp = one_thread();
+  sp.n_ctx = 64;
+  Session plain(st->model, st->tok, sp), spec(st->model, st->tok, sp);
+  spec.set_draft(nullptr, 4);
+  GenerateParams sg = gp;
+  sg.speculative.n_max = 2;
+  sg.speculative.sample_drafts = true;
+  constexpr int kSamples = 1500;
+  const char* kPrompt = "Tom and Lily";
+  std::map<int32_t, int> first_a, first_b, second_a, second_b;
+  int drafted = 0, accepted = 0;
+  for (int i = 0; i < kSamples; ++i) {
+    gp.sampler.seed = sg.sampler.seed = 1000 + static_cast<uint64_t>(i);
+    plain.reset();
+    spec.reset();
+    const GenerateResult a = plain.generate(kPrompt, gp);
+    const GenerateResult b = spec.generate(kPrompt, sg);
+    REQUIRE(a.tokens.size() >= 2);
+    REQUIRE(b.tokens.size() >= 2);
+    ++first_a[a.tokens[0]];
+    ++first_b[b.tokens[0]];
+    ++second_a[a.tokens[1]];
+    ++second_b[b.tokens[1]];  // drawn by verification: an accepted draft or a residual sample
+    drafted += b.n_drafted;
+    accepted += b.n_accepted;
+  }
+  CHECK(accepted >= 100);  // both branches taken many times
+  CHECK(drafted - accepted >= 100);
+  for (const auto* pair : {&first_a, &second_a}) {
+    const auto& other = pair == &first_a ? first_b : second_b;
+    const auto [stat, df] = spec_chi_square(*pair, other);
+    const std::string which = pair == &first_a ? "first" : "second";
+    MESSAGE(which, " token: chi-square ", stat, " with ", df, " degrees of freedom, limit ",
+            spec_chi_square_limit(df), "; drafts accepted ", accepted, " of ", drafted);
+    REQUIRE(df >= 1);
+    CHECK(stat < spec_chi_square_limit(df));
+  }
 }

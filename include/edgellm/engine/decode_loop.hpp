@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,8 @@ struct DecodeStream {
   double worst_token_ms = 0;     // recent worst step (slowly forgetting), for the deadline
   int32_t next = -1;             // this step's sampled token, evaluated by this step's forward pass
   std::vector<int32_t> drafts;   // speculative: tokens drafted after `next`, evaluated in the same pass
+  DraftDistributions draft_dist; // speculative: the drafts' distributions when sampled (else empty)
+  std::mt19937_64 spec_rng;      // speculative: rejection sampling of sampled drafts
   int32_t pending = -1;          // speculative: the token sampled from the row that rejected a draft
   int n_draft = -1;              // adaptive draft length (-1: not started)
 };
@@ -284,6 +287,7 @@ class DecodeLoop {
     s.n_read = s.prompt.size();
     s.pending = -1;
     s.n_draft = -1;
+    s.spec_rng.seed(s.gp.sampler.seed ^ 0x9E3779B97F4A7C15ULL);
     s.generating = true;
   }
 
@@ -426,6 +430,7 @@ class DecodeLoop {
   // and what fits its sequence without eviction; none when fewer than n_min.
   void draft(DecodeStream& s) {
     s.drafts.clear();
+    s.draft_dist.clear();
     const SpeculativeParams& sp = s.gp.speculative;
     Drafter* d = sp.lookup ? &lookup_ : p_.drafter;
     if (!d || sp.n_max <= 0) return;
@@ -436,7 +441,7 @@ class DecodeLoop {
     if (k <= 0 || k < sp.n_min) return;
     s.held.push_back(s.next);  // the drafter sees the sequence with the token this pass evaluates
     try {
-      d->draft(s.seq, s.held, k, sp, s.drafts);
+      d->draft(s.seq, s.held, k, sp, s.gp.sampler, s.drafts, &s.draft_dist);
     } catch (...) {
       s.held.pop_back();
       throw;
@@ -444,6 +449,7 @@ class DecodeLoop {
     s.held.pop_back();
     if (static_cast<int>(s.drafts.size()) > k) s.drafts.resize(static_cast<size_t>(k));
     if (static_cast<int>(s.drafts.size()) < sp.n_min) s.drafts.clear();
+    if (s.draft_dist.size() != s.drafts.size()) s.draft_dist.clear();  // one-hot drafts
   }
 
   // The drafts of a pass in order: row i's sample (the stream's sampler, as plain decoding would
@@ -458,8 +464,15 @@ class DecodeLoop {
     int i = 0;
     for (; i < k; ++i) {
       const float* row = ctx_.logits(x.first_row + i);
-      const int32_t id = s.sampler->sample(row, n_vocab_);
-      if (id != s.drafts[static_cast<size_t>(i)]) {
+      const int32_t d = s.drafts[static_cast<size_t>(i)];
+      int32_t id = d;
+      if (s.draft_dist.empty()) {
+        id = s.sampler->sample(row, n_vocab_);  // one-hot draft: accepted when the plain sample equals it
+      } else if (!accept_draft(s.sampler->probabilities(row, n_vocab_), s.draft_dist[static_cast<size_t>(i)], d,
+                               s.spec_rng, id)) {
+        // id: the correction, drawn from the residual (never d, whose residual is 0)
+      }
+      if (id != d) {
         s.pending = id;
         break;
       }
