@@ -466,12 +466,10 @@ class DecodeLoop {
       const float* row = ctx_.logits(x.first_row + i);
       const int32_t d = s.drafts[static_cast<size_t>(i)];
       int32_t id = d;
-      if (s.draft_dist.empty()) {
+      if (s.draft_dist.empty())
         id = s.sampler->sample(row, n_vocab_);  // one-hot draft: accepted when the plain sample equals it
-      } else if (!accept_draft(s.sampler->probabilities(row, n_vocab_), s.draft_dist[static_cast<size_t>(i)], d,
-                               s.spec_rng, id)) {
-        // id: the correction, drawn from the residual (never d, whose residual is 0)
-      }
+      else  // sampled draft: id stays d when accepted, else the token drawn from the residual
+        accept_draft(s.sampler->probabilities(row, n_vocab_), s.draft_dist[static_cast<size_t>(i)], d, s.spec_rng, id);
       if (id != d) {
         s.pending = id;
         break;
