@@ -19,6 +19,7 @@
 #include <edgellm/version.hpp>
 
 #include "common.hpp"
+#include "speculative_flags.hpp"
 
 namespace {
 
@@ -55,7 +56,9 @@ const char* kUsage =
     "                         that keeps what fits resident and streams the rest from storage on every\n"
     "                         token (default: what this process may use: MemAvailable or the cgroup\n"
     "                         limit, less a margin; a model that fits loads as without a budget)\n"
-    "  -v, --verbose          print kernels, repacked matrices and memory plan\n"
+    "%s"
+    "  -v, --verbose          print kernels, repacked matrices and memory plan (with speculative\n"
+    "                         decoding: acceptance rate and tokens per target pass)\n"
     "  --version              print the version\n";
 
 }  // namespace
@@ -71,10 +74,15 @@ int main(int argc, char** argv) {
     const bool stdout_is_terminal = ::isatty(STDOUT_FILENO);
     edgellm::GenerateParams gp;
     edgellm::SessionParams sp;
+    tool::DraftFlags draft;
     sp.n_ctx = 0;
     gp.sampler.temperature = 0.8f;
     gp.sampler.repeat_penalty = 1.0f;
     for (std::string f; args.next(f);) {
+      if (f == "-h" || f == "--help") {
+        std::printf(kUsage, tool::kSpeculativeUsage);
+        return 0;
+      }
       if (tool::standard_flag(f, kUsage, "edgellm-cli")) return 0;
       else if (tool::model_flag(args, f, m)) continue;
       else if (f == "-p" || f == "--prompt") { prompt = args.value(f); have_prompt = true; }
@@ -98,6 +106,7 @@ int main(int argc, char** argv) {
       else if (f == "--deadline-ms") gp.deadline_ms = args.number(f, 0, 1e12);
       else if (f == "--ignore-eos") gp.ignore_eos = true;
       else if (tool::kv_flag(args, f, sp)) continue;
+      else if (tool::speculative_flag(args, f, gp.speculative, draft)) continue;
       else if (f == "--keep") { sp.n_keep = args.integer32(f, 0, tool::kMaxContext); have_keep = true; }
       else if (f == "--window") sp.n_window = args.integer32(f, 1, tool::kMaxContext);
       else if (f == "--parallel") n_parallel = args.integer32(f, 1, 256);
@@ -111,10 +120,18 @@ int main(int argc, char** argv) {
     sp.n_threads = m.threads;
     if (have_keep && sp.n_window == 0) edgellm::throw_error("--keep needs --window W (W >= 1)");
     if (n_parallel > 1 && chat) edgellm::throw_error("--parallel is not available with --chat");
+    tool::check_speculative(gp.speculative, draft);
+    const bool speculative = gp.speculative.lookup || !draft.model.empty() || draft.layers > 0;
+    const auto draft_model = tool::load_draft(draft);  // first: with --mem-budget its size is the target's less
 
     edgellm::LoadOptions load;
     load.repack = repack;
     load.mem_budget = m.mem_budget;
+    if (draft_model && load.mem_budget > 0) {
+      const uint64_t d = draft_model->file().file_size();
+      if (d >= load.mem_budget) edgellm::throw_error("--mem-budget is smaller than the draft model ", draft.model);
+      load.mem_budget -= d;
+    }
     load.plan = edgellm::memory_plan_params(sp, n_parallel);
     std::shared_ptr<const edgellm::LlamaModel> model;
     if (m.path.empty()) {
@@ -158,6 +175,7 @@ int main(int argc, char** argv) {
     if (verbose || (!plan.fits && !model->residency().streaming)) std::fputs(edgellm::format_memory_plan(plan).c_str(), stderr);
 
     edgellm::Session session(model, tok, sp);
+    session.set_draft(draft_model, draft.layers);
     auto emit = [](const std::string& s) {
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::fflush(stdout);
@@ -177,6 +195,7 @@ int main(int argc, char** argv) {
                      edgellm::stop_reason_name(r.reason), r.n_prompt, r.prefill_ms, r.prefill_tps(), r.tokens.size(),
                      r.decode_tps());
       }
+      if (verbose && speculative) tool::print_speculative(r);
       if ((verbose || timings) && kv_line) {
         const auto& kv = session.kv_cache();
         std::fprintf(stderr, "KV cache: %d blocks in use (%d allocated at peak), %s, %d tokens held, %d evicted\n",

@@ -33,6 +33,7 @@
 #include <edgellm/tools/openai.hpp>
 
 #include "common.hpp"
+#include "speculative_flags.hpp"
 
 namespace {
 
@@ -75,6 +76,10 @@ const char* kUsage =
     "                         budget is shared by every request\n"
     "  --no-repack            keep every weight matrix as stored in the file\n"
     "  --mem-budget MIB       memory the model may use (see edgellm-cli --help)\n"
+    "  -md FILE, --draft-layers N, --lookup, --draft-max N, --draft-min N, --draft-p-min P, --draft-adaptive\n"
+    "                         speculative decoding as in edgellm-cli: the draft source for every request,\n"
+    "                         the draft parameters their default (requests: speculative.n_max, .n_min,\n"
+    "                         .p_min as llama-server, and \"lookup\": true for prompt lookup)\n"
     "  --version              print the version\n"
     "Requests take OpenAI's fields (messages / prompt, max_tokens, temperature, top_p, seed, stop,\n"
     "stream, stream_options.include_usage, logit_bias) and llama-server's top_k, min_p, repeat_penalty, n_probs,\n"
@@ -359,12 +364,15 @@ int main(int argc, char** argv) {
     long long max_body_kb = 1024, max_header_kb = 32;
     bool repack = true, strict_model = false, prompt_special = true;
     edgellm::SchedulerParams p;
+    edgellm::SpeculativeParams spec;
+    tool::DraftFlags draft;
     p.session.n_ctx = 0;
     p.max_queue = 256;
     for (std::string f; args.next(f);) {
       if (tool::standard_flag(f, kUsage, "edgellm-server")) return 0;
       else if (tool::model_flag(args, f, m)) continue;
       else if (tool::kv_flag(args, f, p.session)) continue;
+      else if (tool::speculative_flag(args, f, spec, draft)) continue;
       else if (f == "--host") host = args.value(f);
       else if (f == "--port") port = args.integer32(f, 0, 65535);
       else if (f == "-c" || f == "--ctx-size") p.session.n_ctx = tool::ctx_flag(args, f);
@@ -408,10 +416,18 @@ int main(int argc, char** argv) {
     }
     if (!chat_template.empty()) edgellm::render_chat(chat_template, {}, true);  // an unknown name fails here, naming the known ones
     p.session.n_threads = m.threads;
+    tool::check_speculative(spec, draft);
+    p.draft = tool::load_draft(draft);
+    p.draft_layers = draft.layers;
 
     edgellm::LoadOptions load;
     load.repack = repack;
     load.mem_budget = m.mem_budget;
+    if (p.draft && load.mem_budget > 0) {
+      const uint64_t d = p.draft->file().file_size();
+      if (d >= load.mem_budget) edgellm::throw_error("--mem-budget is smaller than the draft model ", draft.model);
+      load.mem_budget -= d;
+    }
     auto model = edgellm::LlamaModel::load(m.path, [&] {
       edgellm::SessionParams plan_sp = p.session;
       if (plan_sp.n_ctx == 0) plan_sp.n_ctx = 4096;
@@ -442,6 +458,7 @@ int main(int argc, char** argv) {
     s.limits.strict_model = strict_model;
     s.limits.n_vocab = cfg.n_vocab;
     s.limits.n_ctx = p.session.n_ctx;
+    s.limits.speculative = spec;
 
     // SIGINT / SIGTERM end the server from a thread of its own (sigwait), not in a signal handler;
     // every thread started from here on inherits the blocked mask.

@@ -29,6 +29,7 @@
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/session.hpp"
+#include "edgellm/engine/speculative.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
 #include "edgellm/runtime/memory_stats.hpp"
@@ -46,6 +47,11 @@ struct SchedulerParams {
   int max_cached = -1;    // finished sequences kept for prompt reuse (-1: n_parallel; 0: none)
   int prefill_chunk = 64; // prompt tokens evaluated per step, beside one token of each running
                           // request (0: n_batch; at most n_batch)
+  // Speculative decoding's model draft source for every request that speculates without prompt
+  // lookup (GenerateParams::speculative): a draft model of the same vocabulary, or with
+  // draft_layers > 0 the first draft_layers layers of `draft` (null: the served model, early exit).
+  std::shared_ptr<const LlamaModel> draft;
+  int draft_layers = 0;
 };
 
 struct JobResult : GenerateResult {
@@ -169,6 +175,12 @@ class BatchScheduler : private DecodeHost {
                   p.session.n_ctx, " and ", p.session.n_batch);
     EDGELLM_CHECK(p.session.n_window == 0, "scheduler: KV eviction (--keep/--window) is not available with several sequences");
     max_cached_ = p.max_cached < 0 ? p.n_parallel : p.max_cached;
+    if (p.draft || p.draft_layers > 0) {
+      std::shared_ptr<const LlamaModel> d = p.draft ? p.draft : model_;
+      if (d != model_) check_draft_vocab(*tok_, Tokenizer(Vocab::from_gguf(d->file())), d->file().path());
+      drafter_.reset(new ModelDrafter(d, p.draft_layers, &pool_, p.session.n_ctx + 64, p.session.n_batch));
+      loop_.set_drafter(drafter_.get());
+    }
   }
   ~BatchScheduler() { stop(); }
   BatchScheduler(const BatchScheduler&) = delete;
@@ -187,6 +199,7 @@ class BatchScheduler : private DecodeHost {
                   " tokens does not fit the context of ", p_.session.n_ctx, " tokens");
     EDGELLM_CHECK(n_probs >= 0, "scheduler: n_probs must be >= 0, got ", n_probs);
     Sampler::validate(gp.sampler);
+    validate(gp.speculative);
     const int32_t n_vocab = model_->config().n_vocab;
     for (int32_t t : prompt) EDGELLM_CHECK(t >= 0 && t < n_vocab, "scheduler: token id ", t, " is not in the vocabulary of ", n_vocab);
     auto job = std::make_shared<Job>();
@@ -475,6 +488,7 @@ class BatchScheduler : private DecodeHost {
   ThreadPool pool_;
   PagedKvCache kv_;
   LlamaContext ctx_;
+  std::unique_ptr<ModelDrafter> drafter_;  // SchedulerParams::draft / draft_layers (null: none)
   DecodeLoop loop_;  // the token loop (engine/decode_loop.hpp); this scheduler is its DecodeHost
   int max_cached_ = 0;
   // Worker-thread state.

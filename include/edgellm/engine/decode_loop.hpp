@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/engine/speculative.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
 #include "edgellm/runtime/memory_stats.hpp"
@@ -36,6 +38,7 @@ struct GenerateParams {
   bool ignore_eos = false;         // keep going past end-of-generation tokens
   bool add_bos = true;             // prepend BOS when the vocabulary uses one (first call only)
   bool parse_special = true;       // match control tokens written in the prompt text
+  SpeculativeParams speculative;   // drafts verified in one pass (engine/speculative.hpp)
 };
 
 enum class StopReason { None, EndOfGeneration, StopString, MaxTokens, Deadline, ContextFull, Cancelled };
@@ -63,6 +66,13 @@ struct GenerateResult {
   double decode_ms = 0;             // after the first token
   std::vector<double> token_ms;     // latency of each decoded token after the first
   uint64_t peak_rss_bytes = 0;
+  // Speculative decoding: target passes that evaluated a generated token of this continuation,
+  // tokens drafted for them and drafts accepted (each accepted draft is a token without a pass).
+  int n_passes = 0;
+  int n_drafted = 0;
+  int n_accepted = 0;
+  double acceptance_rate() const { return n_drafted > 0 ? static_cast<double>(n_accepted) / n_drafted : 0; }
+  double tokens_per_pass() const { return n_passes > 0 ? static_cast<double>(n_passes + n_accepted) / n_passes : 0; }
   double prefill_tps() const { return prefill_ms > 0 ? n_prompt * 1e3 / prefill_ms : 0; }
   double decode_tps() const { return decode_ms > 0 ? token_ms.size() * 1e3 / decode_ms : 0; }
 };
@@ -164,6 +174,11 @@ struct DecodeStream {
   int step = 0;                  // tokens sampled so far
   double worst_token_ms = 0;     // recent worst step (slowly forgetting), for the deadline
   int32_t next = -1;             // this step's sampled token, evaluated by this step's forward pass
+  std::vector<int32_t> drafts;   // speculative: tokens drafted after `next`, evaluated in the same pass
+  DraftDistributions draft_dist; // speculative: the drafts' distributions when sampled (else empty)
+  std::mt19937_64 spec_rng;      // speculative: rejection sampling of sampled drafts
+  int32_t pending = -1;          // speculative: the token sampled from the row that rejected a draft
+  int n_draft = -1;              // adaptive draft length (-1: not started)
 };
 
 // What a driver decides for its streams.
@@ -191,6 +206,7 @@ struct DecodeLoopParams {
   // A generated token that finds no room (KV byte budget): true, its stream ends with ContextFull
   // (the server's "length"); false, the stream fails with make_room's Error (Session throws it).
   bool no_room_is_context_full = false;
+  Drafter* drafter = nullptr;  // draft model / early exit for streams that speculate (null: lookup only)
 };
 
 // What one step evaluated (the scheduler's statistics).
@@ -218,11 +234,18 @@ class DecodeLoop {
     DecodeStream* pre = prompt_chunk(streams);
     planned_.clear();
     for (DecodeStream* s : streams)
-      if (!s->done && s->generating && next_token(*s)) planned_.push_back(Planned{s, 0, 1});
-    // Speculative decoding goes here: a drafter proposes k tokens per planned stream, which become
-    // k more rows of that stream (Planned::n_rows = k + 1, all wanting logits); scatter() then
-    // samples each row in turn, keeps the drafts up to the first rejection and truncates the KV
-    // sequence past it (PagedKvCache::truncate), one row's token being the correction.
+      if (!s->done && s->generating && next_token(*s)) {
+        try {
+          draft(*s);
+        } catch (const std::exception&) {
+          fail(*s, std::current_exception());
+          continue;
+        }
+        planned_.push_back(Planned{s, 0, 1 + static_cast<int>(s->drafts.size()), 0});
+      }
+    // Speculative decoding: a planned stream's drafts are more rows of it (all wanting logits);
+    // scatter() samples each row in turn, keeps the drafts up to the first the samples disagree
+    // with and truncates the KV sequence past it, the disagreeing sample being the next token.
     const size_t pre_end = pre ? std::min(pre->prompt.size(), pre->n_read + static_cast<size_t>(p_.chunk)) : 0;
     build_batch(pre, pre_end);
     if (b_.size() == 0) return st;
@@ -250,6 +273,9 @@ class DecodeLoop {
     return st;
   }
 
+  // The draft model / early exit for streams that speculate without prompt lookup (null: none).
+  void set_drafter(Drafter* d) { p_.drafter = d; }
+
   // Starts s generating from a logits row (e.g. a fork of a prompt another stream has read).
   void start_generating(DecodeStream& s, const float* logits) {
     s.logits.assign(logits, logits + n_vocab_);
@@ -259,6 +285,9 @@ class DecodeLoop {
     s.decoder.reset(new StreamDecoder(tok_));
     s.stops.reset(new StopMatcher(s.gp.stop));
     s.n_read = s.prompt.size();
+    s.pending = -1;
+    s.n_draft = -1;
+    s.spec_rng.seed(s.gp.sampler.seed ^ 0x9E3779B97F4A7C15ULL);
     s.generating = true;
   }
 
@@ -307,11 +336,13 @@ class DecodeLoop {
   }
 
  private:
-  // A generating stream's rows in this step's batch: n_rows tokens from row first_row (one today).
+  // A generating stream's rows in this step's batch: n_rows tokens (`next`, then its drafts) from
+  // row first_row, the first at position n0.
   struct Planned {
     DecodeStream* s;
     int first_row;
     int n_rows;
+    int n0;
   };
 
   static bool past_deadline(const DecodeStream& s, double extra_ms) {
@@ -356,15 +387,11 @@ class DecodeLoop {
       end(s, StopReason::MaxTokens);
       return false;
     }
-    const int32_t id = s.sampler->sample(s.logits.data(), n_vocab_);
+    // A token sampled by the last pass's verification (the row that rejected a draft) is this one.
+    const int32_t id = s.pending >= 0 ? s.pending : s.sampler->sample(s.logits.data(), n_vocab_);
+    s.pending = -1;
     if (s.step == 0) s.r.ttft_ms = s.clock.ms();
-    TokenAlternatives alt;
-    if (s.n_probs > 0) alt = alternatives(*s.sampler, s.logits.data(), n_vocab_, id, s.n_probs);
-    s.sampler->accept(id);
-    const bool go_on = take_token(s.r, tok_, *s.decoder, *s.stops, s.gp, id, s.step, kv_.n_tokens(s.seq), p_.n_ctx, false,
-                                  [&](const std::string& piece) { return host_.emit(s, piece, s.n_probs > 0 ? &alt : nullptr); });
-    ++s.step;
-    if (!go_on) {
+    if (!keep_token(s, s.logits.data(), id, kv_.n_tokens(s.seq))) {
       end(s, s.r.reason);
       return false;
     }
@@ -385,13 +412,98 @@ class DecodeLoop {
     return true;
   }
 
+  // A sampled token through the stop rules (take_token) and out to the host, with its alternatives
+  // from the row it was sampled from; n_held: the sequence's tokens before it. False: the stream
+  // ends (s.r.reason says why; the caller ends it).
+  bool keep_token(DecodeStream& s, const float* row, int32_t id, int n_held) {
+    TokenAlternatives alt;
+    if (s.n_probs > 0) alt = alternatives(*s.sampler, row, n_vocab_, id, s.n_probs);
+    s.sampler->accept(id);
+    const bool go_on = take_token(s.r, tok_, *s.decoder, *s.stops, s.gp, id, s.step, n_held, p_.n_ctx, false,
+                                  [&](const std::string& piece) { return host_.emit(s, piece, s.n_probs > 0 ? &alt : nullptr); });
+    ++s.step;
+    return go_on;
+  }
+
+  // The drafts of a stream about to evaluate s.next: none unless it speculates (a draft source and
+  // n_max > 0); at most what max_tokens can still use (a token that reaches it is never evaluated)
+  // and what fits its sequence without eviction; none when fewer than n_min.
+  void draft(DecodeStream& s) {
+    s.drafts.clear();
+    s.draft_dist.clear();
+    const SpeculativeParams& sp = s.gp.speculative;
+    Drafter* d = sp.lookup ? &lookup_ : p_.drafter;
+    if (!d || sp.n_max <= 0) return;
+    if (s.n_draft < 0) s.n_draft = sp.n_max;
+    int k = sp.adaptive ? s.n_draft : sp.n_max;
+    if (s.gp.max_tokens >= 0) k = std::min(k, s.gp.max_tokens - s.step - 1);
+    while (k > 0 && !kv_.fits(s.seq, 1 + k)) --k;
+    if (k <= 0 || k < sp.n_min) return;
+    s.held.push_back(s.next);  // the drafter sees the sequence with the token this pass evaluates
+    try {
+      d->draft(s.seq, s.held, k, sp, s.gp.sampler, s.drafts, &s.draft_dist);
+    } catch (...) {
+      s.held.pop_back();
+      throw;
+    }
+    s.held.pop_back();
+    if (static_cast<int>(s.drafts.size()) > k) s.drafts.resize(static_cast<size_t>(k));
+    if (static_cast<int>(s.drafts.size()) < sp.n_min) s.drafts.clear();
+    if (s.draft_dist.size() != s.drafts.size()) s.draft_dist.clear();  // one-hot drafts
+  }
+
+  // The drafts of a pass in order: row i's sample (the stream's sampler, as plain decoding would
+  // draw it) accepts draft i when equal — the token then goes through the stop rules as if it had
+  // been sampled in a step of its own; the first sample that differs is the stream's next token
+  // (pending). The last row that counts is the one the stream samples from next; the KV sequence
+  // keeps the tokens that were accepted (a token that ended the stream is not kept, as plain
+  // decoding never evaluates it).
+  void verify(DecodeStream& s, const Planned& x) {
+    const int k = x.n_rows - 1;
+    s.r.n_drafted += k;
+    int i = 0;
+    for (; i < k; ++i) {
+      const float* row = ctx_.logits(x.first_row + i);
+      const int32_t d = s.drafts[static_cast<size_t>(i)];
+      int32_t id = d;
+      if (s.draft_dist.empty())
+        id = s.sampler->sample(row, n_vocab_);  // one-hot draft: accepted when the plain sample equals it
+      else  // sampled draft: id stays d when accepted, else the token drawn from the residual
+        accept_draft(s.sampler->probabilities(row, n_vocab_), s.draft_dist[static_cast<size_t>(i)], d, s.spec_rng, id);
+      if (id != d) {
+        s.pending = id;
+        break;
+      }
+      ++s.r.n_accepted;
+      const int n_held = x.n0 + 1 + i;
+      const bool go_on = keep_token(s, row, id, n_held);
+      if (!go_on || past_deadline(s, 0)) {
+        kv_.truncate(s.seq, n_held);
+        end(s, go_on ? StopReason::Deadline : s.r.reason);
+        return;
+      }
+      s.held.push_back(id);
+      s.r.token_ms.push_back(0);
+    }
+    const float* row = ctx_.logits(x.first_row + i);
+    s.logits.assign(row, row + n_vocab_);
+    if (i < k) kv_.truncate(s.seq, x.n0 + 1 + i);
+    if (s.gp.speculative.adaptive && k > 0) {  // all accepted: one more next time; else what was accepted + 1
+      const int lo = std::max(1, s.gp.speculative.n_min);
+      s.n_draft = std::max(lo, std::min(s.gp.speculative.n_max, i == k ? k + 1 : i + 1));
+    }
+  }
+
   // Rows by role (Batch::n_generated): the generated tokens first (decoded), then the prompt chunk
   // (prefilled), so each token's numbers do not depend on what else is in the batch.
   void build_batch(const DecodeStream* pre, size_t pre_end) {
     b_.clear();
     for (Planned& x : planned_) {
       x.first_row = b_.size();
-      b_.add(x.s->next, kv_.n_tokens(x.s->seq), x.s->seq, true);
+      x.n0 = kv_.n_tokens(x.s->seq);
+      b_.add(x.s->next, x.n0, x.s->seq, true);
+      for (size_t j = 0; j < x.s->drafts.size(); ++j)
+        b_.add(x.s->drafts[j], x.n0 + 1 + static_cast<int32_t>(j), x.s->seq, true);
     }
     b_.n_generated = b_.size();
     if (!pre) return;
@@ -415,12 +527,12 @@ class DecodeLoop {
   void scatter(DecodeStream* pre, size_t pre_end, double dt) {
     for (const Planned& x : planned_) {
       DecodeStream& s = *x.s;
-      const float* row = ctx_.logits(x.first_row);
-      s.logits.assign(row, row + n_vocab_);
       s.held.push_back(s.next);
       s.r.token_ms.push_back(dt);
       s.r.decode_ms += dt;
       s.worst_token_ms = std::max(s.worst_token_ms * 0.9, dt);
+      ++s.r.n_passes;
+      verify(s, x);
     }
     if (!pre) return;
     pre->held.insert(pre->held.end(), pre->prompt.begin() + static_cast<std::ptrdiff_t>(pre->n_read),
@@ -438,6 +550,7 @@ class DecodeLoop {
   int n_vocab_;
   Batch b_;
   std::vector<Planned> planned_;
+  LookupDrafter lookup_;
 };
 
 }  // namespace edgellm

@@ -15,6 +15,7 @@
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/decode_loop.hpp"
+#include "edgellm/engine/speculative.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
 #include "edgellm/runtime/memory_stats.hpp"
@@ -69,6 +70,23 @@ class Session {
   ThreadPool& pool() { return pool_; }
   bool evicting() const { return p_.n_window > 0; }
 
+  // Speculative decoding's draft source for generate() and generate_parallel() (besides prompt
+  // lookup, GenerateParams::speculative.lookup): a draft model with the target's vocabulary
+  // (checked: Error otherwise), or with n_layers > 0 the first n_layers layers of `draft` (null:
+  // the session's own model, early exit). Its KV cache holds up to n_ctx + 64 tokens per sequence.
+  // null and 0: none.
+  void set_draft(std::shared_ptr<const LlamaModel> draft, int n_layers = 0) {
+    drafter_.reset();
+    if (!draft && n_layers == 0) return;
+    if (!draft) draft = model_;
+    if (draft != model_) {
+      const Tokenizer dtok(Vocab::from_gguf(draft->file()));
+      check_draft_vocab(*tok_, dtok, draft->file().path());
+    }
+    drafter_.reset(new ModelDrafter(std::move(draft), n_layers, &pool_, p_.n_ctx + 64, p_.n_batch));
+  }
+  const ModelDrafter* drafter() const { return drafter_.get(); }
+
   // Forgets the conversation (blocks return to the pool).
   void reset() {
     kv_.truncate(seq_, 0);
@@ -121,6 +139,7 @@ class Session {
   GenerateResult generate(const std::string& prompt, const GenerateParams& gp,
                           const std::function<bool(const std::string&)>& on_text = {}) {
     Sampler::validate(gp.sampler);  // before the prompt is evaluated: a rejected call changes nothing
+    validate(gp.speculative);
     cancel_.store(false);
     DecodeStream st;
     start_prompt(st, prompt, gp);
@@ -139,6 +158,7 @@ class Session {
                                                 const std::function<bool(int, const std::string&)>& on_text = {}) {
     EDGELLM_CHECK(n_seq >= 1, "generate_parallel: n_seq must be >= 1, got ", n_seq);
     Sampler::validate(gp.sampler);
+    validate(gp.speculative);
     cancel_.store(false);
     // The prompt: a stream that ends when it is read (max_tokens 0), its last logits row kept.
     DecodeStream head;
@@ -208,6 +228,7 @@ class Session {
     lp.n_ctx = evicting() ? 0 : p_.n_ctx;
     lp.chunk = prompt_chunk();
     lp.no_room_is_context_full = false;  // the KV byte budget is an Error (or eviction makes room)
+    lp.drafter = drafter_.get();
     return DecodeLoop(*model_, *tok_, ctx_, kv_, host, lp);
   }
 
@@ -292,6 +313,7 @@ class Session {
   int max_chunk_ = 0;  // with eviction: n_ctx minus the most an eviction keeps
   std::vector<int32_t> history_;
   std::atomic<bool> cancel_{false};
+  std::unique_ptr<ModelDrafter> drafter_;
 };
 
 }  // namespace edgellm

@@ -168,9 +168,14 @@ class LlamaModel {
 
   // Evaluates the batch; K/V of its tokens are appended to their sequences in `kv`, and the
   // logits of flagged tokens are left in ctx. On error the cache is left as it was.
-  void forward(LlamaContext& ctx, PagedKvCache& kv, const Batch& b) const {
+  // n_layers > 0: early exit — only the first n_layers layers, then the final norm and the output
+  // head (speculative decoding's self-draft, engine/speculative.hpp); kv needs that many layers.
+  void forward(LlamaContext& ctx, PagedKvCache& kv, const Batch& b, int n_layers = 0) const {
     const int n = b.size();
     EDGELLM_CHECK(n > 0, "forward: empty batch");
+    EDGELLM_CHECK(n_layers >= 0 && n_layers <= cfg_.n_layer, "forward: early exit after ", n_layers, " layers of ", cfg_.n_layer);
+    if (n_layers == 0) n_layers = cfg_.n_layer;
+    EDGELLM_CHECK(kv.params().n_layer >= n_layers, "forward: KV cache of ", kv.params().n_layer, " layers for ", n_layers);
     EDGELLM_CHECK(b.pos.size() == b.tokens.size() && b.seq.size() == b.tokens.size() && b.logits.size() == b.tokens.size(),
                   "forward: batch arrays differ in length");
     EDGELLM_CHECK(b.n_generated <= n, "forward: ", b.n_generated, " generated tokens in a batch of ", n);
@@ -181,7 +186,7 @@ class LlamaModel {
     if (w_.stream) pass = std::unique_lock<std::mutex>(w_.stream->pass_mutex());
     reserve_kv(kv, b);
     try {
-      run(ctx, kv, b);
+      run(ctx, kv, b, n_layers);
     } catch (...) {
       rollback_kv(kv, b);
       throw;
@@ -281,7 +286,7 @@ class LlamaModel {
     }
   }
 
-  void run(LlamaContext& ctx, PagedKvCache& kv, const Batch& b) const {
+  void run(LlamaContext& ctx, PagedKvCache& kv, const Batch& b, int n_layers) const {
     const LlamaConfig& c = cfg_;
     const FloatKernels& f = kt_->f;
     const int n = b.size();
@@ -317,7 +322,7 @@ class LlamaModel {
         ctx.observer_(l < 0 ? std::string(name) : "blk." + std::to_string(l) + "." + name, in, rows, static_cast<int>(cols));
     };
 
-    for (int l = 0; l < c.n_layer; ++l) {
+    for (int l = 0; l < n_layers; ++l) {
       const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(l)];
       // 2. attention RMSNorm
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.attn_norm.data(), c.n_embd, c.rms_eps);

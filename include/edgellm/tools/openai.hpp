@@ -62,6 +62,7 @@ struct ApiLimits {
   int max_n_probs = 20;
   size_t max_messages = 4096;
   double max_deadline_ms = 1e9;
+  SpeculativeParams speculative;  // a request's speculative decoding unless it says otherwise
 };
 
 struct ApiRequest {
@@ -259,6 +260,17 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
   if (const Json* v = j.find("ignore_eos"); v && !v->is_null()) r.gp.ignore_eos = boolean(*v, "ignore_eos");
   if (const Json* v = j.find("n_probs"); v && !v->is_null()) r.n_probs = static_cast<int>(integer_in(*v, "n_probs", 0, lim.max_n_probs));
   if (const Json* v = j.find("deadline_ms"); v && !v->is_null()) r.gp.deadline_ms = number_in(*v, "deadline_ms", 0, lim.max_deadline_ms);
+  // Speculative decoding, with llama-server's keys; "lookup" (or "speculative.lookup"): prompt lookup.
+  SpeculativeParams& spec = r.gp.speculative;
+  spec = lim.speculative;
+  if (const Json* v = j.find("speculative.n_max"); v && !v->is_null()) spec.n_max = static_cast<int>(integer_in(*v, "speculative.n_max", 0, 64));
+  if (const Json* v = j.find("speculative.n_min"); v && !v->is_null()) spec.n_min = static_cast<int>(integer_in(*v, "speculative.n_min", 0, 64));
+  if (const Json* v = j.find("speculative.p_min"); v && !v->is_null()) spec.p_min = static_cast<float>(number_in(*v, "speculative.p_min", 0, 1));
+  for (const char* key : {"lookup", "speculative.lookup"})
+    if (const Json* v = j.find(key); v && !v->is_null()) spec.lookup = boolean(*v, key);
+  if (spec.n_min > spec.n_max)
+    throw bad("speculative.n_min", "'speculative.n_min' (" + std::to_string(spec.n_min) + ") is above 'speculative.n_max' (" +
+                                       std::to_string(spec.n_max) + ")");
   Sampler::validate(sp);
   return r;
 }
@@ -330,6 +342,10 @@ inline Json timings_json(const JobResult& r) {
   t.set("ttft_ms", r.ttft_ms);
   t.set("queue_ms", r.queue_ms);
   t.set("stop", stop_reason_name(r.reason));
+  if (r.n_drafted > 0) {  // llama-server's names
+    t.set("draft_n", r.n_drafted);
+    t.set("draft_n_accepted", r.n_accepted);
+  }
   return t;
 }
 
