@@ -213,7 +213,7 @@ struct LlamaWeights {
     }
     if (total) packed_memory = AnonymousMemory(total);
     resident_pinned = total && ::mlock(packed_memory.data(), packed_memory.size()) == 0;
-    WeightReader rd(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk);
+    FileReader rd(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk);
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < list.size(); ++i) {
       MatmulWeight& m = *list[i].w;
@@ -295,7 +295,7 @@ struct LlamaWeights {
         units.push_back(std::move(u));
       }
     }
-    stream = std::make_unique<WeightStream>(WeightReader(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk), std::move(units),
+    stream = std::make_unique<WeightStream>(FileReader(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk), std::move(units),
                                             residency.n_slots);
   }
 

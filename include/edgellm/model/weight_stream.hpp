@@ -119,7 +119,7 @@ inline void place_rows(const StreamPiece& p, const ReadOp& op, const uint8_t* sr
 
 // Reads a piece through the reader into dst (its dst_bytes), repacking on the way when pf is set
 // (the load of the resident matrices: one read after the other).
-inline void load_piece(WeightReader& rd, const StreamPiece& p, uint8_t* dst) {
+inline void load_piece(FileReader& rd, const StreamPiece& p, uint8_t* dst) {
   for (const ReadOp& op : piece_reads(p, 0, rd.chunk())) place_rows(p, op, rd.read(op.off, op.bytes), dst);
 }
 
