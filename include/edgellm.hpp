@@ -17,6 +17,8 @@
 #include "edgellm/runtime/timer.hpp"
 #include "edgellm/runtime/memory_stats.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
+#include "edgellm/runtime/file_reader.hpp"
+#include "edgellm/runtime/read_ahead.hpp"
 
 #include "edgellm/gguf/metadata.hpp"
 #include "edgellm/gguf/reader.hpp"
@@ -42,6 +44,8 @@
 
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/memory_plan.hpp"
+#include "edgellm/model/tensors.hpp"
+#include "edgellm/model/residency.hpp"
 #include "edgellm/model/weight_stream.hpp"
 #include "edgellm/model/llama_weights.hpp"
 #include "edgellm/model/llama.hpp"

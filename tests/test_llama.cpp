@@ -20,6 +20,7 @@
 #include <edgellm/tools/synthetic.hpp>
 #include <edgellm/text/tokenizer.hpp>
 
+#include "model_fixtures.hpp"
 #include "packed_stub.hpp"
 #include "test_util.hpp"
 
@@ -446,22 +447,7 @@ TEST_CASE("bad models and bad batches give Error, and the cache is left as it wa
 
 // Logits of a 9-token prompt (one batch) and then 3 single-token steps.
 static std::vector<float> run_prompt_and_steps(const LlamaModel& m) {
-  PagedKvCache kv(m.kv_params(64));
-  const int s = kv.create_sequence();
-  LlamaContext ctx;
-  Batch b;
-  std::vector<float> out;
-  const int32_t toks[] = {1, 17, 300, 4, 99, 250, 7, 480, 33, 5, 211, 64};
-  for (int i = 0; i < 9; ++i) b.add(toks[i], i, s, true);
-  m.forward(ctx, kv, b);
-  for (int i = 0; i < 9; ++i) out.insert(out.end(), ctx.logits(i), ctx.logits(i) + m.config().n_vocab);
-  for (int i = 9; i < 12; ++i) {
-    b.clear();
-    b.add(toks[i], i, s, true);
-    m.forward(ctx, kv, b);
-    out.insert(out.end(), ctx.logits(0), ctx.logits(0) + m.config().n_vocab);
-  }
-  return out;
+  return edgellm_test::prompt_and_steps_logits(m, {1, 17, 300, 4, 99, 250, 7, 480, 33, 5, 211, 64}, 9, 64);
 }
 
 TEST_CASE("repacked weights give the logits of the weights read in place, prefill and decode") {

@@ -16,6 +16,7 @@
 #include "edgellm/model/llama.hpp"
 #include "edgellm/tools/synthetic.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
+#include "model_fixtures.hpp"
 #include "packed_stub.hpp"
 
 using namespace edgellm;
@@ -62,14 +63,7 @@ std::vector<uint8_t> model_bytes(SyntheticSpec spec, const char* mix) {
   return build_synthetic_gguf(spec, quant_mix(mix), 1234, "", {}, &pool);
 }
 
-LoadOptions options(uint64_t budget) {
-  LoadOptions o;
-  o.mem_budget = budget;
-  o.plan.n_ctx = kCtx;
-  o.plan.n_batch = kCtx;
-  o.plan.n_threads = 2;
-  return o;
-}
+LoadOptions options(uint64_t budget) { return edgellm_test::budget_options(budget, kCtx, 2); }
 
 // Logits of a 9-token prompt in one batch, one without logits, then 3 single-token steps.
 std::vector<float> run(const LlamaModel& m, ThreadPool* pool) {

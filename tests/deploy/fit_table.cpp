@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "edgellm/model/memory_plan.hpp"
+#include "edgellm/tools/synthetic.hpp"
 
 namespace {
 
@@ -18,19 +19,9 @@ struct Shape {
 };
 
 edgellm::LlamaConfig config_of(const Shape& s) {
-  edgellm::LlamaConfig c;
-  c.name = s.name;
-  c.n_layer = s.n_layer;
-  c.n_embd = s.n_embd;
-  c.n_head = s.n_head;
-  c.n_head_kv = s.n_head_kv;
-  c.head_dim = s.head_dim;
-  c.n_rot = s.head_dim;
-  c.n_ff = s.n_ff;
-  c.n_vocab = s.n_vocab;
-  c.n_ctx_train = s.n_ctx_train;
-  c.tied_embeddings = s.tied;
-  return c;
+  edgellm::SyntheticSpec spec{s.name, s.n_vocab, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_ff, s.n_ctx_train, 10000.f, s.tied};
+  spec.head_dim = s.head_dim;
+  return edgellm::synthetic_config(spec);
 }
 
 std::string gib(uint64_t b) {

@@ -315,11 +315,12 @@ class LlamaModel {
     const int n_threads = ctx.pool() ? ctx.pool()->n_threads() : 1;
     if (static_cast<int>(ctx.attn_scratch_.size()) < n_threads) ctx.attn_scratch_.resize(static_cast<size_t>(n_threads));
     const std::vector<AttnTile> tiles = attention_tiles(b);  // the same for every layer
-    const TensorNames& tn = w_.tensor_names();
-    auto observe = [&](int l, std::initializer_list<const char*> names, const float* in, int rows, size_t cols) {
+    // The matrices of layer l's matmul unit (the architecture's table), or the output matrix (l -1).
+    auto observe = [&](int l, int unit, const float* in, int rows, size_t cols) {
       if (!ctx.observer_) return;
-      for (const char* name : names)
-        ctx.observer_(l < 0 ? std::string(name) : "blk." + std::to_string(l) + "." + name, in, rows, static_cast<int>(cols));
+      if (l < 0) return ctx.observer_(w_.output_name(), in, rows, static_cast<int>(cols));
+      for (const LayerTensor& r : c.arch_entry().layer)
+        if (r.unit == unit && r.slot != LayerSlot::extra) ctx.observer_(layer_tensor_name(l, r.name), in, rows, static_cast<int>(cols));
     };
 
     for (int l = 0; l < n_layers; ++l) {
@@ -327,9 +328,9 @@ class LlamaModel {
       // 2. attention RMSNorm
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.attn_norm.data(), c.n_embd, c.rms_eps);
       // 3. Q, K, V projections
-      observe(l, {tn.attn_q, tn.attn_k, tn.attn_v}, ctx.xn_.data(), n, D);
+      observe(l, kUnitQKV, ctx.xn_.data(), n, D);
       {
-        const WeightStream::Lease w = lease(layer_unit(l, 0));
+        const WeightStream::Lease w = lease(layer_unit(l, kUnitQKV));
         const MatmulTask qkv[] = {{&w(L.wq), ctx.q_.data()}, {&w(L.wk), ctx.k_.data()}, {&w(L.wv), ctx.v_.data()}};
         matmul_multi(*kt_, ctx.pool(), qkv, 3, ctx.xn_.data(), n, ctx.mm_scratch_, b.n_generated);  // one pass for Q, K, V
       }
@@ -355,20 +356,20 @@ class LlamaModel {
       float* att = ctx.xn_.data();  // [n_tok, q_dim]; the normed input is no longer needed
       attention(ctx, kv, b, tiles, l, att);
       // 6. output projection and residual
-      observe(l, {tn.attn_output}, att, n, QD);
-      mm(ctx, lease(layer_unit(l, 1))(L.wo), att, n, ctx.tmp_.data(), b.n_generated);
+      observe(l, kUnitAttnOut, att, n, QD);
+      mm(ctx, lease(layer_unit(l, kUnitAttnOut))(L.wo), att, n, ctx.tmp_.data(), b.n_generated);
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
       // 7. FFN: RMSNorm, SwiGLU, down projection, residual
       for (int i = 0; i < n; ++i) f.rmsnorm(ctx.xn_.data() + i * D, x + i * D, L.ffn_norm.data(), c.n_embd, c.rms_eps);
-      observe(l, {tn.ffn_gate, tn.ffn_up}, ctx.xn_.data(), n, D);
+      observe(l, kUnitGateUp, ctx.xn_.data(), n, D);
       {
-        const WeightStream::Lease w = lease(layer_unit(l, 2));
+        const WeightStream::Lease w = lease(layer_unit(l, kUnitGateUp));
         const MatmulTask gate_up[] = {{&w(L.w_gate), ctx.gate_.data()}, {&w(L.w_up), ctx.up_.data()}};
         matmul_multi(*kt_, ctx.pool(), gate_up, 2, ctx.xn_.data(), n, ctx.mm_scratch_, b.n_generated);  // one pass for both
       }
       f.silu_mul(ctx.gate_.data(), ctx.up_.data(), static_cast<int>(N * FF));
-      observe(l, {tn.ffn_down}, ctx.gate_.data(), n, FF);
-      mm(ctx, lease(layer_unit(l, 3))(L.w_down), ctx.gate_.data(), n, ctx.tmp_.data(), b.n_generated);
+      observe(l, kUnitDown, ctx.gate_.data(), n, FF);
+      mm(ctx, lease(layer_unit(l, kUnitDown))(L.w_down), ctx.gate_.data(), n, ctx.tmp_.data(), b.n_generated);
       for (size_t i = 0; i < N * D; ++i) x[i] += ctx.tmp_[i];
     }
 
@@ -384,13 +385,17 @@ class LlamaModel {
     ctx.n_vocab_ = c.n_vocab;
     ctx.n_outputs_ = n_out;
     ctx.logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
-    if (n_out > 0) observe(-1, {w_.output_name()}, ctx.out_in_.data(), n_out, D);
+    if (n_out > 0) observe(-1, kUnitNone, ctx.out_in_.data(), n_out, D);
     if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data(), b.n_generated < 0 ? -1 : n_out_dec);
   }
 
   // Cache positions per attention step: whole blocks up to this many rows, so the score GEMMs run
   // on 64-wide slices rather than on one block (docs/PERF.md, "Attention over the paged cache").
   static constexpr int kAttnStepRows = 64;
+  // Query rows of an attention tile (tokens x the n_gqa heads of a KV head): about this many ...
+  static constexpr int kAttnTileRows = 64;
+  // ... and at most this many floats of scores (query rows x positions) per tile.
+  static constexpr int kAttnTileScoreFloats = 1 << 20;
 
   // A run of consecutive batch tokens of one sequence at consecutive positions, for one KV head:
   // the unit of attention work (all n_gqa query heads of that KV head, for every token of the run).
@@ -398,7 +403,7 @@ class LlamaModel {
     int i0, n_tok, kvh;  // first batch token, tokens, KV head
   };
 
-  // Splits the batch into runs of up to ~64 / n_gqa tokens (same sequence, positions +1 each;
+  // Splits the batch into runs of up to ~kAttnTileRows / n_gqa tokens (same sequence, positions +1 each;
   // fewer when score rows get long: S is M x positions floats), times the KV heads; the runs with
   // the most positions first, so threads that claim them in order finish together (causal
   // prefill: late tokens see more positions). Depends on the batch only: made once per forward.
@@ -406,8 +411,8 @@ class LlamaModel {
     const int n_gqa = cfg_.n_gqa();
     int max_pos = 0;
     for (int i = 0; i < b.size(); ++i) max_pos = std::max(max_pos, b.pos[i]);
-    int max_tok = std::max(1, 64 / n_gqa);
-    max_tok = std::max(1, std::min(max_tok, (1 << 20) / (n_gqa * (max_pos + 1))));
+    int max_tok = std::max(1, kAttnTileRows / n_gqa);
+    max_tok = std::max(1, std::min(max_tok, kAttnTileScoreFloats / (n_gqa * (max_pos + 1))));
     std::vector<AttnTile> runs;
     for (int i = 0; i < b.size();) {
       int n = 1;

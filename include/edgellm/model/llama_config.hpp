@@ -38,6 +38,21 @@ struct LlamaConfig {
   int kv_dim() const { return n_head_kv * head_dim; }
   int n_gqa() const { return n_head / n_head_kv; }
 
+  // A shape length of the architecture table (model/arch.hpp).
+  int64_t dim(Dim d) const {
+    switch (d) {
+      case Dim::One: return 1;
+      case Dim::Embd: return n_embd;
+      case Dim::QDim: return q_dim();
+      case Dim::KvDim: return kv_dim();
+      case Dim::FF: return n_ff;
+      case Dim::HeadDim: return head_dim;
+    }
+    return 0;
+  }
+  // The table's entry: spec, or for a config made by hand (no spec) the entry named by arch.
+  const ArchSpec& arch_entry() const { return spec ? *spec : arch_spec(arch.empty() ? "llama" : arch, "model config"); }
+
   static LlamaConfig from_gguf(const GgufFile& f) {
     LlamaConfig c;
     c.arch = f.get_string_or("general.architecture", "");

@@ -3,7 +3,9 @@
 // kept as F32 copies (tiny); everything else is read in place, whatever its type — except matrices
 // whose type the kernel table can repack (PackedFormat, kernels/api.hpp): with repack on, those are
 // copied once into a row-interleaved form in anonymous memory and the file pages they came from
-// are released, so resident memory does not double.
+// are released, so resident memory does not double. Which tensors a layer has, and what each is
+// for, is the architecture table's (model/arch.hpp); under a memory budget the residency plan
+// (model/residency.hpp) says what stays resident and the rest streams (model/weight_stream.hpp).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -15,9 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "edgellm/core/memory.hpp"
 #include "edgellm/core/error.hpp"
@@ -25,66 +25,22 @@
 #include "edgellm/gguf/reader.hpp"
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/matmul.hpp"
+#include "edgellm/model/arch.hpp"
 #include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/memory_plan.hpp"
+#include "edgellm/model/residency.hpp"
+#include "edgellm/model/tensors.hpp"
 #include "edgellm/model/weight_stream.hpp"
 #include "edgellm/quant/ref.hpp"
-#include "edgellm/runtime/memory_limit.hpp"
-#include "edgellm/model/memory_plan.hpp"
+#include "edgellm/runtime/file_reader.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 
 namespace edgellm {
 
-// How a model is loaded. With the default options a model that fits in memory loads as it always
-// did (matrices read in place from the mapping, or repacked); one that does not fit keeps as many
-// matrix bytes resident as mem_budget leaves after KV and scratch, and streams the rest from
-// storage on every forward pass (model/weight_stream.hpp).
-struct LoadOptions {
-  // Repack the matrices whose type the kernel table can interleave (kernels/api.hpp PackedFormat).
-  bool repack = true;
-  // Bytes the model may use: resident weights + KV at plan.n_ctx + scratch + the stream's ring.
-  // 0: what this process may really use (runtime/memory_limit.hpp: the smaller of MemAvailable
-  // and the cgroup limit, less a margin).
-  uint64_t mem_budget = 0;
-  // The run the budget must hold (KV type and context, batch, threads, sequences); n_ctx 0 means
-  // default_context() of the model.
-  MemoryPlanParams plan = MemoryPlanParams{0};
-  int stream_slots = kStreamSlots;
-};
-
-// The context tools use when -c is 0: the training context, at most 4096.
-inline int default_context(const LlamaConfig& c) { return std::max(1, std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096)); }
-
-// Which matrices stay resident under a budget and what is streamed (plan_residency).
-struct ResidencyPlan {
-  bool streaming = false;        // false: every matrix resident (mapped or repacked), as without a budget
-  uint64_t budget = 0;           // bytes planned against
-  bool budget_detected = false;  // budget came from detect_memory_limit()
-  uint64_t kv = 0, scratch = 0;  // reserved for KV at n_ctx and the pass's buffers
-  uint64_t weights = 0;          // every matrix in its resident form (repacked size where packed)
-  uint64_t resident = 0;         // matrix bytes held in memory (anonymous, pinned when allowed)
-  uint64_t streamed = 0;         // bytes read from storage per forward pass
-  uint64_t ring = 0;             // the stream's slots
-  uint64_t staging = 0;          // its read buffers (kStreamReadBuffers of read_chunk bytes, plus alignment)
-  size_t read_chunk = 0;
-  uint64_t minimum = 0;          // smallest budget that runs: kv + scratch + ring + staging
-  int n_slots = 0;
-  size_t slot_bytes = 0;
-  int64_t output_chunk_rows = 0;           // rows per unit of a streamed output matrix
-  std::vector<char> resident_matrix;       // per LlamaWeights::matrices() entry
-  int n_ctx = 0;
-  // Seconds per token of storage reads alone at `read_bps` bytes/s.
-  double read_s_per_token(double read_bps) const { return read_bps > 0 ? double(streamed) / read_bps : 0; }
-};
-
-// Units of forward(): per layer, the matrices of one matmul call; then row chunks of the output.
-inline constexpr int kUnitsPerLayer = 4;  // 0: Q/K/V, 1: attention output, 2: gate/up, 3: down
-inline int layer_unit(int layer, int group) { return layer * kUnitsPerLayer + group; }
+// Units of forward(): per layer, the matrices of one matmul call (MatmulUnit, model/arch.hpp);
+// then row chunks of the output.
+inline int layer_unit(int layer, int unit) { return layer * kUnitsPerLayer + unit; }
 inline int output_unit(int n_layer, int chunk) { return n_layer * kUnitsPerLayer + chunk; }
-// Group of matrix i (LlamaWeights::matrices() order: q k v o gate up down per layer, then output).
-inline int matrix_group(size_t i) {
-  static constexpr int kGroup[7] = {0, 0, 0, 1, 2, 2, 3};
-  return kGroup[i % 7];
-}
 
 struct LlamaLayerWeights {
   std::vector<float> attn_norm;  // [n_embd]
@@ -99,6 +55,49 @@ struct LlamaLayerWeights {
   MatmulWeight w_gate;           // [n_embd -> n_ff]
   MatmulWeight w_up;             // [n_embd -> n_ff]
   MatmulWeight w_down;           // [n_ff -> n_embd]
+  // Tensors of the architecture's table the forward pass does not read (LayerSlot::extra): loaded,
+  // planned and streamed like the others.
+  struct Extra {
+    std::string name;
+    const LayerTensor* row = nullptr;  // its row of the table
+    MatmulWeight matrix;        // a matrix (role Matrix)
+    std::vector<float> vector;  // or a vector
+  };
+  std::vector<Extra> extra;
+};
+
+// The field of L that a table row fills: a matrix or a vector (null for the other kind and for
+// extra rows).
+inline MatmulWeight* layer_matrix(LlamaLayerWeights& L, LayerSlot s) {
+  switch (s) {
+    case LayerSlot::wq: return &L.wq;
+    case LayerSlot::wk: return &L.wk;
+    case LayerSlot::wv: return &L.wv;
+    case LayerSlot::wo: return &L.wo;
+    case LayerSlot::w_gate: return &L.w_gate;
+    case LayerSlot::w_up: return &L.w_up;
+    case LayerSlot::w_down: return &L.w_down;
+    default: return nullptr;
+  }
+}
+inline std::vector<float>* layer_vector(LlamaLayerWeights& L, LayerSlot s) {
+  switch (s) {
+    case LayerSlot::attn_norm: return &L.attn_norm;
+    case LayerSlot::bq: return &L.bq;
+    case LayerSlot::bk: return &L.bk;
+    case LayerSlot::bv: return &L.bv;
+    case LayerSlot::q_norm: return &L.q_norm;
+    case LayerSlot::k_norm: return &L.k_norm;
+    case LayerSlot::ffn_norm: return &L.ffn_norm;
+    default: return nullptr;
+  }
+}
+
+// A matrix of the model with its tensor name and its stream unit (LlamaWeights::matrices()).
+struct NamedMatrix {
+  std::string name;
+  MatmulWeight* w = nullptr;
+  int unit_key = -1;  // layer_unit(layer, unit); -1: the output matrix
 };
 
 struct LlamaWeights {
@@ -147,27 +146,29 @@ struct LlamaWeights {
     EDGELLM_CHECK(!f.find_tensor("output.bias"), "file ", f.path(),
                   ": tensor 'output.bias' is not supported (the output projection has no bias here)");
     if (c.has_rope_freqs) w.rope_freqs = vector_f32(f, tn.rope_freqs, c.n_rot / 2);
-    // The small per-layer vectors (norms, biases) are F32 copies: always resident, whatever the budget.
-    const Presence bias = c.spec ? c.spec->qkv_bias : Presence::Absent;
-    const Presence qk_norm = c.spec ? c.spec->qk_norm : Presence::Absent;
+    // The layers, row by row of the architecture's table. The small vectors (norms, biases) are
+    // F32 copies: always resident, whatever the budget.
+    w.layer_rows_ = &c.arch_entry().layer;
     w.layers.resize(static_cast<size_t>(c.n_layer));
     for (int l = 0; l < c.n_layer; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
       LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
-      L.attn_norm = vector_f32(f, p + tn.attn_norm, c.n_embd);
-      L.wq = matmul_weight(f, kt, p + tn.attn_q, c.n_embd, c.q_dim());
-      L.wk = matmul_weight(f, kt, p + tn.attn_k, c.n_embd, c.kv_dim());
-      L.wv = matmul_weight(f, kt, p + tn.attn_v, c.n_embd, c.kv_dim());
-      L.bq = vector_f32_if(f, p + tn.attn_q_bias, c.q_dim(), bias);
-      L.bk = vector_f32_if(f, p + tn.attn_k_bias, c.kv_dim(), bias);
-      L.bv = vector_f32_if(f, p + tn.attn_v_bias, c.kv_dim(), bias);
-      L.q_norm = vector_f32_if(f, p + tn.attn_q_norm, c.head_dim, qk_norm);
-      L.k_norm = vector_f32_if(f, p + tn.attn_k_norm, c.head_dim, qk_norm);
-      L.wo = matmul_weight(f, kt, p + tn.attn_output, c.q_dim(), c.n_embd);
-      L.ffn_norm = vector_f32(f, p + tn.ffn_norm, c.n_embd);
-      L.w_gate = matmul_weight(f, kt, p + tn.ffn_gate, c.n_embd, c.n_ff);
-      L.w_up = matmul_weight(f, kt, p + tn.ffn_up, c.n_embd, c.n_ff);
-      L.w_down = matmul_weight(f, kt, p + tn.ffn_down, c.n_ff, c.n_embd);
+      for (const LayerTensor& r : *w.layer_rows_) {
+        const std::string name = layer_tensor_name(l, r.name);
+        if (r.presence == Presence::Absent || (r.presence == Presence::Optional && !f.find_tensor(name))) continue;
+        const int64_t n_in = c.dim(r.n_in), n_out = c.dim(r.n_out);
+        if (r.slot == LayerSlot::extra) {
+          LlamaLayerWeights::Extra e;
+          e.name = name;
+          e.row = &r;
+          if (r.role == TensorRole::Matrix) e.matrix = matmul_weight(f, kt, name, n_in, n_out);
+          else e.vector = vector_f32(f, name, n_in);
+          L.extra.push_back(std::move(e));
+        } else if (MatmulWeight* m = layer_matrix(L, r.slot)) {
+          *m = matmul_weight(f, kt, name, n_in, n_out);
+        } else {
+          *layer_vector(L, r.slot) = vector_f32(f, name, n_in);
+        }
+      }
     }
     w.tied_ = c.tied_embeddings;
     w.residency = w.plan_residency(c, kt, opt);
@@ -183,127 +184,17 @@ struct LlamaWeights {
     return w;
   }
 
-  // The resident form of matrix m: its interleaved form when repack is on and the table has one.
+  // The resident form of matrix m (model/residency.hpp).
   static const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack) {
-    if (!repack) return nullptr;
-    const PackedFormat& pf = kt.packed_of(m.type);
-    return pf.rows > 0 && pf.pack && pf.gemm && m.n_in % 32 == 0 ? &pf : nullptr;
+    return edgellm::resident_format(kt, m, repack);
   }
 
-  // Keeps resident as many matrix bytes as the budget leaves after KV, scratch and the stream's
-  // ring: the output matrix first when it fits (a pass without logits then reads nothing for
-  // it), then the others largest first. Every matrix is read once per pass, so each resident byte
-  // saves one byte of reads per token whichever matrix holds it. Throws Error naming the minimum
-  // budget when even the ring does not fit.
+  // The residency plan of these matrices under opt (model/residency.hpp).
   ResidencyPlan plan_residency(const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
-    ResidencyPlan p;
-    MemoryPlanParams mp = opt.plan;
-    if (mp.n_ctx <= 0) mp.n_ctx = default_context(c);
-    p.n_ctx = mp.n_ctx;
-    p.kv = kv_bytes_at_ctx(c, mp);
-    p.scratch = scratch_bytes(c, mp);
-    auto list = matrices(c.tied_embeddings);
-    const size_t n = list.size();
-    std::vector<uint64_t> res(n);
-    for (size_t i = 0; i < n; ++i) {
-      const MatmulWeight& m = *list[i].second;
-      res[i] = resident_form_bytes(m, resident_format(kt, m, opt.repack), m.n_out);
-      p.weights += res[i];
-    }
-    p.resident_matrix.assign(n, 1);
-    p.resident = p.weights;
-    if (opt.mem_budget == UINT64_MAX) return p;  // no budget
-    p.budget = opt.mem_budget;
-    if (p.budget == 0) {
-      const MemoryLimit lim = detect_memory_limit();
-      if (lim.budget == 0) return p;  // nothing known: as without a budget
-      p.budget = lim.budget;
-      p.budget_detected = true;
-    }
-    if (p.kv + p.scratch + p.weights <= p.budget) return p;
-
-    // Streaming. The slot holds the largest unit: a layer's matmul group, or output rows chunked to that.
-    p.streaming = true;
-    p.n_slots = std::max(2, opt.stream_slots);
-    const size_t out = n - 1;
-    const MatmulWeight& ow = *list[out].second;
-    const PackedFormat* opf = resident_format(kt, ow, opt.repack);
-    auto group_bytes = [&](bool streamed_only) {
-      uint64_t best = 0;
-      for (size_t i = 0; i < out;) {
-        uint64_t g = 0;
-        const int grp = matrix_group(i);
-        size_t j = i;
-        for (; j < out && j / 7 == i / 7 && matrix_group(j) == grp; ++j)
-          if (!streamed_only || !p.resident_matrix[j]) g += res[j];
-        best = std::max(best, g);
-        i = j;
-      }
-      return best;
-    };
-    // Chunks start on whole groups of the output's form and of kStreamRowAlign rows.
-    const int64_t align = opf ? std::lcm<int64_t>(kStreamRowAlign, opf->rows) : kStreamRowAlign;
-    auto chunk_rows_for = [&](uint64_t slot) {
-      const uint64_t per = std::max<uint64_t>(1, resident_form_bytes(ow, opf, align));
-      return std::max<int64_t>(align, int64_t(slot / per) * align);
-    };
-    auto slot_for = [&](bool streamed_only) {
-      uint64_t slot = group_bytes(streamed_only);
-      if (!streamed_only || !p.resident_matrix[out])
-        slot = std::max<uint64_t>(slot, resident_form_bytes(ow, opf, std::min<int64_t>(ow.n_out, align)));
-      return slot;
-    };
-    // Reads of up to kStreamReadBytes, or of the largest matrix when smaller (at least one packed group of rows).
-    size_t chunk = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const MatmulWeight& m = *list[i].second;
-      const PackedFormat* pf = resident_format(kt, m, opt.repack);
-      chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(pf ? pf->rows : 1) * m.row_bytes});
-    }
-    p.read_chunk = chunk;
-    p.staging = uint64_t(kStreamReadBuffers) * WeightReader::staging_for(chunk);
-    uint64_t slot = slot_for(false);
-    p.minimum = p.kv + p.scratch + p.staging + uint64_t(p.n_slots) * slot;
-    if (p.budget < p.minimum)
-      throw_error("memory budget ", format_bytes(p.budget), " is below the minimum of ", format_bytes(p.minimum),
-                  " for this model at -c ", p.n_ctx, ": KV ", format_bytes(p.kv), " + scratch ", format_bytes(p.scratch),
-                  " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffers ", format_bytes(p.staging),
-                  " (give a larger budget, a smaller -c or --kv-type q8_0)");
-    std::fill(p.resident_matrix.begin(), p.resident_matrix.end(), 0);
-    std::vector<size_t> order(out);
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return res[a] > res[b]; });
-    order.insert(order.begin(), out);
-    uint64_t left = p.budget - p.minimum;
-    auto fill = [&] {
-      for (size_t i : order)
-        if (!p.resident_matrix[i] && res[i] <= left) {
-          p.resident_matrix[i] = 1;
-          left -= res[i];
-        }
-    };
-    fill();
-    // The ring shrinks to the largest streamed unit; what that frees goes to more resident matrices
-    // (which only makes the streamed units smaller still).
-    const uint64_t slot1 = slot_for(true);
-    if (slot1 < slot) {
-      left += uint64_t(p.n_slots) * (slot - slot1);
-      slot = slot1;
-      fill();
-    }
-    p.slot_bytes = size_t(slot);
-    p.ring = uint64_t(p.n_slots) * slot;
-    p.output_chunk_rows = p.resident_matrix[out] ? 0 : std::min<int64_t>(ow.n_out, chunk_rows_for(slot));
-    p.resident = p.streamed = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (p.resident_matrix[i]) p.resident += res[i];
-      else p.streamed += uint64_t(list[i].second->n_out) * list[i].second->row_bytes;
-    }
-    if (std::all_of(p.resident_matrix.begin(), p.resident_matrix.end(), [](char r) { return r != 0; })) {
-      p.streaming = false;  // the ring's reservation was not needed after all
-      p.ring = p.staging = 0;
-    }
-    return p;
+    std::vector<PlannedMatrix> mats;
+    for (const NamedMatrix& m : matrices(c.tied_embeddings))
+      mats.push_back(planned_matrix(*m.w, resident_format(kt, *m.w, opt.repack), m.unit_key));
+    return edgellm::plan_residency(mats, c, opt);
   }
 
   // Streaming mode, at load: the resident matrices are read (O_DIRECT where possible, so the page
@@ -316,17 +207,17 @@ struct LlamaWeights {
     size_t total = 0;
     for (size_t i = 0; i < list.size(); ++i) {
       if (!residency.resident_matrix[i]) continue;
-      const MatmulWeight& m = *list[i].second;
+      const MatmulWeight& m = *list[i].w;
       offset[i] = total;
       total += resident_form_bytes(m, resident_format(kt, m, repack), m.n_out);
     }
     if (total) packed_memory = AnonymousMemory(total);
     resident_pinned = total && ::mlock(packed_memory.data(), packed_memory.size()) == 0;
-    WeightReader rd(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk);
+    FileReader rd(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk);
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < list.size(); ++i) {
-      MatmulWeight& m = *list[i].second;
-      if (list[i].first == names_.token_embd && f.mapped()) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
+      MatmulWeight& m = *list[i].w;
+      if (list[i].name == names_.token_embd && f.mapped()) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
       if (offset[i] == SIZE_MAX) continue;
       StreamPiece piece;
       piece.w = &m;
@@ -339,7 +230,7 @@ struct LlamaWeights {
       if (piece.pf) {
         m.packed = dst;
         m.pf = piece.pf;
-        repacked.push_back(list[i].first + " (" + piece.pf->name + ")");
+        repacked.push_back(list[i].name + " (" + piece.pf->name + ")");
       } else {
         m.data = dst;
       }
@@ -348,33 +239,10 @@ struct LlamaWeights {
     if (!rd.from_memory() && rd.bytes_read() >= (uint64_t(16) << 20) && dt > 0) load_read_bps = double(rd.bytes_read()) / dt;
   }
 
-  // For -v: the residency plan in one or two lines.
+  // For -v: the residency plan in one or two lines (model/residency.hpp).
   std::string describe_residency() const {
-    const ResidencyPlan& p = residency;
-    std::string s;
-    if (!p.streaming) {
-      if (p.budget)
-        s = "memory budget " + format_bytes(p.budget) + (p.budget_detected ? " (detected)" : "") + ": the whole model fits (" +
-            format_bytes(p.weights) + " weights + KV " + format_bytes(p.kv) + " at -c " + std::to_string(p.n_ctx) +
-            " + scratch " + format_bytes(p.scratch) + "), nothing streamed\n";
-      return s;
-    }
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "memory budget %s%s: weights %s resident (%s), %s streamed per pass from storage in %zu units; "
-                  "KV %s at -c %d, scratch %s, ring %d x %s; minimum budget %s\n",
-                  format_bytes(p.budget).c_str(), p.budget_detected ? " (detected)" : "", format_bytes(p.resident).c_str(),
-                  resident_pinned ? "pinned" : "anonymous, not pinned", format_bytes(p.streamed).c_str(),
-                  stream ? stream->units().size() : size_t(0), format_bytes(p.kv).c_str(), p.n_ctx, format_bytes(p.scratch).c_str(),
-                  p.n_slots, format_bytes(p.slot_bytes).c_str(), format_bytes(p.minimum).c_str());
-    s = line;
-    if (load_read_bps > 0) {
-      std::snprintf(line, sizeof line, "stream: reads measured at load %.0f MB/s%s -> at least %.2f s per token for the streamed part\n",
-                    load_read_bps / 1e6, stream && stream->stats().direct_io ? " (O_DIRECT)" : "",
-                    p.read_s_per_token(load_read_bps));
-      s += line;
-    }
-    return s;
+    return edgellm::describe_residency(residency, resident_pinned, stream ? stream->units().size() : 0, load_read_bps,
+                                       stream && stream->stats().direct_io);
   }
   // The form a streamed matrix takes in the ring (null: the file's layout).
   const PackedFormat* stream_format(const MatmulWeight& m) const {
@@ -384,7 +252,8 @@ struct LlamaWeights {
     return nullptr;
   }
   bool tied_ = false;        // output is token_embd
-  TensorNames names_{};      // the architecture's tensor names (model/arch.hpp)
+  TensorNames names_{};      // the architecture's names of the tensors outside the layers (model/arch.hpp)
+  const std::vector<LayerTensor>* layer_rows_ = nullptr;  // the architecture's layer table (model/arch.hpp)
   double load_read_bps = 0;  // storage read rate seen while loading the resident matrices (0: not measured)
 
   // Streaming mode: builds the units of the streamed matrices and starts the I/O thread. Call once
@@ -395,7 +264,7 @@ struct LlamaWeights {
     std::vector<StreamUnit> units;
     auto piece_of = [&](size_t i, int64_t r0, int64_t r1) {
       StreamPiece pc;
-      pc.w = list[i].second;
+      pc.w = list[i].w;
       pc.pf = resident_format(kt, *pc.w, opt.repack);
       pc.row0 = r0;
       pc.row1 = r1;
@@ -412,15 +281,13 @@ struct LlamaWeights {
     const size_t out = list.size() - 1;
     for (size_t i = 0; i < out;) {
       StreamUnit u;
-      u.key = layer_unit(int(i / 7), matrix_group(i));
-      const size_t layer = i / 7;
-      const int grp = matrix_group(i);
-      for (; i < out && i / 7 == layer && matrix_group(i) == grp; ++i)
-        if (!residency.resident_matrix[i]) add(u, piece_of(i, 0, list[i].second->n_out));
+      u.key = list[i].unit_key;
+      for (; i < out && list[i].unit_key == u.key; ++i)
+        if (!residency.resident_matrix[i]) add(u, piece_of(i, 0, list[i].w->n_out));
       if (!u.pieces.empty()) units.push_back(std::move(u));
     }
     if (!residency.resident_matrix[out]) {
-      const int64_t rows = list[out].second->n_out, step = residency.output_chunk_rows;
+      const int64_t rows = list[out].w->n_out, step = residency.output_chunk_rows;
       for (int64_t r = 0, ch = 0; r < rows; r += step, ++ch) {
         StreamUnit u;
         u.key = output_unit(c.n_layer, int(ch));
@@ -428,7 +295,7 @@ struct LlamaWeights {
         units.push_back(std::move(u));
       }
     }
-    stream = std::make_unique<WeightStream>(WeightReader(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk), std::move(units),
+    stream = std::make_unique<WeightStream>(FileReader(f.path(), f.mapped() ? nullptr : f.base(), residency.read_chunk), std::move(units),
                                             residency.n_slots);
   }
 
@@ -436,22 +303,25 @@ struct LlamaWeights {
   const TensorNames& tensor_names() const { return names_; }
   const char* output_name() const { return tied_ ? names_.token_embd : names_.output; }
 
-  // Every matrix with its tensor name, in file-load order.
-  std::vector<std::pair<std::string, MatmulWeight*>> matrices(bool tied_embeddings) {
-    std::vector<std::pair<std::string, MatmulWeight*>> v;
-    const TensorNames& tn = names_;
+  // Every matrix with its tensor name and stream unit: layer by layer, in the order forward()
+  // calls its matmul units (a unit's matrices in table order), then the output matrix.
+  std::vector<NamedMatrix> matrices(bool tied_embeddings) {
+    std::vector<NamedMatrix> v;
     for (size_t l = 0; l < layers.size(); ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
       LlamaLayerWeights& L = layers[l];
-      v.insert(v.end(), {{p + tn.attn_q, &L.wq},
-                         {p + tn.attn_k, &L.wk},
-                         {p + tn.attn_v, &L.wv},
-                         {p + tn.attn_output, &L.wo},
-                         {p + tn.ffn_gate, &L.w_gate},
-                         {p + tn.ffn_up, &L.w_up},
-                         {p + tn.ffn_down, &L.w_down}});
+      std::vector<NamedMatrix> layer;
+      for (const LayerTensor& r : *layer_rows_) {
+        if (r.role != TensorRole::Matrix) continue;
+        MatmulWeight* m = layer_matrix(L, r.slot);
+        for (LlamaLayerWeights::Extra& e : L.extra)
+          if (e.row == &r) m = &e.matrix;
+        if (!m || !m->data) continue;  // an optional matrix the file does not have
+        layer.push_back({layer_tensor_name(int(l), r.name), m, layer_unit(int(l), r.unit)});
+      }
+      std::stable_sort(layer.begin(), layer.end(), [](const NamedMatrix& a, const NamedMatrix& b) { return a.unit_key < b.unit_key; });
+      v.insert(v.end(), layer.begin(), layer.end());
     }
-    v.emplace_back(tied_embeddings ? tn.token_embd : tn.output, &output);
+    v.push_back({tied_embeddings ? names_.token_embd : names_.output, &output, -1});
     return v;
   }
 
@@ -478,12 +348,12 @@ struct LlamaWeights {
     std::vector<std::string> kept, streamed;
     const auto list = const_cast<LlamaWeights*>(this)->matrices(tied_);
     for (size_t i = 0; i < list.size(); ++i) {
-      const MatmulWeight& m = *list[i].second;
+      const MatmulWeight& m = *list[i].w;
       if (residency.streaming && !residency.resident_matrix[i]) {
         const PackedFormat* pf = stream ? stream_format(m) : nullptr;
-        streamed.push_back(list[i].first + " (" + (pf ? std::string(pf->name) + ", repacked as read" : dtype_name(m.type)) + ")");
+        streamed.push_back(list[i].name + " (" + (pf ? std::string(pf->name) + ", repacked as read" : dtype_name(m.type)) + ")");
       } else if (!m.packed) {
-        kept.push_back(list[i].first + " (" + dtype_name(m.type) + ")");
+        kept.push_back(list[i].name + " (" + dtype_name(m.type) + ")");
       }
     }
     char head[96];
@@ -510,7 +380,7 @@ struct LlamaWeights {
     std::vector<size_t> offset(list.size(), SIZE_MAX);
     size_t total = 0;
     for (size_t i = 0; i < list.size(); ++i) {
-      const MatmulWeight& m = *list[i].second;
+      const MatmulWeight& m = *list[i].w;
       const PackedFormat* pf = resident_format(kt, m, /*repack=*/true);
       if (!pf) continue;
       offset[i] = total;
@@ -521,16 +391,11 @@ struct LlamaWeights {
     // Every core packs (plain C++ at ~0.6 GB/s per x86 core: an 8B model's repack would otherwise
     // be tens of seconds of one A55); a matrix's groups are split across the threads.
     ThreadPool pool(default_thread_count());
-    struct Fd {
-      int fd = -1;
-      ~Fd() {
-        if (fd >= 0) ::close(fd);
-      }
-    } cache;
-    if (f.mapped()) cache.fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);  // for POSIX_FADV_DONTNEED only
+    std::unique_ptr<PageCacheDropper> cache;
+    if (f.mapped()) cache = std::make_unique<PageCacheDropper>(f.path());
     for (size_t i = 0; i < list.size(); ++i) {
       if (offset[i] == SIZE_MAX) continue;
-      MatmulWeight& m = *list[i].second;
+      MatmulWeight& m = *list[i].w;
       const PackedFormat& pf = kt.packed_of(m.type);
       const size_t gb = pf.group_bytes(m.n_in);
       uint8_t* dst = packed_memory.data() + offset[i];
@@ -545,15 +410,12 @@ struct LlamaWeights {
       });
       m.packed = dst;
       m.pf = &pf;
-      repacked.push_back(list[i].first + " (" + pf.name + ")");
+      repacked.push_back(list[i].name + " (" + pf.name + ")");
       if (!f.mapped()) continue;
       release_mapped_pages(m.data, size_t(m.n_out) * m.row_bytes);
       // ... and the page cache behind them, which a memory cgroup counts too until reclaim.
-      if (cache.fd >= 0) {
-        const uint64_t off = uint64_t(static_cast<const uint8_t*>(m.data) - f.base());
-        ::posix_fadvise(cache.fd, off_t(off), off_t(size_t(m.n_out) * m.row_bytes), POSIX_FADV_DONTNEED);
-      }
-      if (list[i].first == names_.token_embd) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
+      cache->drop(uint64_t(static_cast<const uint8_t*>(m.data) - f.base()), size_t(m.n_out) * m.row_bytes);
+      if (list[i].name == names_.token_embd) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
     }
   }
 
@@ -579,12 +441,6 @@ struct LlamaWeights {
     std::vector<float> v(static_cast<size_t>(n));
     dequantize_row(t.type, t.data, v.data(), n);
     return v;
-  }
-  // A vector the architecture may or may not have: empty when Absent, or Optional and not in the
-  // file; a Required one that is missing is an Error naming it.
-  static std::vector<float> vector_f32_if(const GgufFile& f, const std::string& name, int64_t n, Presence need) {
-    if (need == Presence::Absent || (need == Presence::Optional && !f.find_tensor(name))) return {};
-    return vector_f32(f, name, n);
   }
   static MatmulWeight matmul_weight(const GgufFile& f, const KernelTable& kt, const std::string& name, int64_t n_in,
                                     int64_t n_out) {

@@ -15,6 +15,8 @@
 #include "edgellm/gguf/reader.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/tensors.hpp"
+#include "edgellm/model/weight_stream.hpp"
 #include "edgellm/quant/mix.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
 
@@ -169,47 +171,37 @@ inline std::string format_memory_plan(const MemoryPlan& m) {
 
 // ---- weight bytes of a LLaMA shape at a mix, without a file (DEPLOY.md's table) ----
 
-// The tensors a GGUF of this shape and architecture holds (qwen2's Q/K/V biases and qwen3's Q/K
-// norms included), in llama.cpp's order, with their F16/F32 source types.
-inline std::vector<GgufTensorInfo> llama_tensor_list(const LlamaConfig& c) {
+namespace detail {
+
+// model_tensors(c) (the architecture table's required rows) as GGUF tensor infos with their
+// F16/F32 source types, and the order llama.cpp writes them in (indices into the first).
+inline std::vector<GgufTensorInfo> tensor_infos(const std::vector<ModelTensor>& mt) {
   std::vector<GgufTensorInfo> ts;
-  auto add = [&](const std::string& name, int64_t ne0, int64_t ne1) {
+  for (const ModelTensor& m : mt) {
     GgufTensorInfo t;
-    t.name = name;
-    t.n_dims = ne1 > 1 ? 2 : 1;
-    t.ne[0] = ne0;
-    t.ne[1] = ne1;
+    t.name = m.name;
+    t.n_dims = m.n_out > 1 ? 2 : 1;
+    t.ne[0] = m.n_in;
+    t.ne[1] = m.n_out;
     t.type = t.n_dims == 2 ? DType::F16 : DType::F32;
     ts.push_back(t);
-  };
-  add("token_embd.weight", c.n_embd, c.n_vocab);
-  add("output_norm.weight", c.n_embd, 1);
-  if (!c.tied_embeddings) add("output.weight", c.n_embd, c.n_vocab);
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    add(p + "attn_norm.weight", c.n_embd, 1);
-    add(p + "attn_q.weight", c.n_embd, c.q_dim());
-    add(p + "attn_k.weight", c.n_embd, c.kv_dim());
-    add(p + "attn_v.weight", c.n_embd, c.kv_dim());
-    if (c.spec && c.spec->qkv_bias == Presence::Required) {
-      add(p + c.spec->tensors.attn_q_bias, c.q_dim(), 1);
-      add(p + c.spec->tensors.attn_k_bias, c.kv_dim(), 1);
-      add(p + c.spec->tensors.attn_v_bias, c.kv_dim(), 1);
-    }
-    if (c.spec && c.spec->qk_norm == Presence::Required) {
-      add(p + c.spec->tensors.attn_q_norm, c.head_dim, 1);
-      add(p + c.spec->tensors.attn_k_norm, c.head_dim, 1);
-    }
-    add(p + "attn_output.weight", c.q_dim(), c.n_embd);
-    add(p + "ffn_norm.weight", c.n_embd, 1);
-    add(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    add(p + "ffn_up.weight", c.n_embd, c.n_ff);
-    add(p + "ffn_down.weight", c.n_ff, c.n_embd);
   }
+  return ts;
+}
+inline std::vector<size_t> tensor_file_order(const std::vector<GgufTensorInfo>& ts) {
   std::vector<std::string> names;
   for (const auto& t : ts) names.push_back(t.name);
+  return llama_tensor_order(names);
+}
+
+}  // namespace detail
+
+// The tensors a GGUF of this shape and architecture holds (model_tensors: the table's rows, the
+// families' biases and Q/K norms included), in llama.cpp's order, with their F16/F32 source types.
+inline std::vector<GgufTensorInfo> llama_tensor_list(const LlamaConfig& c) {
+  const std::vector<GgufTensorInfo> ts = detail::tensor_infos(model_tensors(c));
   std::vector<GgufTensorInfo> ordered;
-  for (size_t i : llama_tensor_order(names)) ordered.push_back(ts[i]);
+  for (size_t i : detail::tensor_file_order(ts)) ordered.push_back(ts[i]);
   return ordered;
 }
 
@@ -247,10 +239,11 @@ inline uint64_t llama_weight_bytes(const LlamaConfig& c, const QuantMix& mix) {
 }
 
 // A model larger than a memory budget, without a file (DEPLOY.md): the bytes streamed from storage
-// per token when `budget` holds KV at p.n_ctx, scratch, the stream's ring (3 x the largest
-// per-layer matmul group: Q/K/V, attention output, gate/up, down) and 3 read buffers of 4 MiB, and the
-// rest of the budget holds matrices (file sizes; the token embedding table stays mapped). Repacked
-// forms, a few percent larger for some K-quants, are not counted. 0 when everything fits.
+// per token when `budget` holds KV at p.n_ctx, scratch, the stream's ring (kStreamSlots x the
+// largest matmul unit of a layer: the table's units, e.g. Q/K/V, attention output, gate/up, down)
+// and kStreamReadBuffers reads of kStreamReadBytes, and the rest of the budget holds matrices
+// (file sizes; the token embedding table stays mapped). Repacked forms, a few percent larger for
+// some K-quants, and the read buffers' alignment are not counted. 0 when everything fits.
 struct StreamProjection {
   uint64_t matrices = 0;  // every matrix (not token_embd)
   uint64_t resident = 0;
@@ -259,33 +252,25 @@ struct StreamProjection {
 };
 inline StreamProjection project_stream(const LlamaConfig& c, const QuantMix& mix, const MemoryPlanParams& p,
                                        uint64_t budget) {
-  const std::vector<GgufTensorInfo> ts = llama_tensor_list(c);
-  const std::vector<DType> types = mix_tensor_types(ts, c, mix);
+  const std::vector<ModelTensor> mt = model_tensors(c);
+  const std::vector<GgufTensorInfo> ts = detail::tensor_infos(mt);
+  const std::vector<size_t> order = detail::tensor_file_order(ts);
+  std::vector<GgufTensorInfo> ordered;
+  for (size_t i : order) ordered.push_back(ts[i]);
+  const std::vector<DType> ordered_types = mix_tensor_types(ordered, c, mix);
+  std::vector<DType> types(ts.size());
+  for (size_t k = 0; k < order.size(); ++k) types[order[k]] = ordered_types[k];
   StreamProjection r;
-  uint64_t largest_group = 0;
-  std::vector<std::pair<std::string, uint64_t>> group;  // "blk.N.<group>" -> bytes
-  for (size_t i = 0; i < ts.size(); ++i) {
-    if (ts[i].n_dims != 2 || ts[i].name == "token_embd.weight") continue;
-    const uint64_t b = uint64_t(dtype_row_bytes(types[i], ts[i].ne[0])) * uint64_t(ts[i].ne[1]);
+  std::vector<uint64_t> unit_bytes(size_t(std::max(0, c.n_layer)) * kUnitsPerLayer, 0);  // [layer * kUnitsPerLayer + unit]
+  for (size_t i = 0; i < mt.size(); ++i) {
+    if (mt[i].role != TensorRole::Matrix || (mt[i].layer < 0 && mt[i].global == GlobalRole::TokenEmbd)) continue;
+    const uint64_t b = uint64_t(dtype_row_bytes(types[i], mt[i].n_in)) * uint64_t(mt[i].n_out);
     r.matrices += b;
-    const std::string& n = ts[i].name;
-    std::string key = n;
-    if (n.find("attn_q.") != std::string::npos || n.find("attn_k.") != std::string::npos ||
-        n.find("attn_v.") != std::string::npos)
-      key = n.substr(0, n.find("attn_")) + "qkv";
-    else if (n.find("ffn_gate.") != std::string::npos || n.find("ffn_up.") != std::string::npos)
-      key = n.substr(0, n.find("ffn_")) + "gate_up";
-    bool found = false;
-    for (auto& g : group)
-      if (g.first == key) {
-        g.second += b;
-        found = true;
-      }
-    if (!found) group.emplace_back(key, b);
+    if (mt[i].layer >= 0) unit_bytes[size_t(mt[i].layer) * kUnitsPerLayer + size_t(mt[i].unit)] += b;
   }
-  for (const auto& g : group)
-    if (g.first != "output.weight") largest_group = std::max(largest_group, g.second);
-  r.minimum = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + 3 * largest_group + 3 * (uint64_t(4) << 20);
+  const uint64_t largest_unit = unit_bytes.empty() ? 0 : *std::max_element(unit_bytes.begin(), unit_bytes.end());
+  r.minimum = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + uint64_t(kStreamSlots) * largest_unit +
+              uint64_t(kStreamReadBuffers) * kStreamReadBytes;
   const uint64_t all = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + r.matrices;
   if (budget >= all) {
     r.resident = r.matrices;

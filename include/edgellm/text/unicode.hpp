@@ -162,13 +162,4 @@ inline int gpt2_cpt_to_byte(uint32_t cpt) {
   return cpt < kInv.size() ? kInv[cpt] : -1;
 }
 
-// Byte-encodes raw bytes (each byte -> its GPT-2 code point, as UTF-8).
-inline std::string gpt2_byte_encode(std::string_view bytes) {
-  const auto& m = gpt2_byte_to_cpt();
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (char c : bytes) append_utf8(out, m[static_cast<uint8_t>(c)]);
-  return out;
-}
-
 }  // namespace edgellm

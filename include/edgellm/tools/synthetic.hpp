@@ -18,6 +18,8 @@
 #include "edgellm/core/error.hpp"
 #include "edgellm/gguf/writer.hpp"
 #include "edgellm/model/arch.hpp"
+#include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/tensors.hpp"
 #include "edgellm/quant/mix.hpp"
 #include "edgellm/quant/quantize_weighted.hpp"
 #include "edgellm/quant/ref.hpp"
@@ -30,7 +32,7 @@ struct SyntheticSpec {
   int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
   float rope_base;
   bool tied;                   // no output.weight
-  std::string arch = "llama";  // general.architecture (model/arch.hpp): qwen2 adds Q/K/V biases, qwen3 Q/K norms
+  std::string arch = "llama";  // general.architecture (model/arch.hpp): its table says the tensors
   int head_dim = 0;            // 0: n_embd / n_head
   float rms_eps = 1e-5f;
 
@@ -78,37 +80,32 @@ struct SyntheticTensor {
   float stddev;
 };
 
-// The tensors of a model of this shape and architecture, in llama.cpp's file order.
+// The model's shape as a LlamaConfig (the architecture's table entry included).
+inline LlamaConfig synthetic_config(const SyntheticSpec& s) {
+  LlamaConfig c;
+  c.arch = s.arch;
+  c.spec = &arch_spec(s.arch, "synthetic model '" + s.name + "'");
+  c.name = s.name;
+  c.n_vocab = s.n_vocab;
+  c.n_embd = s.n_embd;
+  c.n_layer = s.n_layer;
+  c.n_head = s.n_head;
+  c.n_head_kv = s.n_head_kv;
+  c.head_dim = s.head_size();
+  c.n_ff = s.n_ff;
+  c.n_rot = s.head_size();
+  c.n_ctx_train = s.n_ctx;
+  c.rms_eps = s.rms_eps;
+  c.rope_freq_base = s.rope_base;
+  c.tied_embeddings = s.tied;
+  return c;
+}
+
+// The tensors of a model of this shape and architecture (model_tensors: the table's required
+// rows), in llama.cpp's file order.
 inline std::vector<SyntheticTensor> synthetic_tensors(const SyntheticSpec& s) {
   std::vector<SyntheticTensor> ts;
-  const ArchSpec& a = arch_spec(s.arch, "synthetic model '" + s.name + "'");
-  const TensorNames& tn = a.tensors;
-  const int hd = s.head_size();
-  const float si = 1.0f / std::sqrt(float(s.n_embd)), sf = 1.0f / std::sqrt(float(s.n_ff));
-  ts.push_back({"token_embd.weight", s.n_embd, s.n_vocab, 1.0f});
-  ts.push_back({"output_norm.weight", s.n_embd, 1, 0});
-  if (!s.tied) ts.push_back({"output.weight", s.n_embd, s.n_vocab, si});
-  for (int l = 0; l < s.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    ts.push_back({p + "attn_norm.weight", s.n_embd, 1, 0});
-    ts.push_back({p + "attn_q.weight", s.n_embd, int64_t(s.n_head) * hd, si});
-    ts.push_back({p + "attn_k.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
-    ts.push_back({p + "attn_v.weight", s.n_embd, int64_t(s.n_head_kv) * hd, si});
-    if (a.qkv_bias == Presence::Required) {
-      ts.push_back({p + tn.attn_q_bias, int64_t(s.n_head) * hd, 1, 0.25f});
-      ts.push_back({p + tn.attn_k_bias, int64_t(s.n_head_kv) * hd, 1, 0.25f});
-      ts.push_back({p + tn.attn_v_bias, int64_t(s.n_head_kv) * hd, 1, 0.25f});
-    }
-    if (a.qk_norm == Presence::Required) {
-      ts.push_back({p + tn.attn_q_norm, hd, 1, 0});
-      ts.push_back({p + tn.attn_k_norm, hd, 1, 0});
-    }
-    ts.push_back({p + "attn_output.weight", int64_t(s.n_head) * hd, s.n_embd, si});
-    ts.push_back({p + "ffn_norm.weight", s.n_embd, 1, 0});
-    ts.push_back({p + "ffn_gate.weight", s.n_embd, s.n_ff, si});
-    ts.push_back({p + "ffn_up.weight", s.n_embd, s.n_ff, si});
-    ts.push_back({p + "ffn_down.weight", s.n_ff, s.n_embd, sf});
-  }
+  for (const ModelTensor& t : model_tensors(synthetic_config(s))) ts.push_back({t.name, t.n_in, t.n_out, t.synthetic_stddev});
   return ts;
 }
 
@@ -348,7 +345,7 @@ inline std::vector<uint8_t> build_synthetic_gguf(const SyntheticSpec& s, DType t
                                                  ThreadPool* pool = nullptr) {
   EDGELLM_CHECK(can_quantize(type), "synthetic model: cannot quantize to ", dtype_name(type));
   std::vector<DType> types;
-  for (const auto& t : synthetic_tensors(s)) types.push_back(synthetic_tensor_type(t.name, type));
+  for (const auto& t : synthetic_tensors(s)) types.push_back(t.n_out == 1 ? DType::F32 : synthetic_tensor_type(t.name, type));
   return build_synthetic_gguf(s, types, 0, seed, path, progress, pool);
 }
 

@@ -1,0 +1,244 @@
+// The residency plan: under a memory budget, which matrices stay resident and which are streamed
+// from storage on every forward pass (model/weight_stream.hpp), with the stream's ring and read
+// buffers sized from the stream's own constants. A pure function of the matrices' sizes, their
+// matmul units, KV and scratch: LlamaWeights plans its matrices with it; tests plan made-up ones.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/core/memory.hpp"
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/matmul.hpp"
+#include "edgellm/model/llama_config.hpp"
+#include "edgellm/model/memory_plan.hpp"
+#include "edgellm/model/weight_stream.hpp"
+#include "edgellm/runtime/file_reader.hpp"
+#include "edgellm/runtime/memory_limit.hpp"
+
+namespace edgellm {
+
+// How a model is loaded. With the default options a model that fits in memory loads as it always
+// did (matrices read in place from the mapping, or repacked); one that does not fit keeps as many
+// matrix bytes resident as mem_budget leaves after KV and scratch, and streams the rest from
+// storage on every forward pass (model/weight_stream.hpp).
+struct LoadOptions {
+  // Repack the matrices whose type the kernel table can interleave (kernels/api.hpp PackedFormat).
+  bool repack = true;
+  // Bytes the model may use: resident weights + KV at plan.n_ctx + scratch + the stream's ring.
+  // 0: what this process may really use (runtime/memory_limit.hpp: the smaller of MemAvailable
+  // and the cgroup limit, less a margin). UINT64_MAX: no budget.
+  uint64_t mem_budget = 0;
+  // The run the budget must hold (KV type and context, batch, threads, sequences); n_ctx 0 means
+  // default_context() of the model.
+  MemoryPlanParams plan = MemoryPlanParams{0};
+  int stream_slots = kStreamSlots;
+};
+
+// The context tools use when -c is 0: the training context, at most 4096.
+inline int default_context(const LlamaConfig& c) { return std::max(1, std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096)); }
+
+// The resident form of matrix m: its interleaved form when repack is on and the table has one.
+inline const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack) {
+  if (!repack) return nullptr;
+  const PackedFormat& pf = kt.packed_of(m.type);
+  return pf.rows > 0 && pf.pack && pf.gemm && m.n_in % 32 == 0 ? &pf : nullptr;
+}
+
+// What the planner needs of one matrix.
+struct PlannedMatrix {
+  int unit_key = -1;        // the stream unit of its matmul call (layer * kUnitsPerLayer + unit); -1: the output matrix
+  int64_t n_out = 0;        // rows
+  size_t row_bytes = 0;     // one row in the file
+  int form_rows = 1;        // rows per group of its resident form (1: the file's rows)
+  size_t form_group_bytes = 0;  // bytes of one such group
+  // Bytes of rows [0, rows) in the resident form, kDefaultAlignment-rounded (resident_form_bytes).
+  uint64_t bytes_of_rows(int64_t rows) const {
+    const uint64_t raw = uint64_t((rows + form_rows - 1) / form_rows) * form_group_bytes;
+    return (raw + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
+  }
+  uint64_t bytes() const { return bytes_of_rows(n_out); }
+  uint64_t file_bytes() const { return uint64_t(n_out) * row_bytes; }
+};
+
+inline PlannedMatrix planned_matrix(const MatmulWeight& m, const PackedFormat* pf, int unit_key) {
+  PlannedMatrix p;
+  p.unit_key = unit_key;
+  p.n_out = m.n_out;
+  p.row_bytes = m.row_bytes;
+  p.form_rows = pf ? pf->rows : 1;
+  p.form_group_bytes = pf ? pf->group_bytes(m.n_in) : m.row_bytes;
+  return p;
+}
+
+// Which matrices stay resident under a budget and what is streamed (plan_residency).
+struct ResidencyPlan {
+  bool streaming = false;        // false: every matrix resident (mapped or repacked), as without a budget
+  uint64_t budget = 0;           // bytes planned against
+  bool budget_detected = false;  // budget came from detect_memory_limit()
+  uint64_t kv = 0, scratch = 0;  // reserved for KV at n_ctx and the pass's buffers
+  uint64_t weights = 0;          // every matrix in its resident form (repacked size where packed)
+  uint64_t resident = 0;         // matrix bytes held in memory (anonymous, pinned when allowed)
+  uint64_t streamed = 0;         // bytes read from storage per forward pass
+  uint64_t ring = 0;             // the stream's slots
+  uint64_t staging = 0;          // its read buffers (kStreamReadBuffers of read_chunk bytes, plus alignment)
+  size_t read_chunk = 0;
+  uint64_t minimum = 0;          // smallest budget that runs: kv + scratch + ring + staging
+  int n_slots = 0;
+  size_t slot_bytes = 0;
+  int64_t output_chunk_rows = 0;           // rows per unit of a streamed output matrix
+  std::vector<char> resident_matrix;       // per planned matrix (LlamaWeights::matrices() order)
+  int n_ctx = 0;
+  // Seconds per token of storage reads alone at `read_bps` bytes/s.
+  double read_s_per_token(double read_bps) const { return read_bps > 0 ? double(streamed) / read_bps : 0; }
+};
+
+// Keeps resident as many matrix bytes as the budget leaves after KV, scratch and the stream's
+// ring: the output matrix first when it fits (a pass without logits then reads nothing for it),
+// then the others largest first. Every matrix is read once per pass, so each resident byte saves
+// one byte of reads per token whichever matrix holds it. `mats`: the matrices in stream order
+// (a unit's matrices next to each other), the output matrix last. Throws Error naming the minimum
+// budget when even the ring does not fit.
+inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, uint64_t kv, uint64_t scratch, int n_ctx,
+                                    const LoadOptions& opt) {
+  EDGELLM_CHECK(!mats.empty() && mats.back().unit_key < 0, "plan_residency: the output matrix must come last");
+  ResidencyPlan p;
+  p.n_ctx = n_ctx;
+  p.kv = kv;
+  p.scratch = scratch;
+  const size_t n = mats.size();
+  std::vector<uint64_t> res(n);
+  for (size_t i = 0; i < n; ++i) {
+    res[i] = mats[i].bytes();
+    p.weights += res[i];
+  }
+  p.resident_matrix.assign(n, 1);
+  p.resident = p.weights;
+  if (opt.mem_budget == UINT64_MAX) return p;  // no budget
+  p.budget = opt.mem_budget;
+  if (p.budget == 0) {
+    const MemoryLimit lim = detect_memory_limit();
+    if (lim.budget == 0) return p;  // nothing known: as without a budget
+    p.budget = lim.budget;
+    p.budget_detected = true;
+  }
+  if (p.kv + p.scratch + p.weights <= p.budget) return p;
+
+  // Streaming. The slot holds the largest unit: a layer's matmul call, or output rows chunked to that.
+  p.streaming = true;
+  p.n_slots = std::max(2, opt.stream_slots);
+  const size_t out = n - 1;
+  const PlannedMatrix& ow = mats[out];
+  auto unit_bytes = [&](bool streamed_only) {
+    uint64_t best = 0;
+    for (size_t i = 0; i < out;) {
+      uint64_t g = 0;
+      size_t j = i;
+      for (; j < out && mats[j].unit_key == mats[i].unit_key; ++j)
+        if (!streamed_only || !p.resident_matrix[j]) g += res[j];
+      best = std::max(best, g);
+      i = j;
+    }
+    return best;
+  };
+  // Chunks start on whole groups of the output's form and of kStreamRowAlign rows.
+  const int64_t align = std::lcm<int64_t>(kStreamRowAlign, ow.form_rows);
+  auto chunk_rows_for = [&](uint64_t slot) {
+    const uint64_t per = std::max<uint64_t>(1, ow.bytes_of_rows(align));
+    return std::max<int64_t>(align, int64_t(slot / per) * align);
+  };
+  auto slot_for = [&](bool streamed_only) {
+    uint64_t slot = unit_bytes(streamed_only);
+    if (!streamed_only || !p.resident_matrix[out]) slot = std::max<uint64_t>(slot, ow.bytes_of_rows(std::min<int64_t>(ow.n_out, align)));
+    return slot;
+  };
+  // Reads of up to kStreamReadBytes, or of the largest matrix when smaller (at least one group of rows).
+  size_t chunk = 0;
+  for (const PlannedMatrix& m : mats)
+    chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(m.form_rows) * m.row_bytes});
+  p.read_chunk = chunk;
+  p.staging = uint64_t(kStreamReadBuffers) * FileReader::staging_for(chunk);
+  uint64_t slot = slot_for(false);
+  p.minimum = p.kv + p.scratch + p.staging + uint64_t(p.n_slots) * slot;
+  if (p.budget < p.minimum)
+    throw_error("memory budget ", format_bytes(p.budget), " is below the minimum of ", format_bytes(p.minimum),
+                " for this model at -c ", p.n_ctx, ": KV ", format_bytes(p.kv), " + scratch ", format_bytes(p.scratch),
+                " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffers ", format_bytes(p.staging),
+                " (give a larger budget, a smaller -c or --kv-type q8_0)");
+  std::fill(p.resident_matrix.begin(), p.resident_matrix.end(), 0);
+  std::vector<size_t> order(out);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return res[a] > res[b]; });
+  order.insert(order.begin(), out);
+  uint64_t left = p.budget - p.minimum;
+  auto fill = [&] {
+    for (size_t i : order)
+      if (!p.resident_matrix[i] && res[i] <= left) {
+        p.resident_matrix[i] = 1;
+        left -= res[i];
+      }
+  };
+  fill();
+  // The ring shrinks to the largest streamed unit; what that frees goes to more resident matrices
+  // (which only makes the streamed units smaller still).
+  const uint64_t slot1 = slot_for(true);
+  if (slot1 < slot) {
+    left += uint64_t(p.n_slots) * (slot - slot1);
+    slot = slot1;
+    fill();
+  }
+  p.slot_bytes = size_t(slot);
+  p.ring = uint64_t(p.n_slots) * slot;
+  p.output_chunk_rows = p.resident_matrix[out] ? 0 : std::min<int64_t>(ow.n_out, chunk_rows_for(slot));
+  p.resident = p.streamed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (p.resident_matrix[i]) p.resident += res[i];
+    else p.streamed += mats[i].file_bytes();
+  }
+  if (std::all_of(p.resident_matrix.begin(), p.resident_matrix.end(), [](char r) { return r != 0; })) {
+    p.streaming = false;  // the ring's reservation was not needed after all
+    p.ring = p.staging = 0;
+  }
+  return p;
+}
+
+// The plan of a model of config c: KV and scratch of opt.plan (n_ctx 0: default_context(c)).
+inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, const LlamaConfig& c, const LoadOptions& opt) {
+  MemoryPlanParams mp = opt.plan;
+  if (mp.n_ctx <= 0) mp.n_ctx = default_context(c);
+  return plan_residency(mats, kv_bytes_at_ctx(c, mp), scratch_bytes(c, mp), mp.n_ctx, opt);
+}
+
+// For -v: the plan in one or two lines. pinned: the resident matrices are mlock'ed; n_units: the
+// stream's units; load_read_bps: the storage read rate seen while loading (0: not measured).
+inline std::string describe_residency(const ResidencyPlan& p, bool pinned, size_t n_units, double load_read_bps, bool direct_io) {
+  std::string s;
+  if (!p.streaming) {
+    if (p.budget)
+      s = "memory budget " + format_bytes(p.budget) + (p.budget_detected ? " (detected)" : "") + ": the whole model fits (" +
+          format_bytes(p.weights) + " weights + KV " + format_bytes(p.kv) + " at -c " + std::to_string(p.n_ctx) +
+          " + scratch " + format_bytes(p.scratch) + "), nothing streamed\n";
+    return s;
+  }
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "memory budget %s%s: weights %s resident (%s), %s streamed per pass from storage in %zu units; "
+                "KV %s at -c %d, scratch %s, ring %d x %s; minimum budget %s\n",
+                format_bytes(p.budget).c_str(), p.budget_detected ? " (detected)" : "", format_bytes(p.resident).c_str(),
+                pinned ? "pinned" : "anonymous, not pinned", format_bytes(p.streamed).c_str(), n_units,
+                format_bytes(p.kv).c_str(), p.n_ctx, format_bytes(p.scratch).c_str(), p.n_slots,
+                format_bytes(p.slot_bytes).c_str(), format_bytes(p.minimum).c_str());
+  s = line;
+  if (load_read_bps > 0) {
+    std::snprintf(line, sizeof line, "stream: reads measured at load %.0f MB/s%s -> at least %.2f s per token for the streamed part\n",
+                  load_read_bps / 1e6, direct_io ? " (O_DIRECT)" : "", p.read_s_per_token(load_read_bps));
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace edgellm
