@@ -52,6 +52,9 @@ inline constexpr int64_t kMatmulRowTile = 16;
 inline constexpr int64_t kMatmulTokTile = 64;
 // Below this many weights a GEMV is not split over threads (~5 us on one x86 core).
 inline constexpr int64_t kMinParallelWeights = int64_t(1) << 17;
+// Decode of several activation rows (matmul_decode_rows): the weight rows run this many at a time
+// for all activation rows before moving on, so they are read from memory once and stay in cache.
+inline constexpr int64_t kDecodeRowsTile = 64;
 
 // out[0 .. nrows) = dot(row r0 + r, act) for one activation row.
 inline void dot_rows(const TypeKernels& k, const MatmulWeight& w, int64_t r0, int64_t nrows, const void* act,
@@ -328,7 +331,7 @@ inline void matmul_decode_rows(const KernelTable& kt, ThreadPool* pool, const Ma
   }
   std::vector<const void*> acts(static_cast<size_t>(n_tok), nullptr);
   for (int64_t t = 0; t < n_tok; ++t) acts[size_t(t)] = prepare_act_row(kt, w, x + t * w.n_in, buf + size_t(t) * ab);
-  const int64_t step = std::max<int64_t>(1, 64 / ur);  // ~64 rows at a time
+  const int64_t step = std::max<int64_t>(1, kDecodeRowsTile / ur);  // units of ur weight rows
   run_chunked(pool, units, [&](int64_t u0, int64_t u1) {
     for (int64_t b = u0; b < u1; b += step) {
       const int64_t e = std::min(u1, b + step);
