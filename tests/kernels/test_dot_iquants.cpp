@@ -1,7 +1,8 @@
 // The i-quant and ternary types (IQ1_S ... IQ4_XS, TQ1_0, TQ2_0): the scalar reference dots against
 // a float dot of the dequantized rows; every ISA table's vec_dot / vec_dot_rows and its matmul paths
-// (decode GEMV, streamed or not, and prefill) against the reference, on random blocks and on the
-// rows of the shared iq models; the ternary digit decoding against ggml's encoding rule. Written
+// (decode GEMV, streamed or not, and prefill: the dots for a few tokens, the u8 GEMM of
+// kernels/layouts/unpack_u8.hpp from kGemmMinTokens on) against the reference, on random blocks and
+// on the rows of the shared iq models; unpack_row_u8's GEMM form against the dequantizers; the ternary digit decoding against ggml's encoding rule. Written
 // over the KernelTable only, so SIMD kernels registered for these types are checked here as soon
 // as they exist (until then every table holds the references).
 #include <doctest/doctest.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "edgellm/gguf/reader.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/quant/ref.hpp"
@@ -40,6 +42,13 @@ constexpr double kMaxIqDotErr = 2e-6;
 // matmul's outputs against the ref dot per row, same measure: its paths call the same kernels
 // (vec_dot, vec_dot_rows, a packed or u8 form if one is ever added, with float order differences).
 constexpr double kMaxIqMatmulErr = 2e-6;
+// Prefill through the u8 GEMM, same measure: the weights as s * u + m per 16 (float s and m, the
+// offset's share taken from the activations' block sums) and the float additions in the tile's
+// order (test_gemm_u8.cpp's kMaxGemmErr).
+constexpr double kMaxIqPrefillErr = 1e-5;
+// unpack_row_u8's s * u + m against the dequantizer, as a fraction of the row's largest |w|: m = -off * s
+// cancels most of s * u (off <= 127, u <= 240), so a few float epsilons of off * s.
+constexpr float kMaxIqUnpackErr = 4e-6f;
 
 const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
                           DType::IQ1_M,   DType::IQ4_NL, DType::IQ4_XS, DType::TQ1_0,  DType::TQ2_0};
@@ -79,7 +88,8 @@ std::vector<uint8_t> random_iq_rows(std::mt19937& rng, DType t, int n, int nrows
 
 // Checks table t's kernels for type wt on nrows rows (stride apart) against the ref table's dot:
 // vec_dot, vec_dot_rows if the table has it, and matmul() of the rows as one matrix, decode (one
-// token) and prefill (5 tokens, the first being x).
+// token) and prefill (5 tokens, the first being x; 8, 16 and 33: the u8 GEMM's whole and partial
+// token tiles where the table's GEMM takes the type).
 void check_rows_against_ref(const KernelTable& t, const KernelTable& ref, DType wt, const uint8_t* w, size_t stride,
                             int n, int nrows, std::mt19937& rng) {
   const TypeKernels& k = t.of(wt);
@@ -87,8 +97,8 @@ void check_rows_against_ref(const KernelTable& t, const KernelTable& ref, DType 
   REQUIRE(static_cast<bool>(k.vec_dot));
   REQUIRE(k.vec_dot_type == kr.vec_dot_type);
   const DType at = k.vec_dot_type;
-  constexpr int kTok = 5;
-  const auto x = edgellm_test::uniform_floats(rng, int64_t(n) * kTok, -3.0f, 3.0f);
+  constexpr int kTok = 5, kMaxTok = 33;
+  const auto x = edgellm_test::uniform_floats(rng, int64_t(n) * kMaxTok, -3.0f, 3.0f);
   std::vector<uint8_t> a(dtype_row_bytes(at, n) * kTok);
   for (int c = 0; c < kTok; ++c) ref.of(at).from_float(x.data() + size_t(c) * size_t(n), a.data() + dtype_row_bytes(at, n) * size_t(c), n);
   // want[c * nrows + r]: the ref dot of row r with token c; scale the same index's sum |w_i * a_i|.
@@ -119,8 +129,9 @@ void check_rows_against_ref(const KernelTable& t, const KernelTable& ref, DType 
   MatmulWeight mw{wt, w, n, nrows, stride};
   MatmulScratch scratch;
   ThreadPool pool(2);
-  for (int ntok : {1, kTok}) {
+  for (int ntok : {1, kTok, 8, 16, kMaxTok}) {
     CAPTURE(ntok);
+    const double tol = ntok == 1 ? kMaxIqMatmulErr : kMaxIqPrefillErr;
     std::vector<float> y(size_t(ntok) * size_t(nrows));
     matmul(t, &pool, mw, x.data(), ntok, y.data(), scratch);
     std::vector<uint8_t> ta(dtype_row_bytes(at, n));
@@ -130,7 +141,7 @@ void check_rows_against_ref(const KernelTable& t, const KernelTable& ref, DType 
         const uint8_t* row = w + stride * size_t(r);
         double unused = 0.0;
         const double s = edgellm_test::abs_dot_dequantized(wt, row, at, ta.data(), n, &unused);
-        CHECK(std::fabs(y[size_t(c) * size_t(nrows) + size_t(r)] - kr.vec_dot(n, row, ta.data())) <= kMaxIqMatmulErr * s + 1e-30);
+        CHECK(std::fabs(y[size_t(c) * size_t(nrows) + size_t(r)] - kr.vec_dot(n, row, ta.data())) <= tol * s + 1e-30);
       }
     }
   }
@@ -252,7 +263,46 @@ TEST_CASE("iq4_nl / tq2_0: hand-made blocks dequantize to their table values") {
   for (int i = 0; i < QK_K; ++i) CHECK(z[i] == float((i % 128) / 32 - 1));
 }
 
+TEST_CASE("i-quants: unpack_row_u8 gives the dequantized values within the type's u8 range") {
+  std::mt19937 rng(35);
+  for (DType wt : kIqTypes) {
+    const std::string type_s = dtype_name(wt);
+    CAPTURE(type_s);
+    REQUIRE(can_unpack_u8(wt));
+    const int n = 4 * QK_K;
+    const auto w = random_iq_rows(rng, wt, n, 1, dtype_row_bytes(wt, n));
+    std::vector<float> want(static_cast<size_t>(n)), s(static_cast<size_t>(n / 16)), m(static_cast<size_t>(n / 16));
+    std::vector<uint8_t> u(static_cast<size_t>(n));
+    dequantize_row(wt, w.data(), want.data(), n);
+    unpack_row_u8(wt, w.data(), n, u.data(), s.data(), m.data());
+    float amax = 0.0f;
+    for (float v : want) amax = std::max(amax, std::fabs(v));
+    int umax = 0, bad = 0;
+    for (int i = 0; i < n; ++i) {
+      umax = std::max(umax, int(u[size_t(i)]));
+      bad += std::fabs(s[size_t(i / 16)] * float(u[size_t(i)]) + m[size_t(i / 16)] - want[size_t(i)]) > kMaxIqUnpackErr * amax;
+    }
+    CHECK(bad == 0);
+    CHECK(umax <= u8_form_max(wt));
+  }
+}
+
 #if EDGELLM_HAS_X86_KERNELS
+TEST_CASE("i-quants: the x86 levels prefill every type through a u8 GEMM tile") {
+  for (Isa isa : available_isas()) {
+    if (isa == Isa::Ref) continue;
+    const KernelTable t = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (DType wt : kIqTypes) {
+      const std::string type_s = dtype_name(wt);
+      CAPTURE(type_s);
+      const MatmulWeight mw{wt, nullptr, 4096, 64, dtype_row_bytes(wt, 4096)};
+      CHECK(detail::gemm_u8_applies(t, mw, 8));
+    }
+  }
+}
+
 TEST_CASE("i-quants: every x86 level this CPU runs has its own kernels for the 11 types") {
   for (Isa isa : available_isas()) {
     if (isa == Isa::Ref) continue;

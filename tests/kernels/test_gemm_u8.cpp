@@ -180,7 +180,7 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
       for (auto& p : rows) p = w.data();
       std::vector<uint8_t> gscratch(u8_gemm_group_scratch(n));
       for (U8Form form : {U8Form::KScales, U8Form::Signed}) {
-        const bool takes = form == U8Form::KScales ? has_kscales(t) : t == DType::Q8_0;
+        const bool takes = form == U8Form::KScales ? has_kscales(t) : has_signed_form(t);
         std::vector<uint8_t> group(u8_gemm_group_bytes(form, n) + 1, 0xEE);
         if (!takes) {
           CHECK_THROWS_AS(u8_gemm_pack_group(t, form, rows, 1, n, group.data(), gscratch.data()), Error);

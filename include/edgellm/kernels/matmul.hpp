@@ -232,7 +232,7 @@ inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& 
     form = U8Form::KScales;
     return g.tile_k;
   }
-  if (g.tile_s8 && t == DType::Q8_0 && act == DType::Q8_0) {
+  if (g.tile_s8 && has_signed_form(t) && u8_form_max(t) > g.max_u) {
     form = U8Form::Signed;
     return g.tile_s8;
   }

@@ -12,6 +12,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref_iquants.hpp"
 #include "edgellm/quant/scales.hpp"
 
 namespace edgellm {
@@ -210,13 +211,65 @@ inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* __restrict u, float* 
   }
 }
 
+// The i-quants and ternary types: quant/ref_iquants.hpp's signed integer weights q (what its
+// dequantizers scale) shifted by kOff into the unsigned range, and per 16 weights the dequantizer's
+// sub-block scale dl (sub-blocks of kSub weights) with m = -kOff * dl.
+template <class Block, int kBlock, int kSub, int kOff, void (*Unpack)(const Block&, int8_t*),
+          float (*Dl)(float, const Block&, int)>
+inline void iq_scaled(const Block* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
+  int8_t q[kBlock];
+  for (int64_t i = 0; i < nb; ++i, u += kBlock) {
+    const float d = fp16_to_fp32(x[i].d);
+    Unpack(x[i], q);
+    for (int j = 0; j < kBlock; ++j) u[j] = uint8_t(q[j] + kOff);
+    for (int g = 0; g < kBlock / 16; ++g) {
+      const float dl = Dl(d, x[i], 16 * g / kSub);
+      group(s, m, int(i * (kBlock / 16) + g), dl, -float(kOff) * dl);
+    }
+  }
+}
+
+// IQ1_S / IQ1_M: w = dl * (q + delta / 8) = (dl / 8) * (8q + delta), 8q + delta in [-9, 9] shifted by 9.
+inline void iq1_group8(const int8_t* q, bool negative, uint8_t* __restrict u) {
+  for (int j = 0; j < 8; ++j) u[j] = uint8_t(8 * q[j] + (negative ? -1 : 1) + 9);
+}
+inline void iq1_s(const block_iq1_s* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
+  int8_t q[QK_K];
+  for (int64_t i = 0; i < nb; ++i, u += QK_K) {
+    const float d = fp16_to_fp32(x[i].d);
+    unpack_iq1_s(x[i], q);
+    for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, iq1_s_delta_negative(x[i], g / 4), u + 8 * g);
+    for (int g = 0; g < QK_K / 16; ++g) {
+      const float dl = d * float(2 * int(iq1_s_scale(x[i], g / 2)) + 1) * 0.125f;
+      group(s, m, int(16 * i) + g, dl, -9 * dl);
+    }
+  }
+}
+inline void iq1_m(const block_iq1_m* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
+  int8_t q[QK_K];
+  for (int64_t i = 0; i < nb; ++i, u += QK_K) {
+    uint16_t sc[4];
+    iq1_m_scale_words(x[i], sc);
+    const float d = fp16_to_fp32(iq1_m_d(sc));
+    unpack_iq1_m(x[i], q);
+    for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, iq1_m_delta_negative(x[i], g), u + 8 * g);
+    for (int g = 0; g < QK_K / 16; ++g) {
+      const float dl = d * float(2 * int(iq1_m_scale(sc, g)) + 1) * 0.125f;
+      group(s, m, int(16 * i) + g, dl, -9 * dl);
+    }
+  }
+}
+
 }  // namespace unpack
 
 // Whether unpack_row_u8 handles the type.
 inline bool can_unpack_u8(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::IQ4_NL: case DType::IQ4_XS: case DType::TQ1_0:
+    case DType::TQ2_0: return true;
     default: return false;
   }
 }
@@ -229,7 +282,41 @@ inline int u8_form_max(DType t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q4_K: return 15;
     case DType::Q5_0: case DType::Q5_1: case DType::Q5_K: return 31;
     case DType::Q6_K: return 63;
+    case DType::TQ1_0: return 2;
+    case DType::TQ2_0: return 3;  // 2-bit digits: ggml's quantizer writes 0 .. 2, a file may hold 3
+    case DType::IQ1_S: case DType::IQ1_M: return 18;
+    case DType::IQ3_S: return 30;
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: return 86;
+    case DType::IQ3_XXS: return 124;
+    case DType::IQ4_NL: case DType::IQ4_XS: return 240;
     default: return 255;
+  }
+}
+
+// Whether the type's weights are an int8 value times a float scale per 32 (the signed form below):
+// q8_0, and IQ4_NL / IQ4_XS (kvalues_iq4nl, -127 .. 113), whose bytes shifted into the unsigned form
+// reach 240.
+inline bool has_signed_form(DType t) { return t == DType::Q8_0 || t == DType::IQ4_NL || t == DType::IQ4_XS; }
+
+// Block b of 32 weights of a row of a has_signed_form type: its int8 values q and its scale.
+inline float signed_block32(DType t, const void* row, int64_t b, int8_t* q) {
+  switch (t) {
+    case DType::Q8_0: {
+      const block_q8_0& x = static_cast<const block_q8_0*>(row)[b];
+      std::memcpy(q, x.qs, 32);
+      return fp16_to_fp32(x.d);
+    }
+    case DType::IQ4_NL: {
+      const block_iq4_nl& x = static_cast<const block_iq4_nl*>(row)[b];
+      unpack_iq4_32(x.qs, q);
+      return fp16_to_fp32(x.d);
+    }
+    case DType::IQ4_XS: {
+      const block_iq4_xs& x = static_cast<const block_iq4_xs*>(row)[b / 8];
+      unpack_iq4_32(x.qs + 16 * (b % 8), q);
+      return iq4_xs_dl(fp16_to_fp32(x.d), x, int(b % 8));
+    }
+    default: throw_error("u8 GEMM: the signed form takes q8_0, iq4_nl or iq4_xs, not ", dtype_name(t));
   }
 }
 
@@ -255,6 +342,35 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
     case DType::Q4_K: return unpack::k4(static_cast<const block_q4_K*>(row), nb, u, s, m, ks);
     case DType::Q5_K: return unpack::k4(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
     case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m, ks);
+    case DType::IQ2_XXS:
+      return unpack::iq_scaled<block_iq2_xxs, QK_K, 32, 43, unpack_iq2_xxs, iq2_xxs_dl>(
+          static_cast<const block_iq2_xxs*>(row), nb, u, s, m);
+    case DType::IQ2_XS:
+      return unpack::iq_scaled<block_iq2_xs, QK_K, 16, 43, unpack_iq2_xs, iq2_dl16<block_iq2_xs>>(
+          static_cast<const block_iq2_xs*>(row), nb, u, s, m);
+    case DType::IQ2_S:
+      return unpack::iq_scaled<block_iq2_s, QK_K, 16, 43, unpack_iq2_s, iq2_dl16<block_iq2_s>>(
+          static_cast<const block_iq2_s*>(row), nb, u, s, m);
+    case DType::IQ3_XXS:
+      return unpack::iq_scaled<block_iq3_xxs, QK_K, 32, 62, unpack_iq3_xxs, iq3_xxs_dl>(
+          static_cast<const block_iq3_xxs*>(row), nb, u, s, m);
+    case DType::IQ3_S:
+      return unpack::iq_scaled<block_iq3_s, QK_K, 32, 15, unpack_iq3_s, iq3_s_dl>(static_cast<const block_iq3_s*>(row),
+                                                                                 nb, u, s, m);
+    case DType::IQ4_NL:
+      return unpack::iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, unpack_iq4_nl, block_dl<block_iq4_nl>>(
+          static_cast<const block_iq4_nl*>(row), nb, u, s, m);
+    case DType::IQ4_XS:
+      return unpack::iq_scaled<block_iq4_xs, QK_K, 32, 127, unpack_iq4_xs, iq4_xs_dl>(
+          static_cast<const block_iq4_xs*>(row), nb, u, s, m);
+    case DType::TQ1_0:
+      return unpack::iq_scaled<block_tq1_0, QK_K, QK_K, 1, unpack_tq1_0, block_dl<block_tq1_0>>(
+          static_cast<const block_tq1_0*>(row), nb, u, s, m);
+    case DType::TQ2_0:
+      return unpack::iq_scaled<block_tq2_0, QK_K, QK_K, 1, unpack_tq2_0, block_dl<block_tq2_0>>(
+          static_cast<const block_tq2_0*>(row), nb, u, s, m);
+    case DType::IQ1_S: return unpack::iq1_s(static_cast<const block_iq1_s*>(row), nb, u, s, m);
+    case DType::IQ1_M: return unpack::iq1_m(static_cast<const block_iq1_m*>(row), nb, u, s, m);
     default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
   }
 }
@@ -273,8 +389,9 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 //   per 16 weights the rows' integer group scales sc as int16 pairs (sc, sc) for vpmaddwd
 //   (32 bytes), then per 16 weights the rows' offsets m (8 floats), then per 256 weights the rows'
 //   super-block scales d (8 floats): w = d * sc * u + m. Activations also give d.
-// - signed form (q8_0 weights against Q8_0 activations; n % 32 == 0): after the int8 quants (not
-//   shifted by 128), per 32 weights the rows' block scales (8 floats): w = d * int8(u).
+// - signed form (has_signed_form weights: q8_0 against Q8_0, iq4_nl against Q8_0, iq4_xs against
+//   Q8_K; n % 32 == 0): after the int8 values (not shifted), per 32 weights the rows' block scales
+//   (8 floats): w = d * int8(u).
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats, d ceil(n / 256) floats.
 inline size_t u8_gemm_row_bytes(int64_t n) {
   return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4 + size_t((n + 255) / 256) * 4;
@@ -357,15 +474,15 @@ inline void u8_gemm_interleave_ref(const uint8_t* src, size_t stride, int64_t n,
 using U8InterleaveFn = void (*)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out);
 
 // Rows (nrows <= kGroupRows of them) into one group of a grouped form at out
-// (u8_gemm_group_bytes(form, n) bytes): KScales takes K-quants (has_kscales), Signed q8_0.
+// (u8_gemm_group_bytes(form, n) bytes): KScales takes K-quants (has_kscales), Signed has_signed_form.
 // scratch: u8_gemm_group_scratch(n) bytes. interleave: the table's, else u8_gemm_interleave_ref.
 inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, int nrows, int64_t n,
                                uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr) {
   constexpr int G = kGroupRows;
   const bool k = form == U8Form::KScales;
   EDGELLM_CHECK(form != U8Form::Unsigned, "u8 GEMM: the unsigned form packs one row at a time");
-  EDGELLM_CHECK(k ? has_kscales(t) : t == DType::Q8_0, "u8 GEMM: the ", k ? "K form takes K-quants" : "signed form takes q8_0",
-                ", not ", dtype_name(t));
+  EDGELLM_CHECK(k ? has_kscales(t) : has_signed_form(t), "u8 GEMM: the ",
+                k ? "K form takes K-quants" : "signed form takes q8_0, iq4_nl or iq4_xs", ", not ", dtype_name(t));
   const int64_t step = k ? 256 : 32;
   EDGELLM_CHECK(nrows >= 0 && nrows <= G && n % step == 0, "u8 GEMM: a group takes at most ", G,
                 " rows of a multiple of ", step, ", got ", nrows, " of ", n);
@@ -373,12 +490,12 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
   if (nrows < G) std::memset(out, 0, at.bytes);
   if (!k) {
     float* scales = reinterpret_cast<float*>(out + at.d);
+    int8_t q[32];
     for (int64_t b = 0; b < n / 32; ++b) {  // written in order, as the K form below
-      for (int j = 0; j < 8; ++j)
-        for (int r = 0; r < nrows; ++r)
-          std::memcpy(out + ((size_t(b) * 8 + size_t(j)) * G + size_t(r)) * 4,
-                      static_cast<const block_q8_0*>(rows[r])[b].qs + 4 * j, 4);
-      for (int r = 0; r < nrows; ++r) scales[size_t(b) * G + size_t(r)] = fp16_to_fp32(static_cast<const block_q8_0*>(rows[r])[b].d);
+      for (int r = 0; r < nrows; ++r) {
+        scales[size_t(b) * G + size_t(r)] = signed_block32(t, rows[r], b, q);
+        for (int j = 0; j < 8; ++j) std::memcpy(out + ((size_t(b) * 8 + size_t(j)) * G + size_t(r)) * 4, q + 4 * j, 4);
+      }
     }
     return;
   }
