@@ -63,6 +63,25 @@ constexpr const char* kUsage =
     "                          stddev over -r), ratio to the 1-row step, s per row, storage MiB read and\n"
     "                          streamed per pass, and whether the first row's logits equal the step's.\n"
     "                          Output md or jsonl\n"
+    "  -md, --lookup, --draft-layers, --draft-max, --draft-min, --draft-p-min, --draft-adaptive:\n"
+    "                          speculative decoding as in edgellm-cli (see below)\n";
+
+// After kUsage's flags: output, then the draft flags (shared with edgellm-cli and edgellm-server).
+constexpr const char* kUsageSpeculative =
+    "Speculative decoding (greedy only: --draft-sample is refused). With a draft source the -n rows\n"
+    "  decode through the speculative token loop: each run reads -d tokens and one random start token\n"
+    "  (untimed but for the start token's pass, as a plain -n row's first step) and generates -n tokens\n"
+    "  greedily (end of text ignored). -p rows are unchanged; -pg and --verify-rows are refused.\n";
+constexpr const char* kUsageSpeculativeRows =
+    "  The -n rows gain: the draft source, tokens drafted and accepted per run, acceptance rate\n"
+    "  (accepted / drafted), tokens per target pass ((passes + accepted) / passes) and s/tok; their\n"
+    "  logits column is a hash of the generated tokens instead (equal for every draft source and for\n"
+    "  --draft-max 0: the model's own greedy text). A draft model keeps the -d tokens in its cache\n"
+    "  between runs (read in the warm-up run, as the target's are filled untimed). Time baseline:\n"
+    "  --lookup --draft-max 0 (the same token loop, sampling included, no drafts), not a plain -n row.\n"
+    "  Mechanism check: -md the same file --draft-max 4 accepts 100 %, 5.00 tokens per pass at -n 1+5j.\n";
+
+constexpr const char* kUsageOutput =
     "  -o, --output md|csv|json|jsonl|sql  (default md; jsonl: one JSON object per line as each test\n"
     "                          ends; sql: CREATE TABLE test + an INSERT per test, for sqlite3)\n"
     "  -v, --verbose           kernel variants and tensor types on stderr\n"
@@ -78,6 +97,7 @@ Options parse(int argc, char** argv, std::string* early) {
   o.threads = {edgellm::default_thread_count()};
   tool::Args args(argc, argv);
   std::string f, ctk, ctv;
+  bool draft_flag = false;  // any speculative decoding flag
   // As llama-bench: a list flag given again adds its values (the first use replaces the default).
   std::vector<const std::vector<int>*> given;
   auto add_list = [&](std::vector<int>& dst, int lo, int hi) {
@@ -124,6 +144,7 @@ Options parse(int argc, char** argv, std::string* early) {
     else if (f == "--mem-budget") o.mem_budget = tool::mem_budget_bytes(args, f);
     else if (f == "-o" || f == "--output") o.output = args.value(f);
     else if (f == "-v" || f == "--verbose") o.verbose = true;
+    else if (tool::speculative_flag(args, f, o.spec, o.draft)) draft_flag = true;
     else tool::unknown(f);
   }
   if (!early->empty()) return o;
@@ -131,6 +152,14 @@ Options parse(int argc, char** argv, std::string* early) {
   if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
   if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
   if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
+  tool::check_speculative(o.spec, o.draft);
+  if (draft_flag && !o.speculative())
+    edgellm::throw_error("the --draft-* flags need a draft source: -md FILE, --lookup or --draft-layers N");
+  if (o.speculative()) {
+    if (o.spec.sample_drafts) edgellm::throw_error("--draft-sample: edgellm-bench decodes greedily (no sampling)");
+    if (!o.verify_rows.empty()) edgellm::throw_error("--verify-rows uses a fixed draft: leave out -md, --lookup and --draft-layers");
+    if (!o.pg.empty()) edgellm::throw_error("-pg with a draft source: speculative rows are -n rows (give -p and -n apart)");
+  }
   if (!o.verify_rows.empty()) {
     auto was_given = [&](const std::vector<int>& v) { return std::find(given.begin(), given.end(), &v) != given.end(); };
     if (was_given(o.n_prompt) || was_given(o.n_gen) || !o.pg.empty())
@@ -173,6 +202,7 @@ std::string mix_name_of(const edgellm::GgufFile& f) {
 
 LoadedModel load(const Options& o) {
   LoadedModel lm;
+  lm.draft = tool::load_draft(o.draft);  // first: with --mem-budget its size is the target's less
   std::string path = o.model_path;
   bool temporary = false;
   if (!o.preset.empty()) {
@@ -208,6 +238,7 @@ LoadedModel load(const Options& o) {
     edgellm::LoadOptions lo;
     lo.repack = o.repack;
     lo.mem_budget = o.mem_budget;
+    tool::take_draft_from_budget(lm.draft.get(), o.draft, lo.mem_budget);
     // KV for the longest test, as run_once allocates it; one pass of n_batch tokens.
     int n_ctx = 1;
     for (int d : o.n_depth)
@@ -215,6 +246,7 @@ LoadedModel load(const Options& o) {
         for (int g : o.n_gen) n_ctx = std::max(n_ctx, d + p + g);
     for (const auto& pg : o.pg) n_ctx = std::max(n_ctx, pg.first + pg.second + *std::max_element(o.n_depth.begin(), o.n_depth.end()));
     for (int k : o.verify_rows) n_ctx = std::max(n_ctx, *std::max_element(o.n_depth.begin(), o.n_depth.end()) + k + 1);
+    if (o.speculative()) n_ctx += 1 + o.spec.n_max;  // the start token; the drafts of the last verify pass
     lo.plan.n_ctx = n_ctx;
     lm.n_ctx = n_ctx;
     lo.plan.n_batch = o.n_batch;
@@ -230,6 +262,8 @@ LoadedModel load(const Options& o) {
   const edgellm::GgufFile& f = lm.model->file();
   lm.filename = o.preset.empty() ? o.model_path : (o.write_gguf.empty() ? "synthetic-" + o.preset : o.write_gguf);
   lm.type_name = mix_name_of(f);
+  if (o.draft.layers > lm.model->config().n_layer)  // before any test runs (the drafter checks it again)
+    edgellm::throw_error("--draft-layers ", o.draft.layers, ": the model has ", lm.model->config().n_layer, " layers");
   const int n_ctx_train = lm.model->config().n_ctx_train;
   if (lm.n_ctx > n_ctx_train)
     std::fprintf(stderr, "warning: the longest test (-d + -p + -n) reaches %d tokens, beyond the model's training "
@@ -244,12 +278,13 @@ LoadedModel load(const Options& o) {
 class Runner {
  public:
   Runner(const LoadedModel& lm, const Options& o, edgellm::DType kv_type, edgellm::ThreadPool* pool)
-      : lm_(lm), o_(o), kv_type_(kv_type), ctx_(pool) {}
+      : lm_(lm), o_(o), kv_type_(kv_type), n_threads_(pool->n_threads()), ctx_(pool) {}
 
   // One run of the test from an empty cache: n_depth tokens untimed, then the timed prompt and
   // generation; appends generated-token latencies to token_ms.
   RunTime run_once(const Test& t, std::vector<double>* token_ms) {
     const edgellm::LlamaModel& m = *lm_.model;
+    speculative_ran_ = false;
     const int n_ctx = t.n_depth + t.n_prompt + t.n_gen;
     if (!kv_ || kv_->params().max_tokens < n_ctx) {
       kv_.reset();
@@ -286,7 +321,58 @@ class Runner {
     return {timer.seconds(), cpu_seconds() - cpu0};
   }
 
+  // One speculative -n run (o.speculative()): -d tokens and a start token read untimed, then the
+  // timed greedy generation of t.n_gen tokens through the Session's token loop (the start token is
+  // read again there for its logits: the pass a plain run's first step is). Adds the run's passes,
+  // drafts and accepted drafts to *r.
+  RunTime run_speculative(const Test& t, std::vector<double>* token_ms, Result* r) {
+    const edgellm::LlamaModel& m = *lm_.model;
+    const int n_ctx = t.n_depth + 1 + t.n_gen + o_.spec.n_max + 1;
+    if (!session_ || session_->params().n_ctx < n_ctx) {
+      edgellm::SessionParams sp;
+      sp.n_ctx = n_ctx;
+      sp.n_batch = o_.n_batch;
+      sp.n_threads = n_threads_;
+      sp.kv_type = kv_type_;
+      session_.reset();
+      session_ = std::make_unique<edgellm::Session>(
+          lm_.model, std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(m.file())), sp);
+      session_->set_draft(lm_.draft, o_.draft.layers);
+    }
+    session_->reset();
+    const int n_vocab = m.config().n_vocab;
+    uint64_t rng = 7;  // as run_once: the depth's tokens, then the timed part's from 42
+    std::vector<int32_t> toks;
+    for (int i = 0; i < t.n_depth; ++i) toks.push_back(static_cast<int32_t>(edgellm::detail::splitmix64(rng) % uint64_t(n_vocab)));
+    rng = 42;
+    toks.push_back(static_cast<int32_t>(edgellm::detail::splitmix64(rng) % uint64_t(n_vocab)));
+    session_->eval(toks);
+    edgellm::GenerateParams gp;
+    gp.max_tokens = t.n_gen;
+    gp.sampler.temperature = 0.0f;
+    gp.ignore_eos = true;
+    gp.add_bos = false;
+    gp.speculative = o_.spec;
+    const edgellm::Timer timer;
+    const double cpu0 = cpu_seconds();
+    const edgellm::GenerateResult g = session_->generate("", gp);
+    const RunTime rt{timer.seconds(), cpu_seconds() - cpu0};
+    if (static_cast<int>(g.tokens.size()) != t.n_gen)
+      edgellm::throw_error("speculative run of ", t.name(), " stopped after ", g.tokens.size(), " tokens (",
+                           edgellm::stop_reason_name(g.reason), ")");
+    if (token_ms) token_ms->insert(token_ms->end(), g.token_ms.begin(), g.token_ms.end());
+    if (r) {
+      r->n_passes += g.n_passes;
+      r->n_drafted += g.n_drafted;
+      r->n_accepted += g.n_accepted;
+    }
+    tokens_hash_ = edgellm::tokens_hash(g.tokens.data(), g.tokens.size());
+    speculative_ran_ = true;
+    return rt;
+  }
+
   uint32_t last_hash() const {
+    if (speculative_ran_) return tokens_hash_;
     if (ctx_.n_outputs() == 0) return 0;
     return edgellm::logits_hash(ctx_.logits(ctx_.n_outputs() - 1), size_t(lm_.model->config().n_vocab));
   }
@@ -295,9 +381,13 @@ class Runner {
   const LoadedModel& lm_;
   const Options& o_;
   edgellm::DType kv_type_;
+  int n_threads_;
   edgellm::LlamaContext ctx_;
   std::unique_ptr<edgellm::PagedKvCache> kv_;
   int seq_ = 0;
+  std::unique_ptr<edgellm::Session> session_;  // speculative runs: its own pool, cache and draft
+  uint32_t tokens_hash_ = 0;
+  bool speculative_ran_ = false;  // the last run was speculative: its hash is of the tokens
 };
 
 Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, double membw_gbps,
@@ -305,19 +395,24 @@ Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, 
   Result r;
   r.test = t;
   r.n_threads = n_threads;
+  r.speculative = o.speculative() && t.n_prompt == 0;
+  auto run = [&](const Test& x, std::vector<double>* token_ms, Result* into) {
+    return r.speculative ? runner.run_speculative(x, token_ms, into) : runner.run_once(x, token_ms);
+  };
   reset_peak_rss();
   if (o.warmup) {
-    // As llama-bench: the whole prompt, or one generated token (pages the weights in).
+    // As llama-bench: the whole prompt, or one generated token (pages the weights in); a
+    // speculative run as far as its first verify pass (the draft model reads the -d tokens).
     Test w = t;
-    if (w.n_prompt == 0) w.n_gen = 1;
+    if (w.n_prompt == 0) w.n_gen = r.speculative ? std::min(t.n_gen, o.spec.n_max + 2) : 1;
     else w.n_gen = 0;
-    runner.run_once(w, nullptr);
+    run(w, nullptr, nullptr);
   }
   const edgellm::WeightStream* st = lm.model->weight_stream();
   const edgellm::StreamStats st0 = st ? st->stats() : edgellm::StreamStats{};
   const uint64_t io0 = edgellm::process_read_bytes();
   for (int rep = 0; rep < o.reps; ++rep) {
-    const RunTime rt = runner.run_once(t, &r.token_ms);
+    const RunTime rt = run(t, &r.token_ms, &r);
     r.samples_ns.push_back(rt.wall * 1e9);
     r.cpu_ns.push_back(rt.cpu * 1e9);
     const edgellm::MemoryStats ms = edgellm::memory_stats();
@@ -359,7 +454,8 @@ int bench_main(int argc, char** argv) {
   const Options o = parse(argc, argv, &early);
   if (early == "version") return tool::print_version("edgellm-bench");
   if (early == "help") {
-    std::fputs(kUsage, stdout);
+    for (const char* part : {kUsage, kUsageOutput, kUsageSpeculative, tool::kSpeculativeUsage, kUsageSpeculativeRows})
+      std::fputs(part, stdout);
     return 0;
   }
   if (o.plan) {

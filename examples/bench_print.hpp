@@ -32,12 +32,13 @@ class Printer {
 
   void header() {
     if (o_.output == "md") {
-      const bool st = lm_.model->weight_stream() != nullptr;
+      const bool st = lm_.model->weight_stream() != nullptr, sp = o_.speculative();
       std::printf("| model | size | params | backend | threads | test | t/s | t/s (main CPU) | GB/s | roofline "
-                  "| ms/tok p50/p90/p99 | peak RSS (file/anon) | logits |%s\n",
-                  st ? " s/tok | read MiB/tok | limit s/tok |" : "");
-      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |%s\n",
-                  st ? " ---: | ---: | ---: |" : "");
+                  "| ms/tok p50/p90/p99 | peak RSS (file/anon) | logits |%s%s%s\n",
+                  sp ? " draft | drafted | accepted | acceptance | tok/pass |" : "", st || sp ? " s/tok |" : "",
+                  st ? " read MiB/tok | limit s/tok |" : "");
+      std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |%s%s%s\n",
+                  sp ? " --- | ---: | ---: | ---: | ---: |" : "", st || sp ? " ---: |" : "", st ? " ---: | ---: |" : "");
     } else if (o_.output == "csv") {
       std::printf("%s\n", join(fields(), ",").c_str());
     } else if (o_.output == "json") {
@@ -56,20 +57,20 @@ class Printer {
     const double p50 = edgellm::stats_percentile(r.token_ms, 50), p90 = edgellm::stats_percentile(r.token_ms, 90),
                  p99 = edgellm::stats_percentile(r.token_ms, 99);
     if (o_.output == "md") {
-      std::printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %.2f | %s | %s | %s | %s (%s / %s) | %s |%s\n",
+      std::printf("| %s | %s | %s | CPU | %d | %s | %.2f ± %.2f | %.2f | %s | %s | %s | %s (%s / %s) | %s |%s%s\n",
                   model_type(lm_).c_str(), mib(lm_.size_bytes).c_str(), params_str(lm_.n_params).c_str(), r.n_threads,
                   r.test.name().c_str(), r.avg_ts, r.stddev_ts, r.cpu_ts, gen_only ? fmt("%.1f", r.gbps).c_str() : "-",
                   gen_only && r.roofline > 0 ? fmt("%.0f %%", r.roofline).c_str() : "-",
                   r.token_ms.empty() ? "-" : (fmt("%.2f", p50) + " / " + fmt("%.2f", p90) + " / " + fmt("%.2f", p99)).c_str(),
                   mib(r.peak_rss).c_str(), mib(r.rss_file).c_str(), mib(r.rss_anon).c_str(),
-                  edgellm::format_hash(r.hash).c_str(), stream_cells(r).c_str());
+                  edgellm::format_hash(r.hash).c_str(), speculative_cells(r).c_str(), stream_cells(r).c_str());
     } else {
       std::vector<std::string> samples_ns, samples_ts;
       for (double ns : r.samples_ns) {
         samples_ns.push_back(fmt("%.0f", ns));
         samples_ts.push_back(fmt("%.6g", double(r.test.n_prompt + r.test.n_gen) * 1e9 / ns));
       }
-      const std::vector<std::string> v = {
+      const std::vector<std::string> base = {
           q(lm_.filename), q(model_type(lm_)), std::to_string(lm_.size_bytes), std::to_string(lm_.n_params),
           q(cpu_), q("CPU"), std::to_string(o_.n_batch), std::to_string(o_.n_batch), std::to_string(r.n_threads),
           q(o_.kv_type), q(o_.kv_type), o_.output == "sql" ? "1" : "true", std::to_string(r.test.n_prompt), std::to_string(r.test.n_gen),
@@ -80,6 +81,15 @@ class Printer {
           std::to_string(r.rss_anon), q(edgellm::format_hash(r.hash)),
           q(edgellm::isa_name(lm_.model->kernel_table().isa)), fmt("%.0f", r.read_per_tok), fmt("%.0f", r.stream_per_tok),
           fmt("%.6f", r.compute_s_tok), fmt("%.6f", r.limit_s_tok)};
+      std::vector<std::string> v = base;
+      if (o_.speculative()) {
+        const double runs = double(r.samples_ns.size());
+        const std::vector<std::string> sv = {
+            q(r.speculative ? draft_name() : ""), std::to_string(r.n_passes), std::to_string(r.n_drafted),
+            std::to_string(r.n_accepted), fmt("%.4f", r.acceptance()), fmt("%.4f", r.tokens_per_pass()),
+            fmt("%.6f", r.avg_ts > 0 ? 1.0 / r.avg_ts : 0.0), fmt("%.0f", runs)};
+        v.insert(v.end(), sv.begin(), sv.end());
+      }
       if (o_.output == "csv") {
         std::printf("%s\n", join(v, ",").c_str());
       } else if (o_.output == "sql") {
@@ -107,25 +117,48 @@ class Printer {
   }
 
  private:
-  static std::vector<std::string> fields() {
-    return {"model_filename", "model_type", "model_size", "model_n_params", "cpu_info", "backends", "n_batch",
+  std::vector<std::string> fields() const {
+    std::vector<std::string> k = {"model_filename", "model_type", "model_size", "model_n_params", "cpu_info", "backends", "n_batch",
             "n_ubatch", "n_threads", "type_k", "type_v", "use_mmap", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
             "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "cpu_ts", "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
             "peak_rss", "rss_file", "rss_anon", "logits_hash", "kernels", "read_bytes_per_token",
             "stream_bytes_per_token", "compute_s_per_token", "limit_s_per_token"};
+    // Speculative decoding (-md, --lookup, --draft-layers): per row, summed over its n_runs timed runs.
+    if (o_.speculative())
+      for (const char* x : {"draft", "n_passes", "n_drafted", "n_accepted", "acceptance_rate", "tokens_per_pass",
+                            "s_per_token", "n_runs"})
+        k.push_back(x);
+    return k;
+  }
+  // "lookup", "layers 2" or the draft model's file name.
+  std::string draft_name() const {
+    if (o_.spec.lookup) return "lookup";
+    if (o_.draft.layers > 0) return "layers " + std::to_string(o_.draft.layers);
+    const size_t slash = o_.draft.model.find_last_of('/');
+    return o_.draft.model.substr(slash == std::string::npos ? 0 : slash + 1);
+  }
+  // A speculative row's cells (md): draft, tokens drafted and accepted per run, acceptance rate,
+  // tokens per target pass, s/token ("-" but s/token on a -p row).
+  std::string speculative_cells(const Result& r) const {
+    if (!o_.speculative()) return "";
+    const double s_tok = r.avg_ts > 0 ? 1.0 / r.avg_ts : 0, runs = double(std::max<size_t>(1, r.samples_ns.size()));
+    if (!r.speculative) return fmt(" - | - | - | - | - | %.4g |", s_tok);
+    return " " + draft_name() + fmt(" | %.1f", double(r.n_drafted) / runs) + fmt(" | %.1f", double(r.n_accepted) / runs) +
+           fmt(" | %.1f %%", 100.0 * r.acceptance()) + fmt(" | %.2f", r.tokens_per_pass()) + fmt(" | %.4g |", s_tok);
   }
   // The streamed model's cells of a markdown row: s/token, storage MiB read per token, physical limit.
   std::string stream_cells(const Result& r) const {
     if (!lm_.model->weight_stream()) return "";
     const double s_tok = r.avg_ts > 0 ? 1.0 / r.avg_ts : 0;
-    return fmt(" %.3f |", s_tok) + fmt(" %.1f |", r.read_per_tok / (1024.0 * 1024.0)) + fmt(" %.3f |", r.limit_s_tok);
+    return (o_.speculative() ? std::string() : fmt(" %.3f |", s_tok)) + fmt(" %.1f |", r.read_per_tok / (1024.0 * 1024.0)) + fmt(" %.3f |", r.limit_s_tok);
   }
   // The SQL column type of a field (-o sql).
   static const char* sql_type(const std::string& k) {
     static const char* const kText[] = {"model_filename", "model_type", "cpu_info", "backends", "type_k", "type_v",
-                                        "samples_ns", "samples_ts", "logits_hash", "kernels"};
+                                        "samples_ns", "samples_ts", "logits_hash", "kernels", "draft"};
     static const char* const kReal[] = {"avg_ts",  "stddev_ts", "cpu_ts",  "gbps", "roofline_pct", "p50_ms", "p90_ms", "p99_ms",
-                                        "compute_s_per_token", "limit_s_per_token"};
+                                        "compute_s_per_token", "limit_s_per_token", "acceptance_rate", "tokens_per_pass",
+                                        "s_per_token"};
     for (const char* t : kText)
       if (k == t) return "TEXT";
     for (const char* t : kReal)

@@ -26,6 +26,7 @@
 #include <edgellm/tools/synthetic.hpp>
 
 #include "common.hpp"
+#include "speculative_flags.hpp"
 
 namespace bench {
 
@@ -39,10 +40,16 @@ struct Options {
   bool membw = false, warmup = true, verbose = false, plan = false, repack = true;
   edgellm::SyntheticBlocks blocks = edgellm::SyntheticBlocks::Quantized;  // --synthetic-blocks
   uint64_t mem_budget = 0;  // --mem-budget (0: detected; models that fit load as without one)
+  // Speculative decoding (-md, --lookup, --draft-layers and their parameters): the -n rows decode
+  // greedily through the speculative token loop.
+  edgellm::SpeculativeParams spec;
+  tool::DraftFlags draft;
+  bool speculative() const { return tool::has_draft_source(spec, draft); }
 };
 
 struct LoadedModel {
   std::shared_ptr<const edgellm::LlamaModel> model;
+  std::shared_ptr<const edgellm::LlamaModel> draft;  // -md (null: none, or another draft source)
   std::string filename, type_name;  // type_name: "Q4_K - Medium"-like mix name from general.file_type
   uint64_t size_bytes = 0, n_params = 0;
   int n_ctx = 0;  // tokens of the longest test (-d + -p + -n)
@@ -78,6 +85,12 @@ struct Result {
   double read_per_tok = 0, stream_per_tok = 0, compute_s_tok = 0, limit_s_tok = 0, read_s_tok = 0, place_s_tok = 0;
   double avg_ts = 0, stddev_ts = 0, avg_ns = 0, stddev_ns = 0, gbps = 0, roofline = 0;
   double cpu_ts = 0;  // tokens per main-thread CPU-second (see cpu_seconds)
+  // Speculative -n rows: target passes that evaluated a generated token, tokens drafted for them
+  // and drafts accepted, summed over the timed runs (hash: of the generated tokens).
+  bool speculative = false;
+  int64_t n_passes = 0, n_drafted = 0, n_accepted = 0;
+  double acceptance() const { return n_drafted > 0 ? double(n_accepted) / double(n_drafted) : 0; }
+  double tokens_per_pass() const { return n_passes > 0 ? double(n_passes + n_accepted) / double(n_passes) : 0; }
 };
 
 }  // namespace bench

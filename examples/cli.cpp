@@ -121,17 +121,13 @@ int main(int argc, char** argv) {
     if (have_keep && sp.n_window == 0) edgellm::throw_error("--keep needs --window W (W >= 1)");
     if (n_parallel > 1 && chat) edgellm::throw_error("--parallel is not available with --chat");
     tool::check_speculative(gp.speculative, draft);
-    const bool speculative = gp.speculative.lookup || !draft.model.empty() || draft.layers > 0;
+    const bool speculative = tool::has_draft_source(gp.speculative, draft);
     const auto draft_model = tool::load_draft(draft);  // first: with --mem-budget its size is the target's less
 
     edgellm::LoadOptions load;
     load.repack = repack;
     load.mem_budget = m.mem_budget;
-    if (draft_model && load.mem_budget > 0) {
-      const uint64_t d = draft_model->file().file_size();
-      if (d >= load.mem_budget) edgellm::throw_error("--mem-budget is smaller than the draft model ", draft.model);
-      load.mem_budget -= d;
-    }
+    tool::take_draft_from_budget(draft_model.get(), draft, load.mem_budget);
     load.plan = edgellm::memory_plan_params(sp, n_parallel);
     std::shared_ptr<const edgellm::LlamaModel> model;
     if (m.path.empty()) {

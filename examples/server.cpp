@@ -423,11 +423,7 @@ int main(int argc, char** argv) {
     edgellm::LoadOptions load;
     load.repack = repack;
     load.mem_budget = m.mem_budget;
-    if (p.draft && load.mem_budget > 0) {
-      const uint64_t d = p.draft->file().file_size();
-      if (d >= load.mem_budget) edgellm::throw_error("--mem-budget is smaller than the draft model ", draft.model);
-      load.mem_budget -= d;
-    }
+    tool::take_draft_from_budget(p.draft.get(), draft, load.mem_budget);
     auto model = edgellm::LlamaModel::load(m.path, [&] {
       edgellm::SessionParams plan_sp = p.session;
       if (plan_sp.n_ctx == 0) plan_sp.n_ctx = 4096;

@@ -1,5 +1,5 @@
-// The speculative decoding flags of the tools that decode (edgellm-cli, edgellm-server), named as
-// llama.cpp names them where it has them: -md / --model-draft, --draft-max (--draft, --draft-n),
+// The speculative decoding flags of the tools that decode (edgellm-cli, edgellm-server,
+// edgellm-bench), named as llama.cpp names them where it has them: -md / --model-draft, --draft-max (--draft, --draft-n),
 // --draft-min (--draft-n-min), --draft-p-min; ours: --lookup, --draft-layers N, --draft-adaptive, --draft-sample.
 #pragma once
 #include <cstdio>
@@ -57,6 +57,20 @@ inline void check_speculative(const edgellm::SpeculativeParams& sp, const DraftF
 inline std::shared_ptr<const edgellm::LlamaModel> load_draft(const DraftFlags& d) {
   if (d.model.empty()) return nullptr;
   return edgellm::LlamaModel::load(d.model);
+}
+
+// With --mem-budget (budget > 0) the resident draft model's file size comes out of the target's
+// budget; an Error when the draft alone does not fit.
+inline void take_draft_from_budget(const edgellm::LlamaModel* draft, const DraftFlags& d, uint64_t& budget) {
+  if (!draft || budget == 0) return;
+  const uint64_t size = draft->file().file_size();
+  if (size >= budget) edgellm::throw_error("--mem-budget is smaller than the draft model ", d.model);
+  budget -= size;
+}
+
+// Any draft source given (-md, --lookup, --draft-layers)?
+inline bool has_draft_source(const edgellm::SpeculativeParams& sp, const DraftFlags& d) {
+  return sp.lookup || !d.model.empty() || d.layers > 0;
 }
 
 // One line for -v: drafts, acceptance and tokens per target pass.

@@ -43,13 +43,12 @@ inline double stats_percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (rank - double(lo));
 }
 
-// FNV-1a (32-bit) over the bytes of the floats: equal logits give equal hashes, any bit change
-// (even -0.0 vs 0.0) a different one.
-inline uint32_t logits_hash(const float* x, size_t n) {
+// FNV-1a (32-bit) over n 4-byte values (little-endian byte order whatever the host's).
+inline uint32_t fnv1a_words(const void* x, size_t n) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
+    std::memcpy(&bits, static_cast<const char*>(x) + 4 * i, 4);
     for (int b = 0; b < 4; ++b) {
       h ^= (bits >> (8 * b)) & 0xFFu;
       h *= 16777619u;
@@ -57,6 +56,13 @@ inline uint32_t logits_hash(const float* x, size_t n) {
   }
   return h;
 }
+
+// Over the bytes of the floats: equal logits give equal hashes, any bit change (even -0.0 vs 0.0)
+// a different one.
+inline uint32_t logits_hash(const float* x, size_t n) { return fnv1a_words(x, n); }
+
+// Over token ids: equal hashes, the same tokens (edgellm-bench's speculative rows).
+inline uint32_t tokens_hash(const int32_t* x, size_t n) { return fnv1a_words(x, n); }
 
 // "#0123abcd", the form printed in bench rows.
 inline std::string format_hash(uint32_t h) {
