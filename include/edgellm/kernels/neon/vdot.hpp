@@ -6,6 +6,8 @@
 
 #if EDGELLM_HAS_NEON
 #include <arm_neon.h>
+#include <cstddef>
+#include <cstdint>
 
 // Forces a kernel body into its (possibly target-attributed) caller, so that the sdot it
 // contains is assembled inside a function that is allowed to use it.
