@@ -35,15 +35,17 @@ inline void quantize_erased(const float* EDGELLM_RESTRICT x, void* EDGELLM_RESTR
   F(x, static_cast<Block*>(y), k);
 }
 
-// One row's reference dequantizer and quantizer, type-erased (the block type cast away).
-template <class Block, void (*D)(const Block* EDGELLM_RESTRICT, float* EDGELLM_RESTRICT, int64_t),
-          void (*Q)(const float* EDGELLM_RESTRICT, Block* EDGELLM_RESTRICT, int64_t) = nullptr>
+// One row's reference dequantizer and quantizer, type-erased (the block type cast away); the
+// two-argument form for types without a reference quantizer. (Two overloads, not a defaulted
+// nullptr: g++ -fsanitize=undefined does not take `Q == nullptr` as a constant expression.)
+template <class Block, void (*D)(const Block* EDGELLM_RESTRICT, float* EDGELLM_RESTRICT, int64_t)>
 constexpr RowFns fns() {
-  if constexpr (Q == nullptr) {
-    return {dequantize_erased<Block, D>, nullptr};
-  } else {
-    return {dequantize_erased<Block, D>, quantize_erased<Block, Q>};
-  }
+  return {dequantize_erased<Block, D>, nullptr};
+}
+template <class Block, void (*D)(const Block* EDGELLM_RESTRICT, float* EDGELLM_RESTRICT, int64_t),
+          void (*Q)(const float* EDGELLM_RESTRICT, Block* EDGELLM_RESTRICT, int64_t)>
+constexpr RowFns fns() {
+  return {dequantize_erased<Block, D>, quantize_erased<Block, Q>};
 }
 
 }  // namespace detail
