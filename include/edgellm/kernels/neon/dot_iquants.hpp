@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "edgellm/config.hpp"
@@ -180,6 +181,27 @@ EDGELLM_NEON_INLINE float iq_row(int n, const void* w, const void* a) {
       sumf += T::template block<D>(x[i], y[i]);
   }
   return T::kPost * sumf;
+}
+// The same for a format whose block() leaves the block's integer sums in
+// vectors (T::Part<D>) and whose finish() reduces them to the exact int32 sum
+// (T::kPost = 1): each block is reduced, scaled and added (the reference's
+// float steps, in its order) while the next one is decoded. On the in-order
+// A55 the reduction's dependent chain (adds, addv, convert, multiply-add) stalls
+// the loop when it ends each block (llvm-mca, TQ1_0: 116 -> 98 cycles per
+// block with dotprod, 156 -> 144 on ARMv8.0).
+template <class T, class D>
+EDGELLM_NEON_INLINE float deferred_row(int n, const void* w, const void* a) {
+  const auto* x = static_cast<const typename T::Block*>(w);
+  const auto* y = static_cast<const block_q8_K*>(a);
+  typename T::template Part<D> part{};  // all zero: the first step adds 0 * 0
+  float sumf = 0.0f, scale = 0.0f;
+  for (int i = 0; i < n / QK_K; ++i) {
+    const auto next = T::template block<D>(x[i], y[i]);
+    sumf += float(T::template finish<D>(part)) * scale;
+    scale = fp16_to_fp32(x[i].d) * y[i].d;
+    part = next;
+  }
+  return sumf + float(T::template finish<D>(part)) * scale;
 }
 
 // ---- IQ2_XXS: per 32 weights a 64-bit word: 4 grid indexes (bytes 0..3), 4 x
@@ -484,47 +506,136 @@ struct TQ2 {
 };
 
 // ---- TQ1_0: 5 trits per byte (qs) and 4 per byte (qh) in base 3, most
-// significant first: trit l of byte q is ((q * 3^l mod 256) * 3) >> 8, computed
-// as ((p + (p >> 1)) / 2) >> 6 (halving add); the weight is trit - 1 (the -1
-// through bsums).
+// significant first, as ggml's fixed point: with p_l = q * 3^l mod 256, trit l
+// of byte q is (3 p_l) >> 8, and 3 p_l = 256 trit_l + p_{l+1}. Weight = trit - 1.
+// Vector g of 16 weights (activations 16 g): g = 2 l + j (l < 5) is plane l of
+// qs bytes 16 j .. 16 j + 15, g = 10 + l plane l of qs bytes 32..47, g = 15 the
+// qh trits (plane l of byte j: weight 240 + 4 l + j, from qh * {1, 3, 9, 27}).
+//
+// dotprod, no trits decoded: s_l = (q ^ 0x80) * 3^l mod 256 read as int8 is
+// p_l - 128 (3^l * 128 = 128 mod 256), so s_{l+1} = 3 s_l mod 256 and
+// 3 s_l - s_{l+1} = 3 p_l - p_{l+1} - 256 = 256 (trit_l - 1). The block's sum is
+// (3 T - T') / 256 exactly, T = sum of s_l . a_l, T' = sum of s_{l+1} . a_l: one
+// multiply and two sdots per 16 weights, no -1 term (bsums unused). ARMv8.0: the
+// trits as ((p + (p >> 1)) / 2) >> 6 (halving add), their products with the
+// activations summed in int16 (smlal: 8 products of at most 256 per lane and
+// accumulator) and the -1 through bsums.
 struct TQ1 {
-  static constexpr bool kScaledSum = false;  // block() is the float term
-  static constexpr float kPost = 1.0f;
   using Block = block_tq1_0;
+  // What block() leaves for finish(): the four sdot chains (T, T', T, T'), or
+  // the ARMv8.0 int16 sums and bsums[i] + bsums[i + 8].
+  struct PartSdot {
+    int32x4_t acc[4];
+  };
+  struct PartV80 {
+    int16x8_t acc[4];
+    int16x8_t bs;
+  };
+  template <class D>
+  using Part = std::conditional_t<std::is_same_v<D, DotV80>, PartV80, PartSdot>;
+
+  // 3 in every byte, opaque: g++ would turn each multiply by 3 into shl + add.
+  static EDGELLM_NEON_INLINE uint8x16_t three() {
+    uint8x16_t t = vdupq_n_u8(3);
+    __asm__("" : "+w"(t));
+    return t;
+  }
+  // qh's four bytes times {1, 3, 9, 27} (byte j, lanes 4 l + j), after xor with
+  // x80.
+  static EDGELLM_NEON_INLINE uint8x16_t qh_planes(const Block& x, uint32_t x80) {
+    static const uint8_t kPow3x4[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+    uint32_t qh;
+    std::memcpy(&qh, x.qh, 4);
+    return vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(qh ^ x80)), vld1q_u8(kPow3x4));
+  }
+
+  template <class D>
+  static EDGELLM_NEON_INLINE Part<D> block(const Block& x, const block_q8_K& y) {
+    if constexpr (std::is_same_v<D, DotV80>)
+      return block_v80(x, y);
+    else
+      return block_sdot<D>(x, y.qs);
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t finish(const Part<D>& p) {
+    if constexpr (std::is_same_v<D, DotV80>) {
+      const int16x8_t s = vaddq_s16(vaddq_s16(p.acc[0], p.acc[1]), vaddq_s16(p.acc[2], p.acc[3]));
+      return vaddlvq_s16(vsubq_s16(s, p.bs));  // |lane| <= 8192 + 4096
+    } else {
+      int32x4_t k3 = vdupq_n_s32(3);
+      __asm__("" : "+w"(k3));  // one mls, not shl + add + sub
+      // T' - 3 T, a multiple of 256 (>> is exact)
+      const int32x4_t t = vaddq_s32(p.acc[0], p.acc[2]), tn = vaddq_s32(p.acc[1], p.acc[3]);
+      return -(vaddvq_s32(vmlsq_s32(tn, t, k3)) >> 8);
+    }
+  }
+
+  template <class D>
+  static EDGELLM_NEON_INLINE PartSdot block_sdot(const Block& x, const int8_t* a) {
+    const uint8x16_t k80 = vdupq_n_u8(0x80), k3 = three();
+    PartSdot r;
+    // One Dot4 step: vectors u (activations 16 gu) and v (16 gv), each as s_l
+    // and s_{l+1} (T and T' chains).
+    const auto step = [&](auto first, int gu, uint8x16_t u, uint8x16_t u3, int gv, uint8x16_t v,
+                          uint8x16_t v3) EDGELLM_NEON_LAMBDA {
+      const int8x16_t au = vld1q_s8(a + 16 * gu), av = vld1q_s8(a + 16 * gv);
+      const int8x16_t w[4] = {vreinterpretq_s8_u8(u), vreinterpretq_s8_u8(u3), vreinterpretq_s8_u8(v),
+                              vreinterpretq_s8_u8(v3)};
+      const int8x16_t y[4] = {au, au, av, av};
+      if constexpr (decltype(first)::value)
+        Dot4<D>::fresh(r.acc, w, y);
+      else
+        Dot4<D>::add(r.acc, w, y);
+    };
+    uint8x16_t s0 = veorq_u8(vld1q_u8(x.qs), k80), s1 = veorq_u8(vld1q_u8(x.qs + 16), k80);
+    for_each_sub(std::make_integer_sequence<int, 5>{}, [&](auto l) EDGELLM_NEON_LAMBDA {
+      constexpr int L = decltype(l)::value;
+      const uint8x16_t n0 = vmulq_u8(s0, k3), n1 = vmulq_u8(s1, k3);
+      step(std::bool_constant<L == 0>{}, 2 * L, s0, n0, 2 * L + 1, s1, n1);
+      s0 = n0;
+      s1 = n1;
+    });
+    // qs bytes 32..47, planes 0..5 (vectors 10..14), two per step; the qh
+    // trits with plane 4.
+    constexpr std::false_type more{};
+    const uint8x16_t p0 = veorq_u8(vld1q_u8(x.qs + 32), k80), p1 = vmulq_u8(p0, k3), p2 = vmulq_u8(p1, k3);
+    const uint8x16_t p3 = vmulq_u8(p2, k3), p4 = vmulq_u8(p3, k3), p5 = vmulq_u8(p4, k3);
+    const uint8x16_t h = qh_planes(x, 0x80808080u);
+    step(more, 10, p0, p1, 11, p1, p2);
+    step(more, 12, p2, p3, 13, p3, p4);
+    step(more, 14, p4, p5, 15, h, vmulq_u8(h, k3));
+    return r;
+  }
+
   static EDGELLM_NEON_INLINE int8x16_t trit(uint8x16_t p) {
     return vreinterpretq_s8_u8(vshrq_n_u8(vhaddq_u8(p, vshrq_n_u8(p, 1)), 6));
   }
-  template <class D>
-  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
-    // 16 vectors of 16 weights: 32-byte part (trit l of bytes 0..15 / 16..31:
-    // activations 32 l + 0 / 16), 16-byte part (trit l: 160 + 16 l), qh (trit l
-    // of byte j: 240 + 4 l + j); four chains.
-    const uint8x16_t q0 = vld1q_u8(x.qs), q1 = vld1q_u8(x.qs + 16), q2 = vld1q_u8(x.qs + 32);
-    uint32_t qh;
-    std::memcpy(&qh, x.qh, 4);
-    static const uint8_t kPow3x4[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
-    const uint8x16_t h = vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(qh)), vld1q_u8(kPow3x4));
-    const uint8x16_t src[16] = {q0, q1, q0, q1, q0, q1, q0, q1, q0, q1, q2, q2, q2, q2, q2, h};
-    static const uint8_t kMul[16] = {1, 1, 3, 3, 9, 9, 27, 27, 81, 81, 1, 3, 9, 27, 81, 1};
-    static const int16_t kAct[16] = {0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240};
-    int32x4_t acc[4];
-    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto g) EDGELLM_NEON_LAMBDA {
-      constexpr int G = decltype(g)::value;
-      int8x16_t w[4], v[4];
-      for (int k = 0; k < 4; ++k) {
-        const int i = 4 * G + k;
-        w[k] = trit(kMul[i] == 1 ? src[i] : vmulq_u8(src[i], vdupq_n_u8(kMul[i])));
-        v[k] = vld1q_s8(y.qs + kAct[i]);
+  static EDGELLM_NEON_INLINE PartV80 block_v80(const Block& x, const block_q8_K& y) {
+    const uint8x16_t k3 = three();
+    PartV80 r;
+    for (int k = 0; k < 4; ++k) r.acc[k] = vdupq_n_s16(0);
+    // Vector g (plane p) into accumulators C and C + 1 (8 vectors each).
+    const auto add = [&](auto c, int g, uint8x16_t p) EDGELLM_NEON_LAMBDA {
+      constexpr int C = decltype(c)::value;
+      const int8x16_t t = trit(p), v = vld1q_s8(y.qs + 16 * g);
+      r.acc[C] = vmlal_s8(r.acc[C], vget_low_s8(t), vget_low_s8(v));
+      r.acc[C + 1] = vmlal_high_s8(r.acc[C + 1], t, v);
+    };
+    uint8x16_t p0 = vld1q_u8(x.qs), p1 = vld1q_u8(x.qs + 16), p2 = vld1q_u8(x.qs + 32);
+    for_each_sub(std::make_integer_sequence<int, 5>{}, [&](auto l) EDGELLM_NEON_LAMBDA {
+      constexpr int L = decltype(l)::value;
+      add(std::integral_constant<int, 0>{}, 2 * L, p0);
+      add(std::integral_constant<int, 2>{}, 2 * L + 1, p1);
+      add(std::integral_constant<int, 2 * (L % 2)>{}, 10 + L, p2);
+      if constexpr (L < 4) {
+        p0 = vmulq_u8(p0, k3);
+        p1 = vmulq_u8(p1, k3);
+        p2 = vmulq_u8(p2, k3);
       }
-      if constexpr (G == 0)
-        Dot4<D>::fresh(acc, w, v);
-      else
-        Dot4<D>::add(acc, w, v);
     });
-    const int32x4_t acc0 = vaddq_s32(acc[0], acc[1]), acc1 = vaddq_s32(acc[2], acc[3]);
-    const int16x8_t bs = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
-    const int32_t sum = vaddvq_s32(vaddq_s32(acc0, acc1)) - vaddlvq_s16(bs);
-    return float(sum) * (fp16_to_fp32(x.d) * y.d);  // the reference's order
+    add(std::integral_constant<int, 2>{}, 15, qh_planes(x, 0));
+    r.bs = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));  // |lane| <= 2 * 16 * 128
+    return r;
   }
 };
 
@@ -540,7 +651,7 @@ EDGELLM_NEON_VEC_DOT(iq3_s_q8_K, iq_row, IQ3S)
 EDGELLM_NEON_VEC_DOT(iq1_s_q8_K, iq_row, IQ1S)
 EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, iq_row, IQ1M)
 EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, iq_row, IQ4XS)
-EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, iq_row, TQ1)
+EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, deferred_row, TQ1)
 EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, iq_row, TQ2)
 EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, legacy_row, legacy_rows, FmtIQ4_NL)
 
