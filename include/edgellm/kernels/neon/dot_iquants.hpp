@@ -551,6 +551,12 @@ struct FmtIQ4_NL : LegacyFormat<block_iq4_nl, block_q8_0, 2> {
     return D::dot(p, vqtbl1q_s8(values, vshrq_n_u8(q, 4)), y1);
   }
 };
+// IQ4_NL's one-row driver: legacy_row with four groups of four blocks per step under dotprod
+// (llvm-mca: 166 -> 157 cycles per 256 weights), two on ARMv8.0.
+template <class F, class D>
+EDGELLM_NEON_INLINE float iq4_nl_row(int n, const void* w, const void* a) {
+  return legacy_row<F, D, std::is_same_v<D, DotSdot> ? 4 : 2>(n, w, a);
+}
 
 // ---- TQ2_0: 2-bit fields q (weight q - 1), field l of byte j of each 32-byte
 // half is weight 32 l + j. Field l is taken as q & (3 << 2l) (worth 4^l q; its
@@ -744,7 +750,7 @@ EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, deferred_row, IQ1M)
 EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, picked_row, IQ4XS)
 EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, deferred_row, TQ1)
 EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, deferred_row, TQ2)
-EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, legacy_row, legacy_rows, FmtIQ4_NL)
+EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, iq4_nl_row, legacy_rows, FmtIQ4_NL)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON
