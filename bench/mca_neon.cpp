@@ -55,23 +55,28 @@ EDGELLM_MCA_KQUANT(q5_K, KQ5)
 EDGELLM_MCA_KQUANT(q6_K, KQ6)
 
 // i-quants and ternary types (neon/dot_iquants.hpp): one row, the loop is one super-block
-// (IQ4_NL: the legacy body, eight 32-weight blocks per iteration, and its four-row form; TQ1_0:
-// deferred_row, each block's reduction in the next iteration).
+// (IQ4_NL: the legacy body, sixteen 32-weight blocks per iteration with dotprod, eight on ARMv8.0,
+// and its four-row form; TQ1_0,
+// TQ2_0 and where T::kDeferred<D> picks it: deferred_row, each block's reduction in the next
+// iteration).
 #define EDGELLM_MCA_IQ_ROW(t, T, row)            \
   EDGELLM_MCA_ROW(mca_##t, row<T, DotSdot>)       \
   EDGELLM_MCA_ROW(mca_v80_##t, row<T, DotV80>)
-#define EDGELLM_MCA_IQ(t, T) EDGELLM_MCA_IQ_ROW(t, T, iq_row)
+#define EDGELLM_MCA_IQ(t, T) EDGELLM_MCA_IQ_ROW(t, T, picked_row)
 EDGELLM_MCA_IQ(iq2_xxs, IQ2XXS)
 EDGELLM_MCA_IQ(iq2_xs, IQ2XS)
 EDGELLM_MCA_IQ(iq2_s, IQ2S)
 EDGELLM_MCA_IQ(iq3_xxs, IQ3XXS)
 EDGELLM_MCA_IQ(iq3_s, IQ3S)
-EDGELLM_MCA_IQ(iq1_s, IQ1S)
-EDGELLM_MCA_IQ(iq1_m, IQ1M)
+EDGELLM_MCA_IQ_ROW(iq1_s, IQ1S, deferred_row)
+EDGELLM_MCA_IQ_ROW(iq1_m, IQ1M, deferred_row)
 EDGELLM_MCA_IQ(iq4_xs, IQ4XS)
 EDGELLM_MCA_IQ_ROW(tq1_0, TQ1, deferred_row)
-EDGELLM_MCA_IQ(tq2_0, TQ2)
-EDGELLM_MCA_LEGACY(iq4_nl, FmtIQ4_NL)
+EDGELLM_MCA_IQ_ROW(tq2_0, TQ2, deferred_row)
+EDGELLM_MCA_ROW(mca_iq4_nl, iq4_nl_row<FmtIQ4_NL, DotSdot>)
+EDGELLM_MCA_ROWS(mca_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotSdot>)
+EDGELLM_MCA_ROW(mca_v80_iq4_nl, iq4_nl_row<FmtIQ4_NL, DotV80>)
+EDGELLM_MCA_ROWS(mca_v80_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotV80>)
 #endif
 
 // ---- packed x4 K-quants (neon/packed_kquants.hpp): decode (one token), one group of 4 rows; the

@@ -130,7 +130,7 @@ mca_unpack_q5_K 256 4 0
 # its vec_dot's block loop the same way; for IQ4_NL and the IQ2 / IQ3 / IQ1 types that is its inner
 # loop of 64 weights (x 4; the per-256 scale arithmetic outside it is not counted, in its favour).
 mca_iq4_xs 256 1 205
-mca_iq4_nl 256 1 228
+mca_iq4_nl 512 1 228
 mca_rows_iq4_nl 64 4 228
 mca_iq2_xxs 256 1 292
 mca_iq2_xs 256 1 288

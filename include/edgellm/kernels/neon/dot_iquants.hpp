@@ -105,12 +105,13 @@ EDGELLM_NEON_INLINE void for_each_sub(std::integer_sequence<int, I...>, F&& f) {
   (f(std::integral_constant<int, I>{}), ...);
 }
 
-// Sum over the 8 sub-blocks of 32 weights of scale * (w0 . y0 + w1 . y1):
-// weights(IB, w0, w1) gives sub-block IB's two weight vectors, its scale is
-// lane IB % 4 of sc[IB / 4]. Four sub-blocks per step: their sums in one vector
-// (addp tree), one multiply-add by the scale vector.
+// Sum over the 8 sub-blocks of 32 weights of scale * (w0 . y0 + w1 . y1), left
+// in the lanes of one vector (acc_sub32; sum_sub32 adds them): weights(IB, w0,
+// w1) gives sub-block IB's two weight vectors, its scale is lane IB % 4 of
+// sc[IB / 4]. Four sub-blocks per step: their sums in one vector (addp tree),
+// one multiply-add by the scale vector.
 template <class D, class W>
-EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
+EDGELLM_NEON_INLINE int32x4_t acc_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
   int32x4_t acc = vdupq_n_s32(0);
   for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto h) EDGELLM_NEON_LAMBDA {
     constexpr int H = decltype(h)::value;
@@ -126,12 +127,16 @@ EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W
     Dot4<D>::add(p, w1, y1);
     acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[H]);
   });
-  return vaddvq_s32(acc);
+  return acc;
+}
+template <class D, class W>
+EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
+  return vaddvq_s32(acc_sub32<D>(q8, sc, std::forward<W>(weights)));
 }
 // The same with a scale per 16 weights: scale of (IB, half j) in lane (2 IB +
 // j) % 4 of sc[IB / 2].
 template <class D, class W>
-EDGELLM_NEON_INLINE int32_t sum_sub16(const int8_t* q8, const int32x4_t sc[4], W&& weights) {
+EDGELLM_NEON_INLINE int32x4_t acc_sub16(const int8_t* q8, const int32x4_t sc[4], W&& weights) {
   int32x4_t acc = vdupq_n_s32(0);
   for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto q) EDGELLM_NEON_LAMBDA {
     constexpr int Q = decltype(q)::value;
@@ -143,7 +148,11 @@ EDGELLM_NEON_INLINE int32_t sum_sub16(const int8_t* q8, const int32x4_t sc[4], W
     Dot4<D>::fresh(p, w, y);
     acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[Q]);
   });
-  return vaddvq_s32(acc);
+  return acc;
+}
+template <class D, class W>
+EDGELLM_NEON_INLINE int32_t sum_sub16(const int8_t* q8, const int32x4_t sc[4], W&& weights) {
+  return vaddvq_s32(acc_sub16<D>(q8, sc, std::forward<W>(weights)));
 }
 
 // 8 bytes (one per 32-weight sub-block) -> two int32x4 (lanes for
@@ -167,51 +176,87 @@ EDGELLM_NEON_INLINE void nibble_scales16(const uint8_t* p, int32x4_t sc[4]) {
   sc[3] = vreinterpretq_s32_u32(vmovl_high_u16(hi));
 }
 
-// One row of super-block format T against Q8_K: the sum over blocks of d_w * d_a * T::block_sum
-// (kScaledSum) or of T::block (the block's float term), times T::kPost (ggml's final 0.125 / 0.25).
+// One row of super-block format T (kScaledSum: T::block_acc leaves the block's integer sum in the
+// lanes of a vector) against Q8_K: the sum over blocks of d_w * d_a * that sum, times T::kPost
+// (ggml's final 0.125 / 0.25).
 template <class T, class D>
 EDGELLM_NEON_INLINE float iq_row(int n, const void* w, const void* a) {
   const auto* x = static_cast<const typename T::Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   float sumf = 0.0f;
-  for (int i = 0; i < n / QK_K; ++i) {
-    if constexpr (T::kScaledSum)
-      sumf += fp16_to_fp32(x[i].d) * y[i].d * float(T::template block_sum<D>(x[i], y[i].qs));
-    else
-      sumf += T::template block<D>(x[i], y[i]);
-  }
+  for (int i = 0; i < n / QK_K; ++i)
+    sumf += fp16_to_fp32(x[i].d) * y[i].d * float(vaddvq_s32(T::template block_acc<D>(x[i], y[i].qs)));
   return T::kPost * sumf;
 }
-// The same for a format whose block() leaves the block's integer sums in
-// vectors (T::Part<D>) and whose finish() reduces them to the exact int32 sum
-// (T::kPost = 1): each block is reduced, scaled and added (the reference's
-// float steps, in its order) while the next one is decoded. On the in-order
-// A55 the reduction's dependent chain (adds, addv, convert, multiply-add) stalls
-// the loop when it ends each block (llvm-mca, TQ1_0: 116 -> 98 cycles per
-// block with dotprod, 156 -> 144 on ARMv8.0).
+// The same for any format, each block reduced, scaled and added (the reference's float steps, in
+// its order) while the next one is decoded: its integer sums are left in vectors (T::block_acc's
+// lanes, or for the formats without kScaledSum T::block's T::Part<D>, reduced by T::finish to the
+// exact int32 sum or to the reference's float term before d_w * d_a). On the in-order A55 the
+// reduction's dependent chain (adds, addv, convert, multiply-add) stalls the loop when it ends
+// each block (llvm-mca cycles per block: docs/PERF.md; TQ1_0 116 -> 98 with dotprod, 156 -> 144
+// on ARMv8.0).
+template <class T, class D>
+EDGELLM_NEON_INLINE auto deferred_part(const typename T::Block& x, const block_q8_K& y) {
+  if constexpr (T::kScaledSum)
+    return T::template block_acc<D>(x, y.qs);
+  else
+    return T::template block<D>(x, y);
+}
+template <class T, class D, class P>
+EDGELLM_NEON_INLINE auto deferred_finish(const P& p) {
+  if constexpr (T::kScaledSum)
+    return vaddvq_s32(p);
+  else
+    return T::template finish<D>(p);
+}
+// d_w * d_a: T::scale where the format has one (IQ1_M's d is in its scales), else d * y.d.
+template <class T, class = void>
+struct HasScale : std::false_type {};
+template <class T>
+struct HasScale<T, std::void_t<decltype(&T::scale)>> : std::true_type {};
+template <class T>
+EDGELLM_NEON_INLINE float deferred_scale(const typename T::Block& x, const block_q8_K& y) {
+  if constexpr (HasScale<T>::value)
+    return T::scale(x, y);
+  else
+    return fp16_to_fp32(x.d) * y.d;
+}
 template <class T, class D>
 EDGELLM_NEON_INLINE float deferred_row(int n, const void* w, const void* a) {
   const auto* x = static_cast<const typename T::Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
-  typename T::template Part<D> part{};  // all zero: the first step adds 0 * 0
+  decltype(deferred_part<T, D>(x[0], y[0])) part{};  // all zero: the first step adds 0 * 0
   float sumf = 0.0f, scale = 0.0f;
   for (int i = 0; i < n / QK_K; ++i) {
-    const auto next = T::template block<D>(x[i], y[i]);
-    sumf += float(T::template finish<D>(part)) * scale;
-    scale = fp16_to_fp32(x[i].d) * y[i].d;
+    const auto next = deferred_part<T, D>(x[i], y[i]);
+    sumf += float(deferred_finish<T, D>(part)) * scale;
+    scale = deferred_scale<T>(x[i], y[i]);
     part = next;
   }
-  return sumf + float(T::template finish<D>(part)) * scale;
+  return T::kPost * (sumf + float(deferred_finish<T, D>(part)) * scale);
+}
+// iq_row or deferred_row, as T::kDeferred<D> says: whichever the llvm-mca A55 model runs faster for
+// that format and variant (deferring costs registers and moves; in some gathering loops that
+// outweighs the stall it removes).
+template <class T, class D>
+EDGELLM_NEON_INLINE float picked_row(int n, const void* w, const void* a) {
+  if constexpr (T::template kDeferred<D>)
+    return deferred_row<T, D>(n, w, a);
+  else
+    return iq_row<T, D>(n, w, a);
 }
 
 // ---- IQ2_XXS: per 32 weights a 64-bit word: 4 grid indexes (bytes 0..3), 4 x
 // 7 sign bits, 4-bit scale.
 struct IQ2XXS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
   static constexpr float kPost = 0.125f;
+  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 200 -> 194, ARMv8.0 228 -> 220
+  template <class D>
+  static constexpr bool kDeferred = true;
   using Block = block_iq2_xxs;
   template <class D>
-  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     // Scales 2 s + 1 from the top nibble of each odd 32-bit word: (w >> 27)
     // | 1.
     const uint32x4_t a0 = vreinterpretq_u32_u16(vld1q_u16(x.qs)), a1 = vreinterpretq_u32_u16(vld1q_u16(x.qs + 8));
@@ -220,7 +265,7 @@ struct IQ2XXS {
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a2, a3), 27), vdupq_n_u32(1)))};
     const uint64_t* g = iq2xxs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;
       std::memcpy(&q, x.qs + 4 * IB, 8);
@@ -236,16 +281,19 @@ struct IQ2XXS {
 // ---- IQ2_XS: per 8 weights a uint16 (9-bit grid index, 7 sign bits); a 4-bit
 // scale per 16.
 struct IQ2XS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
   static constexpr float kPost = 0.125f;
+  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 228 -> 212, ARMv8.0 237 -> 242
+  template <class D>
+  static constexpr bool kDeferred = std::is_same_v<D, DotSdot>;
   using Block = block_iq2_xs;
   template <class D>
-  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     int32x4_t sc[4];
     nibble_scales16(x.scales, sc);
     const uint64_t* g = iq2xs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;
       std::memcpy(&q, x.qs + 4 * IB, 8);
@@ -260,17 +308,20 @@ struct IQ2XS {
 // ---- IQ2_S: 10-bit grid indexes (low byte in qs, 2 high bits per 8 weights in
 // qh), sign bytes (second half of qs), a 4-bit scale per 16.
 struct IQ2S {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
   static constexpr float kPost = 0.125f;
+  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 268 -> 270, ARMv8.0 290 -> 287
+  template <class D>
+  static constexpr bool kDeferred = std::is_same_v<D, DotV80>;
   using Block = block_iq2_s;
   template <class D>
-  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     int32x4_t sc[4];
     nibble_scales16(x.scales, sc);
     const uint64_t* g = iq2s_grid.v;
     const uint64_t* s = kSignsPm1.v;
     const uint8_t* signs = x.qs + QK_K / 8;
-    return sum_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs, sg;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -287,18 +338,21 @@ struct IQ2S {
 // ---- IQ3_XXS: 8-bit indexes of 4-weight points (64 bytes), then per 32
 // weights a 32-bit word of 4 x 7 sign bits and a 4-bit scale.
 struct IQ3XXS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
   static constexpr float kPost = 0.25f;
+  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 263 -> 273, ARMv8.0 296 -> 302
+  template <class D>
+  static constexpr bool kDeferred = false;
   using Block = block_iq3_xxs;
   template <class D>
-  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     const uint8_t* gas = x.qs + QK_K / 4;
     const uint32x4_t a0 = vreinterpretq_u32_u8(vld1q_u8(gas)), a1 = vreinterpretq_u32_u8(vld1q_u8(gas + 16));
     const int32x4_t sc[2] = {vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a0, 27), vdupq_n_u32(1))),
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a1, 27), vdupq_n_u32(1)))};
     const uint32_t* g = iq3xxs_grid.v;
     const uint64_t* s = kEvenSignsPm1.v;
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 indexes (one 64-bit load, bytes taken in general registers)
       std::memcpy(&q, x.qs + 8 * IB, 8);
@@ -315,11 +369,14 @@ struct IQ3XXS {
 // ---- IQ3_S: 9-bit indexes of 4-weight points (low byte in qs, high bit per
 // point in qh), sign bytes, a 4-bit scale per 32.
 struct IQ3S {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
   static constexpr float kPost = 1.0f;
+  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 389 -> 372, ARMv8.0 418 -> 415
+  template <class D>
+  static constexpr bool kDeferred = true;
   using Block = block_iq3_s;
   template <class D>
-  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     uint32_t sw;
     std::memcpy(&sw, x.scales, 4);
     // sub-block order 0..7 = low nibble of byte 0, high nibble of byte 0, low
@@ -330,7 +387,7 @@ struct IQ3S {
     widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
     const uint32_t* g = iq3s_grid.v;
     const uint64_t* s = kSignsPm1.v;
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 low index bytes (one 64-bit load)
       std::memcpy(&q, x.qs + 8 * IB, 8);
@@ -351,11 +408,20 @@ struct IQ3S {
 // uint16: 4 x 3 high index bits, a 3-bit scale, the sign of the IQ1S_DELTA
 // shift (that part goes through bsums).
 struct IQ1S {
-  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
   static constexpr float kPost = 1.0f;
   using Block = block_iq1_s;
+  // sumi's and sumi1's lanes
   template <class D>
-  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
+  struct Part {
+    int32x4_t sumi, sumi1;
+  };
+  template <class D>
+  static EDGELLM_NEON_INLINE float finish(const Part<D>& p) {
+    return float(vaddvq_s32(p.sumi)) + IQ1S_DELTA * float(vaddvq_s32(p.sumi1));
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE Part<D> block(const Block& x, const block_q8_K& y) {
     const uint16x8_t qh = vld1q_u16(x.qh);
     const uint16x8_t ls = vorrq_u16(vandq_u16(vshrq_n_u16(qh, 11), vdupq_n_u16(0xE)),
                                     vdupq_n_u16(1));  // 2 s + 1
@@ -365,9 +431,9 @@ struct IQ1S {
                                       15);  // -1 where the shift is negative
     const int16x8_t lsd = vsubq_s16(veorq_s16(vreinterpretq_s16_u16(ls), neg), neg);
     const int16x8_t bs = vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
-    const int32_t sumi1 = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(lsd)), bs, lsd));
+    const int32x4_t sumi1 = vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(lsd)), bs, lsd);
     const uint64_t* g = iq1s_grid.v;
-    const int sumi = sum_sub32<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    const int32x4_t sumi = acc_sub32<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -375,7 +441,7 @@ struct IQ1S {
       w0 = load_pair_u64(g + ((qs & 0xFF) | ((h << 8) & 0x700)), g + (((qs >> 8) & 0xFF) | ((h << 5) & 0x700)));
       w1 = load_pair_u64(g + (((qs >> 16) & 0xFF) | ((h << 2) & 0x700)), g + ((qs >> 24) | ((h >> 1) & 0x700)));
     });
-    return fp16_to_fp32(x.d) * y.d * (float(sumi) + IQ1S_DELTA * float(sumi1));
+    return {sumi, sumi1};
   }
 };
 
@@ -384,15 +450,27 @@ struct IQ1S {
 // 9]): their dot is 8 sumi1 + sumi2 exactly, and (8 sumi1 + sumi2) / 8 is the
 // reference's sumi1 + IQ1M_DELTA * sumi2, exact in float.
 struct IQ1M {
-  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
   static constexpr float kPost = 1.0f;
   using Block = block_iq1_m;
   template <class D>
-  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
+  using Part = int32x4_t;
+  template <class D>
+  static EDGELLM_NEON_INLINE float finish(int32x4_t p) {
+    return float(vaddvq_s32(p)) * IQ1M_DELTA;  // = sumi1 + IQ1M_DELTA * sumi2, exactly
+  }
+  // d_w * d_a, d_w from the top nibbles of the four scale words
+  static EDGELLM_NEON_INLINE float scale(const Block& x, const block_q8_K& y) {
     uint16_t sc16[4];
     std::memcpy(sc16, x.scales, 8);
     const uint16_t d16 =
         uint16_t((sc16[0] >> 12) | ((sc16[1] >> 8) & 0x00F0) | ((sc16[2] >> 4) & 0x0F00) | (sc16[3] & 0xF000));
+    return fp16_to_fp32(d16) * y.d;
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t block(const Block& x, const block_q8_K& y) {
+    uint16_t sc16[4];
+    std::memcpy(sc16, x.scales, 8);
     // scale k (16 weights, k = 0..15) = 2 * field k + 1, field k = bits 3 (k %
     // 4) of word k / 4
     static const int32_t kShift[4] = {1, -2, -5, -8};
@@ -411,7 +489,7 @@ struct IQ1M {
     const uint8x16_t dbit = vld1q_u8(kDeltaBit);
     const uint8x16_t qhv = vld1q_u8(x.qh);
     const uint64_t* g = iq1s_grid.v;
-    const int32_t s = sum_sub16<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub16<D>(y.qs, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint32_t qs;
       std::memcpy(&qs, x.qs + 4 * IB, 4);
@@ -427,19 +505,20 @@ struct IQ1M {
       w0 = vmlaq_s8(d0, g0, vdupq_n_s8(8));
       w1 = vmlaq_s8(d1, g1, vdupq_n_s8(8));
     });
-    const float s8 = float(s) * IQ1M_DELTA;  // = sumi1 + IQ1M_DELTA * sumi2, exactly
-    return fp16_to_fp32(d16) * y.d * s8;
   }
 };
 
 // ---- IQ4_XS: 4-bit indexes into kvalues_iq4nl (table lookup), a 6-bit scale -
 // 32 per 32.
 struct IQ4XS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * block_sum, then kPost * the sum
+  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
   static constexpr float kPost = 1.0f;
+  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 127 -> 125, ARMv8.0 165 -> 165
+  template <class D>
+  static constexpr bool kDeferred = std::is_same_v<D, DotSdot>;
   using Block = block_iq4_xs;
   template <class D>
-  static EDGELLM_NEON_INLINE int32_t block_sum(const Block& x, const int8_t* q8) {
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     const int8x16_t values = vld1q_s8(kvalues_iq4nl);
     // scale of sub-block ib: low nibble ib of scales_l | bits 2 ib, 2 ib + 1 of
     // scales_h << 4, - 32
@@ -452,7 +531,7 @@ struct IQ4XS {
     const int16x8_t s16 = vsubq_s16(vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(lo), hh)), vdupq_n_s16(32));
     const int32x4_t sc[2] = {vmovl_s16(vget_low_s16(s16)), vmovl_high_s16(s16)};
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    return sum_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       const uint8x16_t q = vld1q_u8(x.qs + 16 * IB);
       w0 = vqtbl1q_s8(values, vandq_u8(q, m4));
@@ -472,17 +551,30 @@ struct FmtIQ4_NL : LegacyFormat<block_iq4_nl, block_q8_0, 2> {
     return D::dot(p, vqtbl1q_s8(values, vshrq_n_u8(q, 4)), y1);
   }
 };
+// IQ4_NL's one-row driver: legacy_row with four groups of four blocks per step under dotprod
+// (llvm-mca: 166 -> 157 cycles per 256 weights), two on ARMv8.0.
+template <class F, class D>
+EDGELLM_NEON_INLINE float iq4_nl_row(int n, const void* w, const void* a) {
+  return legacy_row<F, D, std::is_same_v<D, DotSdot> ? 4 : 2>(n, w, a);
+}
 
 // ---- TQ2_0: 2-bit fields q (weight q - 1), field l of byte j of each 32-byte
 // half is weight 32 l + j. Field l is taken as q & (3 << 2l) (worth 4^l q; its
 // own accumulator, shifted back exactly) and the -1 goes through bsums.
 struct TQ2 {
-  static constexpr bool kScaledSum = false;  // block() is the float term
+  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
   static constexpr float kPost = 1.0f;
   using Block = block_tq2_0;
+  // The four field accumulators and bsums[i] + bsums[i + 8].
   template <class D>
-  static EDGELLM_NEON_INLINE float block(const Block& x, const block_q8_K& y) {
-    int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+  struct Part {
+    int32x4_t acc[4];
+    int16x8_t bs;
+  };
+  template <class D>
+  static EDGELLM_NEON_INLINE Part<D> block(const Block& x, const block_q8_K& y) {
+    Part<D> r;
+    for (int k = 0; k < 4; ++k) r.acc[k] = vdupq_n_s32(0);
     for (int j = 0; j < 2; ++j) {
       const uint8x16_t q0 = vld1q_u8(x.qs + 32 * j), q1 = vld1q_u8(x.qs + 32 * j + 16);
       const int8_t* a = y.qs + 128 * j;
@@ -493,15 +585,18 @@ struct TQ2 {
             vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x30))), vreinterpretq_s8_u8(vshrq_n_u8(q, 6))};
         const int o = 16 * decltype(half)::value;
         const int8x16_t v[4] = {vld1q_s8(a + o), vld1q_s8(a + 32 + o), vld1q_s8(a + 64 + o), vld1q_s8(a + 96 + o)};
-        Dot4<D>::add(acc, w, v);
+        Dot4<D>::add(r.acc, w, v);
       });
     }
-    int32x4_t s = vaddq_s32(acc[0], acc[3]);
-    s = vsraq_n_s32(s, acc[1], 2);
-    s = vsraq_n_s32(s, acc[2], 4);
-    const int16x8_t bs = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));  // |sum| <= 16 * 128 * 2
-    const int32_t sumi = vaddvq_s32(s) - vaddlvq_s16(bs);
-    return float(sumi) * (y.d * fp16_to_fp32(x.d));  // the reference's order
+    r.bs = vaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));  // |sum| <= 16 * 128 * 2
+    return r;
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE int32_t finish(const Part<D>& p) {
+    int32x4_t s = vaddq_s32(p.acc[0], p.acc[3]);
+    s = vsraq_n_s32(s, p.acc[1], 2);
+    s = vsraq_n_s32(s, p.acc[2], 4);
+    return vaddvq_s32(s) - vaddlvq_s16(p.bs);
   }
 };
 
@@ -521,6 +616,8 @@ struct TQ2 {
 // activations summed in int16 (smlal: 8 products of at most 256 per lane and
 // accumulator) and the -1 through bsums.
 struct TQ1 {
+  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
+  static constexpr float kPost = 1.0f;
   using Block = block_tq1_0;
   // What block() leaves for finish(): the four sdot chains (T, T', T, T'), or
   // the ARMv8.0 int16 sums and bsums[i] + bsums[i + 8].
@@ -643,17 +740,17 @@ struct TQ1 {
 
 // ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy formats) ----
 
-EDGELLM_NEON_VEC_DOT(iq2_xxs_q8_K, iq_row, IQ2XXS)
-EDGELLM_NEON_VEC_DOT(iq2_xs_q8_K, iq_row, IQ2XS)
-EDGELLM_NEON_VEC_DOT(iq2_s_q8_K, iq_row, IQ2S)
-EDGELLM_NEON_VEC_DOT(iq3_xxs_q8_K, iq_row, IQ3XXS)
-EDGELLM_NEON_VEC_DOT(iq3_s_q8_K, iq_row, IQ3S)
-EDGELLM_NEON_VEC_DOT(iq1_s_q8_K, iq_row, IQ1S)
-EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, iq_row, IQ1M)
-EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, iq_row, IQ4XS)
+EDGELLM_NEON_VEC_DOT(iq2_xxs_q8_K, picked_row, IQ2XXS)
+EDGELLM_NEON_VEC_DOT(iq2_xs_q8_K, picked_row, IQ2XS)
+EDGELLM_NEON_VEC_DOT(iq2_s_q8_K, picked_row, IQ2S)
+EDGELLM_NEON_VEC_DOT(iq3_xxs_q8_K, picked_row, IQ3XXS)
+EDGELLM_NEON_VEC_DOT(iq3_s_q8_K, picked_row, IQ3S)
+EDGELLM_NEON_VEC_DOT(iq1_s_q8_K, deferred_row, IQ1S)
+EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, deferred_row, IQ1M)
+EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, picked_row, IQ4XS)
 EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, deferred_row, TQ1)
-EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, iq_row, TQ2)
-EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, legacy_row, legacy_rows, FmtIQ4_NL)
+EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, deferred_row, TQ2)
+EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, iq4_nl_row, legacy_rows, FmtIQ4_NL)
 
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON
