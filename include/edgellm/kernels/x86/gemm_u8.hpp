@@ -4,7 +4,8 @@
 // vpdpbusd, each loaded weight vector reused by every token of the tile and each activation vector
 // by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2: with VNNI, or
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
-// Without VNNI, the K-quants and q8_0 take the grouped forms' 8-row tiles further down instead.
+// The K form's types (K-quants, i-quants against Q8_K) take the grouped 8-row tile further down
+// instead, and without VNNI q8_0 / IQ4 the signed one.
 
 #include "edgellm/kernels/x86/level.hpp"
 #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
@@ -115,7 +116,6 @@ inline void gemm_u8_tile(int64_t n, const U8GemmRow* w, const U8GemmRow* a, floa
     for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = V::sum(acc[r][c]) + hsum(mo[r][c]);
 }
 
-#if !EDGELLM_X86_VNNI
 // u8_gemm_interleave_ref by an 8 x 8 transpose of 4-byte words per 32 bytes of the 8 rows.
 inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) {
   static_assert(kGroupRows == 8, "8 rows of 4-byte words per step");
@@ -145,14 +145,16 @@ inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t*
   }
 }
 
-// The K form's tile (KernelTable::u8_gemm.tile_k) for levels without VNNI, where the float tile
-// above pays five operations per 32 weights and token (vpmaddubsw, vpmaddwd, convert, two float
-// multiplies): kGroupRows rows x kGemmToks tokens over one interleaved group (unpack_u8.hpp), a
-// lane per row. Per 4 weights and token: the token's 4 bytes broadcast, vpmaddubsw (u x s8 pairs,
-// below 2^15 since u <= 63), vpmaddwd by the rows' int16 group scales and an add sum a
-// super-block in int32 (|sum| < 2^26); then per super-block and token one float fma by
-// d_w * d_a, and per 16 weights one fma of the rows' offsets m_w by the token's m_a, for all 8
-// rows at once. n % 256 == 0.
+// The K form's tile (KernelTable::u8_gemm.tile_k: K-quant and i-quant weights against Q8_K), where
+// the float tile above pays per 4 weights and token a convert and two float multiplies after the
+// integer dot: kGroupRows rows x kGemmToks tokens over one interleaved group (unpack_u8.hpp), a lane
+// per row, the token's 4 bytes broadcast. Without VNNI, per 4 weights and token: vpmaddubsw (u x s8
+// pairs, below 2^15 since u <= 127 = max_u), vpmaddwd by the rows' int16 group scales and an add.
+// With VNNI, per 4 weights and token one vpdpbusd (u up to 255: IQ4_XS takes this form there) into
+// the 16 weights' sum, then per 16 weights and token one vpmulld by the rows' scales and an add.
+// Either way a super-block sums in int32 (|sum| < 2^28: 256 x 240 x 127 x 32 for IQ4_XS), then per
+// super-block and token one float fma by d_w * d_a, and per 16 weights one fma of the rows'
+// offsets m_w by the token's m_a, for all 8 rows at once. n % 256 == 0.
 inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int G = kGroupRows, C = kGemmToks;
   static_assert(G == 8, "one vector holds the group's rows");
@@ -170,6 +172,20 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
 #pragma GCC unroll 1
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+#if EDGELLM_X86_VNNI
+      const __m256i s = _mm256_srai_epi32(load256(sc + g * 32), 16);  // the pair's high half: sc in int32
+      __m256i p[C];
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) p[c] = _mm256_setzero_si256();
+      EDGELLM_GEMM_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const __m256i v = load256(u + (g * 4 + k) * 32);
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c) p[c] = dot_u8s8_acc(p[c], v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)));
+      }
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(p[c], s));
+#else
       const __m256i s = load256(sc + g * 32);
 #pragma GCC unroll 1
       for (int k = 0; k < 4; ++k) {
@@ -178,6 +194,7 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
         for (int c = 0; c < C; ++c)
           isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)), s));
       }
+#endif
     }
     const __m256 d = _mm256_loadu_ps(dw + sb * G);
     EDGELLM_GEMM_UNROLL
@@ -194,6 +211,7 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
 }
 
+#if !EDGELLM_X86_VNNI
 // The signed form's tile (tile_s8: q8_0 weights, whose bytes shifted by 128 would saturate
 // vpmaddubsw) for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte load holds
 // 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row and a token's
