@@ -165,10 +165,13 @@ TEST_CASE("i-quants: every ISA's kernels and matmul match the ref dot on random 
       CAPTURE(variant_s);
       for (int n : iq_lengths(wt)) {
         CAPTURE(n);
-        constexpr int kRows = 11;  // not a multiple of any unroll
-        const size_t stride = dtype_row_bytes(wt, n) + kPad;
-        const auto w = random_iq_rows(rng, wt, n, kRows, stride);
-        check_rows_against_ref(t, ref, wt, w.data(), stride, n, kRows, rng);
+        // 11: not a multiple of any unroll; 5: a 16-row grouped tile whose second group is empty.
+        for (int rows : {11, 5}) {
+          CAPTURE(rows);
+          const size_t stride = dtype_row_bytes(wt, n) + kPad;
+          const auto w = random_iq_rows(rng, wt, n, rows, stride);
+          check_rows_against_ref(t, ref, wt, w.data(), stride, n, rows, rng);
+        }
       }
     }
   }

@@ -259,7 +259,7 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   EDGELLM_CHECK(tile_fn != nullptr, "u8 GEMM: no tile of this table takes ", dtype_name(w.type), " weights");
   const bool grouped = form != U8Form::Unsigned;  // rows packed in interleaved groups of the tile's rows
   const int64_t R = grouped ? g.group_rows : g.rows, C = g.toks;
-  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R == kGroupRows),
+  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R % kGroupRows == 0),
                 "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
   const size_t rb = u8_gemm_row_bytes(n);
@@ -285,9 +285,9 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
       const int64_t nr_pad = (nr + R - 1) / R * R;
       const auto wrow = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes; };
       if (grouped) {
-        for (int64_t rg = 0; rg < nr_pad; rg += R) {
+        for (int64_t rg = 0; rg < nr_pad; rg += kGroupRows) {  // a register tile may take several groups
           const void* rows[kGroupRows];
-          const int cnt = int(std::min(R, nr - rg));
+          const int cnt = int(std::max<int64_t>(0, std::min<int64_t>(kGroupRows, nr - rg)));
           for (int r = 0; r < cnt; ++r) rows[r] = wrow(rg + r);
           u8_gemm_pack_group(w.type, form, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u, gscratch.data(), g.interleave);
         }

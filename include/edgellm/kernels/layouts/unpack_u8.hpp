@@ -216,16 +216,15 @@ inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* __restrict u, float* 
 // sub-block scale dl (sub-blocks of kSub weights) with m = -kOff * dl. Where the caller asks (ks),
 // also the K form's integer scales: dl = (d / 2^kDShift) * Sc(block, sub-block) exactly in reals
 // (e.g. IQ2_XS: d * (ls + 0.5) / 4 = d / 8 * (2 ls + 1)), so the tile multiplies by d once per 256.
-template <class Block, int kBlock, int kSub, int kOff, void (*Unpack)(const Block&, int8_t*),
+// UnpackU writes a block's u = q + kOff (shifted below, or a faster type-specific form).
+template <class Block, int kBlock, int kSub, int kOff, void (*UnpackU)(const Block&, uint8_t*),
           float (*Dl)(float, const Block&, int), int (*Sc)(const Block&, int), int kDShift>
 inline void iq_scaled(const Block* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
                       const KScales& ks) {
-  int8_t q[kBlock];
   for (int64_t i = 0; i < nb; ++i, u += kBlock) {
     const float d = fp16_to_fp32(x[i].d);
     kblock(ks, i, d * (1.0f / float(1 << kDShift)));
-    Unpack(x[i], q);
-    for (int j = 0; j < kBlock; ++j) u[j] = uint8_t(q[j] + kOff);
+    UnpackU(x[i], u);
     for (int g = 0; g < kBlock / 16; ++g) {
       const float dl = Dl(d, x[i], 16 * g / kSub);
       group(s, m, int(i * (kBlock / 16) + g), dl, -float(kOff) * dl);
@@ -233,6 +232,43 @@ inline void iq_scaled(const Block* x, int64_t nb, uint8_t* __restrict u, float* 
     }
   }
 }
+// u = q + kOff from the type's signed unpacker (quant/ref_iquants.hpp).
+template <class Block, int kBlock, int kOff, void (*Unpack)(const Block&, int8_t*)>
+inline void shifted(const Block& b, uint8_t* __restrict u) {
+  int8_t q[kBlock];
+  Unpack(b, q);
+  for (int j = 0; j < kBlock; ++j) u[j] = uint8_t(q[j] + kOff);
+}
+
+// The grid types' u = kOff +- grid byte for 8 weights at once in 64-bit words (perf: the byte
+// loop of unpack_iq3_s was 12 % of a TinyLlama IQ3_S pp512 with the K form). Bytes of point are
+// <= off's, so neither off - point nor off + point borrows or carries between bytes. Sign bit j
+// of signs set: byte j negated.
+inline uint64_t signed_point_u8(uint64_t point, uint32_t signs, uint64_t off) {
+  const uint64_t bits = (uint64_t(signs & 0xFF) * 0x0101010101010101ull) & 0x8040201008040201ull;
+  const uint64_t neg = ((((bits + 0x7F7F7F7F7F7F7F7Full) | bits) & 0x8080808080808080ull) >> 7) * 0xFF;
+  return ((off - point) & neg) | ((off + point) & ~neg);
+}
+inline void put_u64(uint8_t* u, uint64_t v) { std::memcpy(u, &v, 8); }
+// IQ3_S (kOff 15): per 8 weights two 4-byte points (9-bit indexes) and a sign byte.
+inline void iq3_s_u(const block_iq3_s& b, uint8_t* __restrict u) {
+  constexpr uint64_t kOff = 15 * 0x0101010101010101ull;
+  for (int ib = 0; ib < QK_K / 32; ++ib) {
+    const uint32_t qh = b.qh[ib];
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t i1 = b.qs[8 * ib + 2 * l] | ((qh << (8 - 2 * l)) & 256);
+      const uint32_t i2 = b.qs[8 * ib + 2 * l + 1] | ((qh << (7 - 2 * l)) & 256);
+      const uint64_t point = uint64_t(iq3s_grid[i1]) | (uint64_t(iq3s_grid[i2]) << 32);
+      put_u64(u + 32 * ib + 8 * l, signed_point_u8(point, b.signs[4 * ib + l], kOff));
+    }
+  }
+}
+// IQ2_XS (kOff 43): per 8 weights a 9-bit index of an 8-byte point and 7 sign bits.
+inline void iq2_xs_u(const block_iq2_xs& b, uint8_t* __restrict u) {
+  constexpr uint64_t kOff = 43 * 0x0101010101010101ull;
+  for (int g = 0; g < QK_K / 8; ++g) put_u64(u + 8 * g, signed_point_u8(iq2xs_grid[b.qs[g] & 511], ksigns_iq2xs[b.qs[g] >> 9], kOff));
+}
+
 // The integer sub-block scales of iq_scaled's K form (quant/ref_iquants.hpp's *_dl without d).
 inline int iq2_xxs_sc(const block_iq2_xxs& b, int ib32) { return 2 * int(iq2_xxs_scale(b, ib32)) + 1; }
 template <class Block>
@@ -360,6 +396,7 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
                           const unpack::KScales& ks = {}) {
   const int64_t nb = n / dtype_block_size(t);
   EDGELLM_CHECK(!ks.sc || has_kscales(t), "unpack_row_u8: type ", dtype_name(t), " has no integer scales");
+  using namespace unpack;  // the i-quants' helpers below
   switch (t) {
     case DType::Q4_0: return unpack::q4_0(static_cast<const block_q4_0*>(row), nb, u, s, m);
     case DType::Q4_1: return unpack::q4_1(static_cast<const block_q4_1*>(row), nb, u, s, m);
@@ -372,32 +409,33 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
     case DType::Q5_K: return unpack::k4(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
     case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m, ks);
     case DType::IQ2_XXS:
-      return unpack::iq_scaled<block_iq2_xxs, QK_K, 32, 43, unpack_iq2_xxs, iq2_xxs_dl, unpack::iq2_xxs_sc, 3>(
-          static_cast<const block_iq2_xxs*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq2_xxs, QK_K, 32, 43, shifted<block_iq2_xxs, QK_K, 43, unpack_iq2_xxs>, iq2_xxs_dl,
+                       iq2_xxs_sc, 3>(static_cast<const block_iq2_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ2_XS:
-      return unpack::iq_scaled<block_iq2_xs, QK_K, 16, 43, unpack_iq2_xs, iq2_dl16<block_iq2_xs>,
-                                unpack::iq2_sc16<block_iq2_xs>, 3>(static_cast<const block_iq2_xs*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq2_xs, QK_K, 16, 43, iq2_xs_u, iq2_dl16<block_iq2_xs>, iq2_sc16<block_iq2_xs>, 3>(
+          static_cast<const block_iq2_xs*>(row), nb, u, s, m, ks);
     case DType::IQ2_S:
-      return unpack::iq_scaled<block_iq2_s, QK_K, 16, 43, unpack_iq2_s, iq2_dl16<block_iq2_s>, unpack::iq2_sc16<block_iq2_s>, 3>(
-          static_cast<const block_iq2_s*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq2_s, QK_K, 16, 43, shifted<block_iq2_s, QK_K, 43, unpack_iq2_s>, iq2_dl16<block_iq2_s>,
+                       iq2_sc16<block_iq2_s>, 3>(static_cast<const block_iq2_s*>(row), nb, u, s, m, ks);
     case DType::IQ3_XXS:
-      return unpack::iq_scaled<block_iq3_xxs, QK_K, 32, 62, unpack_iq3_xxs, iq3_xxs_dl, unpack::iq3_xxs_sc, 2>(
-          static_cast<const block_iq3_xxs*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq3_xxs, QK_K, 32, 62, shifted<block_iq3_xxs, QK_K, 62, unpack_iq3_xxs>, iq3_xxs_dl,
+                       iq3_xxs_sc, 2>(static_cast<const block_iq3_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ3_S:
-      return unpack::iq_scaled<block_iq3_s, QK_K, 32, 15, unpack_iq3_s, iq3_s_dl, unpack::iq3_s_sc, 0>(
-          static_cast<const block_iq3_s*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq3_s, QK_K, 32, 15, iq3_s_u, iq3_s_dl, iq3_s_sc, 0>(static_cast<const block_iq3_s*>(row),
+                                                                                  nb, u, s, m, ks);
     case DType::IQ4_NL:
-      return unpack::iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, unpack_iq4_nl, block_dl<block_iq4_nl>,
-                                unpack::unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, shifted<block_iq4_nl, QK4_NL, 127, unpack_iq4_nl>,
+                       block_dl<block_iq4_nl>, unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u,
+                                                                         s, m, ks);
     case DType::IQ4_XS:
-      return unpack::iq_scaled<block_iq4_xs, QK_K, 32, 127, unpack_iq4_xs, iq4_xs_dl, unpack::iq4_xs_sc, 0>(
-          static_cast<const block_iq4_xs*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_iq4_xs, QK_K, 32, 127, shifted<block_iq4_xs, QK_K, 127, unpack_iq4_xs>, iq4_xs_dl,
+                       iq4_xs_sc, 0>(static_cast<const block_iq4_xs*>(row), nb, u, s, m, ks);
     case DType::TQ1_0:
-      return unpack::iq_scaled<block_tq1_0, QK_K, QK_K, 1, unpack_tq1_0, block_dl<block_tq1_0>, unpack::unit_sc<block_tq1_0>, 0>(
-          static_cast<const block_tq1_0*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_tq1_0, QK_K, QK_K, 1, shifted<block_tq1_0, QK_K, 1, unpack_tq1_0>, block_dl<block_tq1_0>,
+                       unit_sc<block_tq1_0>, 0>(static_cast<const block_tq1_0*>(row), nb, u, s, m, ks);
     case DType::TQ2_0:
-      return unpack::iq_scaled<block_tq2_0, QK_K, QK_K, 1, unpack_tq2_0, block_dl<block_tq2_0>, unpack::unit_sc<block_tq2_0>, 0>(
-          static_cast<const block_tq2_0*>(row), nb, u, s, m, ks);
+      return iq_scaled<block_tq2_0, QK_K, QK_K, 1, shifted<block_tq2_0, QK_K, 1, unpack_tq2_0>, block_dl<block_tq2_0>,
+                       unit_sc<block_tq2_0>, 0>(static_cast<const block_tq2_0*>(row), nb, u, s, m, ks);
     case DType::IQ1_S: return unpack::iq1_s(static_cast<const block_iq1_s*>(row), nb, u, s, m, ks);
     case DType::IQ1_M: return unpack::iq1_m(static_cast<const block_iq1_m*>(row), nb, u, s, m, ks);
     default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
