@@ -165,10 +165,13 @@ TEST_CASE("i-quants: every ISA's kernels and matmul match the ref dot on random 
       CAPTURE(variant_s);
       for (int n : iq_lengths(wt)) {
         CAPTURE(n);
-        constexpr int kRows = 11;  // not a multiple of any unroll
-        const size_t stride = dtype_row_bytes(wt, n) + kPad;
-        const auto w = random_iq_rows(rng, wt, n, kRows, stride);
-        check_rows_against_ref(t, ref, wt, w.data(), stride, n, kRows, rng);
+        // 11: not a multiple of any unroll; 5: a 16-row grouped tile whose second group is empty.
+        for (int rows : {11, 5}) {
+          CAPTURE(rows);
+          const size_t stride = dtype_row_bytes(wt, n) + kPad;
+          const auto w = random_iq_rows(rng, wt, n, rows, stride);
+          check_rows_against_ref(t, ref, wt, w.data(), stride, n, rows, rng);
+        }
       }
     }
   }
@@ -299,6 +302,14 @@ TEST_CASE("i-quants: the x86 levels prefill every type through a u8 GEMM tile") 
       CAPTURE(type_s);
       const MatmulWeight mw{wt, nullptr, 4096, 64, dtype_row_bytes(wt, 4096)};
       CHECK(detail::gemm_u8_applies(t, mw, 8));
+      // The Q8_K types take the integer-scale grouped K form (issue 33), but for IQ4_XS's bytes
+      // (up to 240) on a level without VNNI, whose vpmaddubsw would saturate: the signed form there.
+      U8Form form = U8Form::Unsigned;
+      const DType act = t.of(wt).vec_dot_type;
+      CHECK(static_cast<bool>(detail::u8_gemm_tile(t, wt, act, form)));
+      const bool k_form = has_kscales(wt) && u8_form_max(wt) <= t.u8_gemm.max_u;
+      CHECK(has_kscales(wt) == (act == DType::Q8_K));
+      CHECK(form == (k_form ? U8Form::KScales : has_signed_form(wt) && t.u8_gemm.tile_s8 ? U8Form::Signed : U8Form::Unsigned));
     }
   }
 }

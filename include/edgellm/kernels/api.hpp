@@ -85,8 +85,8 @@ struct U8GemmKernel {
   int max_u = 255;
   void (*tile)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   // Optional tiles of the grouped forms (kernels/layouts/unpack_u8.hpp), register tiles of
-  // group_rows (= kGroupRows) rows x toks tokens that read one interleaved group of rows from
-  // w[0].u (the other w[r] are not read). tile_k: K-quant weights against Q8_K activations, the
+  // group_rows (a multiple of kGroupRows) rows x toks tokens that read group_rows / kGroupRows
+  // interleaved groups of rows from w[0].u, w[kGroupRows].u, ... (the other w[r] are not read). tile_k: K-quant weights against Q8_K activations, the
   // integer group scales folded into the integer sums (n % 256 == 0); tile_s8: the signed form's
   // weights (q8_0, iq4_nl, iq4_xs, whose shifted bytes exceed max_u) against Q8_0 / Q8_K.
   void (*tile_k)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;

@@ -222,13 +222,14 @@ inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest regis
 
 using U8TileFn = decltype(U8GemmKernel::tile);
 // The table's tile for weights of type t against activations act, and the weight form it reads:
-// the K form or the signed form where the table has that tile, else the unsigned form if its
-// bytes fit the tile (max_u); null where none fits.
+// the K form or the signed form where the table has that tile (the K form only where the type's
+// bytes fit max_u: IQ4_XS's reach 240), else the unsigned form if its bytes fit the tile (max_u);
+// null where none fits.
 inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& form) {
   const U8GemmKernel& g = kt.u8_gemm;
   form = U8Form::Unsigned;
   if (!g.tile) return nullptr;  // the unsigned tile is the table's u8 GEMM; the others extend it
-  if (g.tile_k && has_kscales(t) && act == DType::Q8_K) {
+  if (g.tile_k && has_kscales(t) && act == DType::Q8_K && u8_form_max(t) <= g.max_u) {
     form = U8Form::KScales;
     return g.tile_k;
   }
@@ -258,7 +259,7 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   EDGELLM_CHECK(tile_fn != nullptr, "u8 GEMM: no tile of this table takes ", dtype_name(w.type), " weights");
   const bool grouped = form != U8Form::Unsigned;  // rows packed in interleaved groups of the tile's rows
   const int64_t R = grouped ? g.group_rows : g.rows, C = g.toks;
-  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R == kGroupRows),
+  EDGELLM_CHECK(R >= 1 && C >= 1 && R * C <= kGemmMaxTile && kGemmRowTile % R == 0 && (!grouped || R % kGroupRows == 0),
                 "u8 GEMM: register tile ", R, " x ", C, " does not fit the driver");
   const int64_t n = w.n_in, n_tok_pad = (n_tok + C - 1) / C * C;
   const size_t rb = u8_gemm_row_bytes(n);
@@ -284,9 +285,9 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
       const int64_t nr_pad = (nr + R - 1) / R * R;
       const auto wrow = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes; };
       if (grouped) {
-        for (int64_t rg = 0; rg < nr_pad; rg += R) {
+        for (int64_t rg = 0; rg < nr_pad; rg += kGroupRows) {  // a register tile may take several groups
           const void* rows[kGroupRows];
-          const int cnt = int(std::min(R, nr - rg));
+          const int cnt = int(std::max<int64_t>(0, std::min<int64_t>(kGroupRows, nr - rg)));
           for (int r = 0; r < cnt; ++r) rows[r] = wrow(rg + r);
           u8_gemm_pack_group(w.type, form, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u, gscratch.data(), g.interleave);
         }

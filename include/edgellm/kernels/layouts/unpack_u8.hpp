@@ -27,7 +27,7 @@ inline void group(float* s, float* m, int g, float scale, float offset) {
   m[g] = offset;
 }
 
-// The K-quants' scales also in integer form where the caller asks (ks.sc non-null): the group's
+// The K-quants' and i-quants' scales also in integer form where the caller asks (ks.sc non-null): the group's
 // scale is d[i / 256] * sc[i / 16] with sc the block's integer sub-block scale, so a tile can fold
 // sc into its integer sums and multiply by d once per super-block (kernels/x86/gemm_u8.hpp).
 struct KScales {
@@ -213,49 +213,108 @@ inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* __restrict u, float* 
 
 // The i-quants and ternary types: quant/ref_iquants.hpp's signed integer weights q (what its
 // dequantizers scale) shifted by kOff into the unsigned range, and per 16 weights the dequantizer's
-// sub-block scale dl (sub-blocks of kSub weights) with m = -kOff * dl.
-template <class Block, int kBlock, int kSub, int kOff, void (*Unpack)(const Block&, int8_t*),
-          float (*Dl)(float, const Block&, int)>
-inline void iq_scaled(const Block* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
-  int8_t q[kBlock];
+// sub-block scale dl (sub-blocks of kSub weights) with m = -kOff * dl. Where the caller asks (ks),
+// also the K form's integer scales: dl = (d / 2^kDShift) * Sc(block, sub-block) exactly in reals
+// (e.g. IQ2_XS: d * (ls + 0.5) / 4 = d / 8 * (2 ls + 1)), so the tile multiplies by d once per 256.
+// UnpackU writes a block's u = q + kOff (shifted below, or a faster type-specific form).
+template <class Block, int kBlock, int kSub, int kOff, void (*UnpackU)(const Block&, uint8_t*),
+          float (*Dl)(float, const Block&, int), int (*Sc)(const Block&, int), int kDShift>
+inline void iq_scaled(const Block* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
+                      const KScales& ks) {
   for (int64_t i = 0; i < nb; ++i, u += kBlock) {
     const float d = fp16_to_fp32(x[i].d);
-    Unpack(x[i], q);
-    for (int j = 0; j < kBlock; ++j) u[j] = uint8_t(q[j] + kOff);
+    kblock(ks, i, d * (1.0f / float(1 << kDShift)));
+    UnpackU(x[i], u);
     for (int g = 0; g < kBlock / 16; ++g) {
       const float dl = Dl(d, x[i], 16 * g / kSub);
       group(s, m, int(i * (kBlock / 16) + g), dl, -float(kOff) * dl);
+      kgroup(ks, int(i * (kBlock / 16) + g), Sc(x[i], 16 * g / kSub));
     }
   }
 }
+// u = q + kOff from the type's signed unpacker (quant/ref_iquants.hpp).
+template <class Block, int kBlock, int kOff, void (*Unpack)(const Block&, int8_t*)>
+inline void shifted(const Block& b, uint8_t* __restrict u) {
+  int8_t q[kBlock];
+  Unpack(b, q);
+  for (int j = 0; j < kBlock; ++j) u[j] = uint8_t(q[j] + kOff);
+}
 
-// IQ1_S / IQ1_M: w = dl * (q + delta / 8) = (dl / 8) * (8q + delta), 8q + delta in [-9, 9] shifted by 9.
+// The grid types' u = kOff +- grid byte for 8 weights at once in 64-bit words (perf: the byte
+// loop of unpack_iq3_s was 12 % of a TinyLlama IQ3_S pp512 with the K form). Bytes of point are
+// <= off's, so neither off - point nor off + point borrows or carries between bytes. Sign bit j
+// of signs set: byte j negated.
+inline uint64_t signed_point_u8(uint64_t point, uint32_t signs, uint64_t off) {
+  const uint64_t bits = (uint64_t(signs & 0xFF) * 0x0101010101010101ull) & 0x8040201008040201ull;
+  const uint64_t neg = ((((bits + 0x7F7F7F7F7F7F7F7Full) | bits) & 0x8080808080808080ull) >> 7) * 0xFF;
+  return ((off - point) & neg) | ((off + point) & ~neg);
+}
+inline void put_u64(uint8_t* u, uint64_t v) { std::memcpy(u, &v, 8); }
+// IQ3_S (kOff 15): per 8 weights two 4-byte points (9-bit indexes) and a sign byte.
+inline void iq3_s_u(const block_iq3_s& b, uint8_t* __restrict u) {
+  constexpr uint64_t kOff = 15 * 0x0101010101010101ull;
+  for (int ib = 0; ib < QK_K / 32; ++ib) {
+    const uint32_t qh = b.qh[ib];
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t i1 = b.qs[8 * ib + 2 * l] | ((qh << (8 - 2 * l)) & 256);
+      const uint32_t i2 = b.qs[8 * ib + 2 * l + 1] | ((qh << (7 - 2 * l)) & 256);
+      const uint64_t point = uint64_t(iq3s_grid[i1]) | (uint64_t(iq3s_grid[i2]) << 32);
+      put_u64(u + 32 * ib + 8 * l, signed_point_u8(point, b.signs[4 * ib + l], kOff));
+    }
+  }
+}
+// IQ2_XS (kOff 43): per 8 weights a 9-bit index of an 8-byte point and 7 sign bits.
+inline void iq2_xs_u(const block_iq2_xs& b, uint8_t* __restrict u) {
+  constexpr uint64_t kOff = 43 * 0x0101010101010101ull;
+  for (int g = 0; g < QK_K / 8; ++g) put_u64(u + 8 * g, signed_point_u8(iq2xs_grid[b.qs[g] & 511], ksigns_iq2xs[b.qs[g] >> 9], kOff));
+}
+
+// The integer sub-block scales of iq_scaled's K form (quant/ref_iquants.hpp's *_dl without d).
+inline int iq2_xxs_sc(const block_iq2_xxs& b, int ib32) { return 2 * int(iq2_xxs_scale(b, ib32)) + 1; }
+template <class Block>
+inline int iq2_sc16(const Block& b, int ib16) { return 2 * int(iq2_scale16(b, ib16)) + 1; }
+inline int iq3_xxs_sc(const block_iq3_xxs& b, int ib32) { return 2 * int(iq3_xxs_scale(b, ib32)) + 1; }
+inline int iq3_s_sc(const block_iq3_s& b, int ib32) { return 2 * int(iq3_s_scale(b, ib32)) + 1; }
+inline int iq4_xs_sc(const block_iq4_xs& b, int ib32) { return iq4_xs_scale(b, ib32) - 32; }
+template <class Block>  // one float scale for the block (IQ4_NL, whose activations are Q8_0, has no K form)
+inline int unit_sc(const Block&, int) { return 1; }
+
+// IQ1_S / IQ1_M: w = dl * (q + delta / 8) = (dl / 8) * (8q + delta), 8q + delta in [-9, 9] shifted
+// by 9; the K form's integer scale 2s + 1 under d / 8.
 inline void iq1_group8(const int8_t* q, bool negative, uint8_t* __restrict u) {
   for (int j = 0; j < 8; ++j) u[j] = uint8_t(8 * q[j] + (negative ? -1 : 1) + 9);
 }
-inline void iq1_s(const block_iq1_s* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
+inline void iq1_s(const block_iq1_s* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
+                  const KScales& ks) {
   int8_t q[QK_K];
   for (int64_t i = 0; i < nb; ++i, u += QK_K) {
     const float d = fp16_to_fp32(x[i].d);
+    kblock(ks, i, d * 0.125f);
     unpack_iq1_s(x[i], q);
     for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, iq1_s_delta_negative(x[i], g / 4), u + 8 * g);
     for (int g = 0; g < QK_K / 16; ++g) {
-      const float dl = d * float(2 * int(iq1_s_scale(x[i], g / 2)) + 1) * 0.125f;
+      const int sc = 2 * int(iq1_s_scale(x[i], g / 2)) + 1;
+      const float dl = d * float(sc) * 0.125f;
       group(s, m, int(16 * i) + g, dl, -9 * dl);
+      kgroup(ks, int(16 * i) + g, sc);
     }
   }
 }
-inline void iq1_m(const block_iq1_m* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m) {
+inline void iq1_m(const block_iq1_m* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
+                  const KScales& ks) {
   int8_t q[QK_K];
   for (int64_t i = 0; i < nb; ++i, u += QK_K) {
     uint16_t sc[4];
     iq1_m_scale_words(x[i], sc);
     const float d = fp16_to_fp32(iq1_m_d(sc));
+    kblock(ks, i, d * 0.125f);
     unpack_iq1_m(x[i], q);
     for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, iq1_m_delta_negative(x[i], g), u + 8 * g);
     for (int g = 0; g < QK_K / 16; ++g) {
-      const float dl = d * float(2 * int(iq1_m_scale(sc, g)) + 1) * 0.125f;
+      const int isc = 2 * int(iq1_m_scale(sc, g)) + 1;
+      const float dl = d * float(isc) * 0.125f;
       group(s, m, int(16 * i) + g, dl, -9 * dl);
+      kgroup(ks, int(16 * i) + g, isc);
     }
   }
 }
@@ -320,17 +379,24 @@ inline float signed_block32(DType t, const void* row, int64_t b, int8_t* q) {
   }
 }
 
-// Whether the type's groups have integer scales under a per-256 d (unpack_row_u8's ks): the K-quants.
+// Whether the type's groups have integer scales under a per-256 d (unpack_row_u8's ks, the K form):
+// the K-quants, and the i-quants and ternary types whose activations are Q8_K (all but IQ4_NL).
 inline bool has_kscales(DType t) {
-  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+  switch (t) {
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::IQ4_XS: case DType::TQ1_0: case DType::TQ2_0: return true;
+    default: return false;
+  }
 }
 
 // row: n elements of type t (n a multiple of the block size). u: [n] bytes; s, m: [n / 16] floats.
-// ks (K-quants only, has_kscales): also the integer scales [n / 16] and d [n / 256].
+// ks (has_kscales types only): also the integer scales [n / 16] and d [n / 256].
 inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float* s, float* m,
                           const unpack::KScales& ks = {}) {
   const int64_t nb = n / dtype_block_size(t);
   EDGELLM_CHECK(!ks.sc || has_kscales(t), "unpack_row_u8: type ", dtype_name(t), " has no integer scales");
+  using namespace unpack;  // the i-quants' helpers below
   switch (t) {
     case DType::Q4_0: return unpack::q4_0(static_cast<const block_q4_0*>(row), nb, u, s, m);
     case DType::Q4_1: return unpack::q4_1(static_cast<const block_q4_1*>(row), nb, u, s, m);
@@ -343,34 +409,35 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
     case DType::Q5_K: return unpack::k4(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
     case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m, ks);
     case DType::IQ2_XXS:
-      return unpack::iq_scaled<block_iq2_xxs, QK_K, 32, 43, unpack_iq2_xxs, iq2_xxs_dl>(
-          static_cast<const block_iq2_xxs*>(row), nb, u, s, m);
+      return iq_scaled<block_iq2_xxs, QK_K, 32, 43, shifted<block_iq2_xxs, QK_K, 43, unpack_iq2_xxs>, iq2_xxs_dl,
+                       iq2_xxs_sc, 3>(static_cast<const block_iq2_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ2_XS:
-      return unpack::iq_scaled<block_iq2_xs, QK_K, 16, 43, unpack_iq2_xs, iq2_dl16<block_iq2_xs>>(
-          static_cast<const block_iq2_xs*>(row), nb, u, s, m);
+      return iq_scaled<block_iq2_xs, QK_K, 16, 43, iq2_xs_u, iq2_dl16<block_iq2_xs>, iq2_sc16<block_iq2_xs>, 3>(
+          static_cast<const block_iq2_xs*>(row), nb, u, s, m, ks);
     case DType::IQ2_S:
-      return unpack::iq_scaled<block_iq2_s, QK_K, 16, 43, unpack_iq2_s, iq2_dl16<block_iq2_s>>(
-          static_cast<const block_iq2_s*>(row), nb, u, s, m);
+      return iq_scaled<block_iq2_s, QK_K, 16, 43, shifted<block_iq2_s, QK_K, 43, unpack_iq2_s>, iq2_dl16<block_iq2_s>,
+                       iq2_sc16<block_iq2_s>, 3>(static_cast<const block_iq2_s*>(row), nb, u, s, m, ks);
     case DType::IQ3_XXS:
-      return unpack::iq_scaled<block_iq3_xxs, QK_K, 32, 62, unpack_iq3_xxs, iq3_xxs_dl>(
-          static_cast<const block_iq3_xxs*>(row), nb, u, s, m);
+      return iq_scaled<block_iq3_xxs, QK_K, 32, 62, shifted<block_iq3_xxs, QK_K, 62, unpack_iq3_xxs>, iq3_xxs_dl,
+                       iq3_xxs_sc, 2>(static_cast<const block_iq3_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ3_S:
-      return unpack::iq_scaled<block_iq3_s, QK_K, 32, 15, unpack_iq3_s, iq3_s_dl>(static_cast<const block_iq3_s*>(row),
-                                                                                 nb, u, s, m);
+      return iq_scaled<block_iq3_s, QK_K, 32, 15, iq3_s_u, iq3_s_dl, iq3_s_sc, 0>(static_cast<const block_iq3_s*>(row),
+                                                                                  nb, u, s, m, ks);
     case DType::IQ4_NL:
-      return unpack::iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, unpack_iq4_nl, block_dl<block_iq4_nl>>(
-          static_cast<const block_iq4_nl*>(row), nb, u, s, m);
+      return iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, shifted<block_iq4_nl, QK4_NL, 127, unpack_iq4_nl>,
+                       block_dl<block_iq4_nl>, unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u,
+                                                                         s, m, ks);
     case DType::IQ4_XS:
-      return unpack::iq_scaled<block_iq4_xs, QK_K, 32, 127, unpack_iq4_xs, iq4_xs_dl>(
-          static_cast<const block_iq4_xs*>(row), nb, u, s, m);
+      return iq_scaled<block_iq4_xs, QK_K, 32, 127, shifted<block_iq4_xs, QK_K, 127, unpack_iq4_xs>, iq4_xs_dl,
+                       iq4_xs_sc, 0>(static_cast<const block_iq4_xs*>(row), nb, u, s, m, ks);
     case DType::TQ1_0:
-      return unpack::iq_scaled<block_tq1_0, QK_K, QK_K, 1, unpack_tq1_0, block_dl<block_tq1_0>>(
-          static_cast<const block_tq1_0*>(row), nb, u, s, m);
+      return iq_scaled<block_tq1_0, QK_K, QK_K, 1, shifted<block_tq1_0, QK_K, 1, unpack_tq1_0>, block_dl<block_tq1_0>,
+                       unit_sc<block_tq1_0>, 0>(static_cast<const block_tq1_0*>(row), nb, u, s, m, ks);
     case DType::TQ2_0:
-      return unpack::iq_scaled<block_tq2_0, QK_K, QK_K, 1, unpack_tq2_0, block_dl<block_tq2_0>>(
-          static_cast<const block_tq2_0*>(row), nb, u, s, m);
-    case DType::IQ1_S: return unpack::iq1_s(static_cast<const block_iq1_s*>(row), nb, u, s, m);
-    case DType::IQ1_M: return unpack::iq1_m(static_cast<const block_iq1_m*>(row), nb, u, s, m);
+      return iq_scaled<block_tq2_0, QK_K, QK_K, 1, shifted<block_tq2_0, QK_K, 1, unpack_tq2_0>, block_dl<block_tq2_0>,
+                       unit_sc<block_tq2_0>, 0>(static_cast<const block_tq2_0*>(row), nb, u, s, m, ks);
+    case DType::IQ1_S: return unpack::iq1_s(static_cast<const block_iq1_s*>(row), nb, u, s, m, ks);
+    case DType::IQ1_M: return unpack::iq1_m(static_cast<const block_iq1_m*>(row), nb, u, s, m, ks);
     default: throw_error("unpack_row_u8: type ", dtype_name(t), " is not supported");
   }
 }
@@ -380,14 +447,14 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 // lane (4 weights; per 32 weights: s[2k] x 4, s[2k+1] x 4), m = offset per 16. Activations: u =
 // int8 quants, sv = the block's scale for each lane, m = scale * sum of the 16 quants.
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats.
-// Two more weight forms for tiles without VNNI (U8GemmKernel::tile_k / tile_s8). Both pack rows in
+// Two more weight forms (U8GemmKernel::tile_k at every x86 level, tile_s8 without VNNI). Both pack rows in
 // groups of kGroupRows, the register tile's rows, interleaved so that one 32-byte load holds 4
 // weights of each of the 8 rows (a lane per row): per 4 weights, the 4 bytes of each row in turn
 // (n * 8 bytes). A group fills the first u8_gemm_group_bytes(form, n) bytes of its 8 GEMM rows'
 // memory, from the first row's u; rows a short group lacks are zero.
-// - K form (K-quant weights against Q8_K activations; n % 256 == 0): after the unsigned quants,
-//   per 16 weights the rows' integer group scales sc as int16 pairs (sc, sc) for vpmaddwd
-//   (32 bytes), then per 16 weights the rows' offsets m (8 floats), then per 256 weights the rows'
+// - K form (has_kscales weights: K-quants and i-quants against Q8_K activations; n % 256 == 0):
+//   after the unsigned quants, per 16 weights the rows' integer group scales sc as int16 pairs
+//   (sc, sc) for vpmaddwd (32 bytes), then per 16 weights the rows' offsets m (8 floats), then per 256 weights the rows'
 //   super-block scales d (8 floats): w = d * sc * u + m. Activations also give d.
 // - signed form (has_signed_form weights: q8_0 against Q8_0, iq4_nl against Q8_0, iq4_xs against
 //   Q8_K; n % 32 == 0): after the int8 values (not shifted), per 32 weights the rows' block scales
@@ -474,7 +541,7 @@ inline void u8_gemm_interleave_ref(const uint8_t* src, size_t stride, int64_t n,
 using U8InterleaveFn = void (*)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out);
 
 // Rows (nrows <= kGroupRows of them) into one group of a grouped form at out
-// (u8_gemm_group_bytes(form, n) bytes): KScales takes K-quants (has_kscales), Signed has_signed_form.
+// (u8_gemm_group_bytes(form, n) bytes): KScales takes has_kscales types, Signed has_signed_form.
 // scratch: u8_gemm_group_scratch(n) bytes. interleave: the table's, else u8_gemm_interleave_ref.
 inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, int nrows, int64_t n,
                                uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr) {
@@ -482,7 +549,7 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
   const bool k = form == U8Form::KScales;
   EDGELLM_CHECK(form != U8Form::Unsigned, "u8 GEMM: the unsigned form packs one row at a time");
   EDGELLM_CHECK(k ? has_kscales(t) : has_signed_form(t), "u8 GEMM: the ",
-                k ? "K form takes K-quants" : "signed form takes q8_0, iq4_nl or iq4_xs", ", not ", dtype_name(t));
+                k ? "K form takes K-quants and Q8_K i-quants" : "signed form takes q8_0, iq4_nl or iq4_xs", ", not ", dtype_name(t));
   const int64_t step = k ? 256 : 32;
   EDGELLM_CHECK(nrows >= 0 && nrows <= G && n % step == 0, "u8 GEMM: a group takes at most ", G,
                 " rows of a multiple of ", step, ", got ", nrows, " of ", n);

@@ -4,7 +4,8 @@
 // vpdpbusd, each loaded weight vector reused by every token of the tile and each activation vector
 // by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2: with VNNI, or
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
-// Without VNNI, the K-quants and q8_0 take the grouped forms' 8-row tiles further down instead.
+// The K form's types (K-quants, i-quants against Q8_K) take the grouped 8-row tile further down
+// instead, and without VNNI q8_0 / IQ4 the signed one.
 
 #include "edgellm/kernels/x86/level.hpp"
 #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
@@ -115,7 +116,6 @@ inline void gemm_u8_tile(int64_t n, const U8GemmRow* w, const U8GemmRow* a, floa
     for (int c = 0; c < C; ++c) out[size_t(c) * out_stride + size_t(r)] = V::sum(acc[r][c]) + hsum(mo[r][c]);
 }
 
-#if !EDGELLM_X86_VNNI
 // u8_gemm_interleave_ref by an 8 x 8 transpose of 4-byte words per 32 bytes of the 8 rows.
 inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) {
   static_assert(kGroupRows == 8, "8 rows of 4-byte words per step");
@@ -145,55 +145,115 @@ inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t*
   }
 }
 
-// The K form's tile (KernelTable::u8_gemm.tile_k) for levels without VNNI, where the float tile
-// above pays five operations per 32 weights and token (vpmaddubsw, vpmaddwd, convert, two float
-// multiplies): kGroupRows rows x kGemmToks tokens over one interleaved group (unpack_u8.hpp), a
-// lane per row. Per 4 weights and token: the token's 4 bytes broadcast, vpmaddubsw (u x s8 pairs,
-// below 2^15 since u <= 63), vpmaddwd by the rows' int16 group scales and an add sum a
-// super-block in int32 (|sum| < 2^26); then per super-block and token one float fma by
-// d_w * d_a, and per 16 weights one fma of the rows' offsets m_w by the token's m_a, for all 8
-// rows at once. n % 256 == 0.
+// The grouped tiles' vectors, GemmVec's width: 32 bytes hold one group (8 rows, a lane each); at
+// the AVX-512 VNNI level 64 bytes hold two groups side by side, the 16 rows of one register tile
+// (groups g[0] and g[1]; the driver lays them out kGroupRows GEMM rows apart).
+#if EDGELLM_X86_AVX512VNNI
+#define EDGELLM_KG(op) _mm512_##op
+#define EDGELLM_KG_CAST_PS _mm512_castsi512_ps
+#else
+#define EDGELLM_KG(op) _mm256_##op
+#define EDGELLM_KG_CAST_PS _mm256_castsi256_ps
+#endif
+struct KGroups : GemmVec {
+  static constexpr int kGroups = kBytes / 32;
+  // 32 bytes at off of each group.
+  static I load(const uint8_t* const* g, size_t off) {
+#if EDGELLM_X86_AVX512VNNI
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(g[0] + off)), load256(g[1] + off), 1);
+#else
+    return load256(g[0] + off);
+#endif
+  }
+  static I idot(I acc, I u, I s) {
+#if EDGELLM_X86_AVX512VNNI
+    return _mm512_dpbusd_epi32(acc, u, s);
+#else
+    return dot_u8s8_acc(acc, u, s);
+#endif
+  }
+  static F loadf(const uint8_t* const* g, size_t off) { return EDGELLM_KG_CAST_PS(load(g, off)); }
+  static I set1(int32_t v) { return EDGELLM_KG(set1_epi32)(v); }
+  static I add(I a, I b) { return EDGELLM_KG(add_epi32)(a, b); }
+  static I mullo(I a, I b) { return EDGELLM_KG(mullo_epi32)(a, b); }
+  static I high16(I a) { return EDGELLM_KG(srai_epi32)(a, 16); }
+  static F fset1(float v) { return EDGELLM_KG(set1_ps)(v); }
+  static void store(float* p, F a) { EDGELLM_KG(storeu_ps)(p, a); }
+};
+#undef EDGELLM_KG
+#undef EDGELLM_KG_CAST_PS
+// Rows of the grouped tiles (U8GemmKernel::group_rows).
+inline constexpr int kGroupTileRows = KGroups::kGroups * kGroupRows;
+
+// The K form's tile (KernelTable::u8_gemm.tile_k: K-quant and i-quant weights against Q8_K), where
+// the float tile above pays per 4 weights and token a convert and two float multiplies after the
+// integer dot: kGroupTileRows rows x kGemmToks tokens over one or two interleaved groups
+// (unpack_u8.hpp), a lane per row, the token's 4 bytes broadcast. Without VNNI, per 4 weights and
+// token: vpmaddubsw (u x s8 pairs, below 2^15 since u <= 127 = max_u), vpmaddwd by the rows' int16
+// group scales and an add. With VNNI, per 4 weights and token one vpdpbusd (u up to 255: IQ4_XS
+// takes this form there) into the 16 weights' sum, then per 16 weights and token one vpmulld by the
+// rows' scales and an add; on AVX-512 for 16 rows at once (TinyLlama IQ3_S pp512 on one Zen 5
+// thread: 14.2 s of CPU with 8 rows, 8.7 s with 16 and unpack_u8.hpp's 64-bit IQ3_S unpacking).
+// Either way a super-block sums in int32 (|sum| < 2^28: 256 x 240 x 127 x 32 for IQ4_XS), then per
+// super-block and token one float fma by d_w * d_a, and per 16 weights one fma of the rows'
+// offsets m_w by the token's m_a, for all rows at once. n % 256 == 0.
 inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  constexpr int G = kGroupRows, C = kGemmToks;
-  static_assert(G == 8, "one vector holds the group's rows");
-  const uint8_t* u = w[0].u;
+  using V = KGroups;
+  constexpr int C = kGemmToks;
+  const uint8_t* grp[V::kGroups];
+  for (int i = 0; i < V::kGroups; ++i) grp[i] = w[i * kGroupRows].u;
   const U8GroupLayout at(U8Form::KScales, n);
-  const uint8_t* sc = u + at.sc;                              // per 16 weights: 8 x (sc, sc)
-  const float* mw = reinterpret_cast<const float*>(u + at.m);  // per 16 weights: 8 floats
-  const float* dw = reinterpret_cast<const float*>(u + at.d);  // per 256 weights: 8 floats
-  __m256 acc[C];
+  // Per 16 weights 32 bytes of each section: (sc, sc) pairs, m; per 256, d.
+  const auto sc_at = [&](int64_t g) { return at.sc + size_t(g) * 32; };
+  const auto m_at = [&](int64_t g) { return at.m + size_t(g) * 32; };
+  typename V::F acc[C];
   EDGELLM_GEMM_UNROLL
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int c = 0; c < C; ++c) acc[c] = V::zero();
   for (int64_t sb = 0; sb < n / 256; ++sb) {
-    __m256i isum[C];
+    typename V::I isum[C];
     EDGELLM_GEMM_UNROLL
-    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    for (int c = 0; c < C; ++c) isum[c] = V::set1(0);
 #pragma GCC unroll 1
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
-      const __m256i s = load256(sc + g * 32);
+#if EDGELLM_X86_VNNI
+      const typename V::I s = V::high16(V::load(grp, sc_at(g)));  // the pair's high half: sc in int32
+      typename V::I p[C];
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) p[c] = V::set1(0);
+      EDGELLM_GEMM_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const typename V::I v = V::load(grp, size_t(g * 4 + k) * 32);
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c) p[c] = V::idot(p[c], v, V::set1(load_i32(a[c].u + g * 16 + 4 * k)));
+      }
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
+#else
+      const __m256i s = V::load(grp, sc_at(g));
 #pragma GCC unroll 1
       for (int k = 0; k < 4; ++k) {
-        const __m256i v = load256(u + (g * 4 + k) * 32);
+        const __m256i v = V::load(grp, size_t(g * 4 + k) * 32);
         EDGELLM_GEMM_UNROLL
         for (int c = 0; c < C; ++c)
           isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)), s));
       }
+#endif
     }
-    const __m256 d = _mm256_loadu_ps(dw + sb * G);
+    const typename V::F d = V::loadf(grp, at.d + size_t(sb) * 32);
     EDGELLM_GEMM_UNROLL
-    for (int c = 0; c < C; ++c)
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_broadcast_ss(a[c].d + sb)), acc[c]);
+    for (int c = 0; c < C; ++c) acc[c] = V::fma(V::cvt(isum[c]), V::mul(d, V::fset1(a[c].d[sb])), acc[c]);
 #pragma GCC unroll 4
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
-      const __m256 m = _mm256_loadu_ps(mw + g * G);
+      const typename V::F m = V::loadf(grp, m_at(g));
       EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(m, _mm256_broadcast_ss(a[c].m + g), acc[c]);
+      for (int c = 0; c < C; ++c) acc[c] = V::fma(m, V::fset1(a[c].m[g]), acc[c]);
     }
   }
   EDGELLM_GEMM_UNROLL
-  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
+  for (int c = 0; c < C; ++c) V::store(out + size_t(c) * out_stride, acc[c]);
 }
 
+#if !EDGELLM_X86_VNNI
 // The signed form's tile (tile_s8: q8_0 weights, whose bytes shifted by 128 would saturate
 // vpmaddubsw) for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte load holds
 // 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row and a token's

@@ -86,11 +86,11 @@ inline void register_kernels(KernelTable& t) {
   t.u8_gemm.toks = kGemmToks;
   t.u8_gemm.max_u = kMaxU;
   t.u8_gemm.tile = gemm_u8_tile;
-#if !EDGELLM_X86_VNNI
   t.u8_gemm.tile_k = gemm_u8_tile_k;
-  t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
-  t.u8_gemm.group_rows = kGroupRows;
+  t.u8_gemm.group_rows = kGroupTileRows;
   t.u8_gemm.interleave = u8_interleave;
+#if !EDGELLM_X86_VNNI
+  t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
 #endif
   t.u8_gemm.name = GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
                    : EDGELLM_X86_VNNI    ? "u8 VNNI GEMM (32-byte steps)"
