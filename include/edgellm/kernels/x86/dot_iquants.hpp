@@ -1,5 +1,5 @@
-// x86 (AVX2; the VNNI and AVX-512 levels compile the same code, except IQ2_XS and IQ3_S, which
-// take 64 weights a step at the AVX-512 levels with their signs as a mask) dot products of the
+// x86 (AVX2; the VNNI and AVX-512 levels compile the same code, except IQ2_XS, which takes 64
+// weights a step at the AVX-512 levels with its signs as a mask) dot products of the
 // i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0), single-row and multi-row. The integer sums
 // are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact, only
 // the order of the float additions of block results differs.
@@ -218,71 +218,23 @@ struct FmtIQ3_XXS : BlockFmt<block_iq3_xxs, block_q8_K, QK_K> {
   }
 };
 
-// IQ3_S: 9-bit indexes of 4-weight points (bit j of qh[k]: index j of vector k, i.e. bit i of
-// the 64-bit qh is index i's), explicit signs, a 4-bit scale per vector. The block's 64 indexes are
-// assembled as 16-bit lanes (bytes widened, qh's bits or-ed in as 256) and stored, so each point
-// costs a load of its index and of the grid.
+// IQ3_S: 9-bit indexes of 4-weight points (bit j of qh[k]: index j of vector k), explicit signs,
+// a 4-bit scale per vector.
 struct FmtIQ3_S : BlockFmt<block_iq3_s, block_q8_K, QK_K> {
-  struct Ctx {
-    alignas(64) uint16_t idx[QK_K / 4];
-    explicit Ctx(const Block& x) {
-#if EDGELLM_X86_AVX512
-      const uint64_t qh = load_u64(x.qh);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i lo = _mm512_cvtepu8_epi16(load256(x.qs + 32 * h));
-        const __m512i v = _mm512_mask_add_epi16(lo, __mmask32(qh >> (32 * h)), lo, _mm512_set1_epi16(256));
-        _mm512_store_si512(idx + 32 * h, v);
-      }
-#else
-      const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
-                                            short(-32768));
-      for (int i = 0; i < 4; ++i) {
-        const __m256i lo = _mm256_cvtepu8_epi16(load128(x.qs + 16 * i));
-        const __m256i h = _mm256_and_si256(_mm256_set1_epi16(short(load_u16(x.qh + 2 * i))), bit);
-        const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi16(h, bit), _mm256_set1_epi16(256));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * i), _mm256_or_si256(lo, hb));
-      }
-#endif
-    }
-  };
+  struct Ctx {};
+  template <int j>  // point j of a vector: index byte j, bit j of its qh byte (moved to bit 8 + j in h)
+  static int point(const uint8_t* q, uint32_t h) { return int(iq3s_grid[q[j] | ((h >> j) & 256)]); }
   template <int k>
-  static __m256i points(const Ctx& c) {
-    const uint16_t* i = c.idx + 8 * k;
-    return _mm256_set_epi32(int(iq3s_grid[i[7]]), int(iq3s_grid[i[6]]), int(iq3s_grid[i[5]]), int(iq3s_grid[i[4]]),
-                            int(iq3s_grid[i[3]]), int(iq3s_grid[i[2]]), int(iq3s_grid[i[1]]), int(iq3s_grid[i[0]]));
-  }
-  template <int k>
-  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx&) {
+    const uint8_t* q = x.qs + 8 * k;
+    const uint32_t h = uint32_t(x.qh[k]) << 8;
+    const __m256i mag = _mm256_set_epi32(point<7>(q, h), point<6>(q, h), point<5>(q, h), point<4>(q, h),
+                                         point<3>(q, h), point<2>(q, h), point<1>(q, h), point<0>(q, h));
     const int ls = 2 * ((x.scales[k / 2] >> (4 * (k & 1))) & 15) + 1;
-    return signed_grid_dot(points<k>(c), y.qs + 32 * k, signs_pm1(x.signs + 4 * k), _mm256_set1_epi16(short(ls)));
+    return signed_grid_dot(mag, y.qs + 32 * k, signs_pm1(x.signs + 4 * k), _mm256_set1_epi16(short(ls)));
   }
-#if EDGELLM_X86_AVX512
-  // AVX-512: 64 weights a step, their 64 sign bits the mask that negates the activations (q8_K
-  // never holds -128); lane i of a step's int16 scales is scale i / 16 of its two vectors.
-  template <int m>
-  static __m512i step(const Ctx& c, const Block& x, const ActBlock& y, __m512i sc16) {
-    const __m512i mag = _mm512_inserti64x4(_mm512_castsi256_si512(points<2 * m>(c)), points<2 * m + 1>(c), 1);
-    const __m512i yv = _mm512_loadu_si512(y.qs + 64 * m);
-    const __m512i ys = _mm512_mask_sub_epi8(yv, __mmask64(load_u64(x.signs + 8 * m)), _mm512_setzero_si512(), yv);
-    const __m512i half = _mm512_set_epi64(0x0001000100010001, 0x0001000100010001, 0x0001000100010001,
-                                          0x0001000100010001, 0, 0, 0, 0);
-    const __m512i sc = _mm512_permutexvar_epi16(_mm512_add_epi16(half, _mm512_set1_epi16(short(2 * m))), sc16);
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), sc);
-  }
-  static __m256i block_sum(const Block& x, const ActBlock& y) {
-    const Ctx c(x);
-    uint32_t sl;
-    std::memcpy(&sl, x.scales, 4);
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(odd_scale_bytes(sl)));  // the 8 scales, int16
-    const __m512i t = _mm512_add_epi32(_mm512_add_epi32(step<0>(c, x, y, sc16), step<1>(c, x, y, sc16)),
-                                       _mm512_add_epi32(step<2>(c, x, y, sc16), step<3>(c, x, y, sc16)));
-    return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
-  }
-#else
-  static __m256i block_sum(const Block& x, const ActBlock& y) { return iq_block_sum<FmtIQ3_S>(x, y, Ctx(x)); }
-#endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    return iq_finish(block_sum(x, y), fp16_to_fp32(x.d) * y.d, acc);
+    return iq_finish(iq_block_sum<FmtIQ3_S>(x, y, Ctx{}), fp16_to_fp32(x.d) * y.d, acc);
   }
 };
 
