@@ -2,9 +2,10 @@
 // weights and GB/s of weights, 1 and 2 threads, on a matrix larger than L2; types with a packed
 // (row-interleaved) form get a second row through it. Then the 64-token GEMM (prefill) in GOP/s,
 // unpacked vs packed, and with --dram the GEMV of a ~512 MiB matrix (decode is fed from DRAM) for
-// the types of the usual mixes (Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q6_K).
+// the types of the usual mixes (Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q6_K). --iq: only the GEMV table of the
+// i-quants (their decode kernels).
 // Matrices live in anonymous huge-page memory, as the loader's repacked weights do. Prints
-// markdown tables. Usage: bench_kernels [n_in n_out] [--min-ms MS] [--dram]
+// markdown tables. Usage: bench_kernels [n_in n_out] [--min-ms MS] [--dram] [--iq]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -34,7 +35,12 @@ AnonymousMemory make_matrix(DType t, int64_t n_in, int64_t n_out) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   std::vector<float> f(static_cast<size_t>(n_in));
+  const bool random_bytes = !can_quantize(t);  // i-quants: bytes are as fast as any quantized row
   for (int r = 0; r < kDistinct && r < n_out; ++r) {
+    if (random_bytes) {
+      for (size_t b = 0; b < rb; ++b) w.data()[rb * size_t(r) + b] = uint8_t(rng());
+      continue;
+    }
     for (auto& v : f) v = d(rng);
     quantize_row(t, f.data(), w.data() + rb * size_t(r), n_in);
   }
@@ -129,11 +135,12 @@ void gemm_rows(const KernelTable& kt, ThreadPool& pool2, DType t, int64_t n_in, 
 int main(int argc, char** argv) {
   int64_t n_in = 4096, n_out = 4096;
   double min_ms = 300.0;
-  bool dram = false;
+  bool dram = false, iq = false;
   std::vector<std::string> pos;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) min_ms = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--dram") == 0) dram = true;
+    else if (std::strcmp(argv[i], "--iq") == 0) iq = true;
     else pos.push_back(argv[i]);
   }
   if (pos.size() == 2) n_in = std::atoll(pos[0].c_str()), n_out = std::atoll(pos[1].c_str());
@@ -150,6 +157,11 @@ int main(int argc, char** argv) {
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(n_in * kGemmTokens)), y(static_cast<size_t>(n_out * kGemmTokens));
     for (auto& v : x) v = d(rng);
+    if (iq) {
+      for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ4_XS})
+        gemv_rows(kt, pool2, t, n_in, n_out, x.data(), y.data(), min_ms);
+      return 0;
+    }
     for (DType t : types) {
       if (n_in % dtype_block_size(t) != 0) continue;
       gemv_rows(kt, pool2, t, n_in, n_out, x.data(), y.data(), min_ms);

@@ -1,5 +1,6 @@
-// x86 (AVX2; the VNNI and AVX-512 levels compile the same code) dot products of the i-quants and
-// ternary types against Q8_K activations (IQ4_NL: Q8_0), single-row and multi-row. The integer sums
+// x86 (AVX2; the VNNI and AVX-512 levels compile the same code, except IQ2_XS, which takes 64
+// weights a step at the AVX-512 levels with its signs as a mask) dot products of the
+// i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0), single-row and multi-row. The integer sums
 // are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact, only
 // the order of the float additions of block results differs.
 //
@@ -73,12 +74,14 @@ inline uint64_t load_u64(const void* p) {
 
 // 16 4-bit scales (byte k: low nibble 2k, high nibble 2k + 1) as 2 * s + 1 in GroupScales16, whose
 // pair<k> puts scale 2k under weights 0..15 of vector k and 2k + 1 under 16..31.
-inline GroupScales16 odd_scales16_of(uint64_t nibbles) {
+// The bytes 2 * s + 1 of 16 4-bit scales s (byte k: low nibble 2k, high nibble 2k + 1).
+inline __m128i odd_scale_bytes(uint64_t nibbles) {
   const __m128i b = _mm_cvtsi64_si128(int64_t(nibbles));
   const __m128i m4 = _mm_set1_epi8(0x0F);
   const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-  return GroupScales16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
+  return _mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1));
 }
+inline GroupScales16 odd_scales16_of(uint64_t nibbles) { return GroupScales16(odd_scale_bytes(nibbles)); }
 inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(load_u64(sc)); }
 
 
@@ -101,28 +104,86 @@ struct FmtIQ2_XXS : BlockFmt<block_iq2_xxs, block_q8_K, QK_K> {
 };
 
 // IQ2_XS: per 8 weights a uint16 (9-bit index, 7 sign bits); a 4-bit scale per 16. / 8.
+// The 8 sign bits of a word (the 8th the parity of the 7 stored) are computed 16 words at once;
+// the grid points are scalar loads (vpgatherdq was slower on Zen 5).
 struct FmtIQ2_XS : BlockFmt<block_iq2_xs, block_q8_K, QK_K> {
+  // Words w .. w + 15 -> their 8 sign bits in the low byte of each 16-bit lane: the parity of the
+  // 7-bit pattern is that of its low nibble xor its top 3 bits, looked up by a byte shuffle.
+  static __m256i sign_bytes(const uint16_t* w) {
+    const __m256i odd = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0,
+                                         -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    const __m256i q = load256(w);
+    const __m256i s7 = _mm256_srli_epi16(q, 9);
+    return _mm256_or_si256(s7, _mm256_shuffle_epi8(odd, _mm256_xor_si256(s7, _mm256_srli_epi16(q, 13))));
+  }
   struct Ctx {
     GroupScales16 sc;
-    explicit Ctx(const uint8_t* scales) : sc(odd_scales16(scales)) {}
+    __m256i sgn[4];  // sign bytes (low byte of each 16-bit lane) of words 8i .. 8i + 7, in both halves
+    explicit Ctx(const Block& x) : sc(odd_scales16(x.scales)) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i s8 = sign_bytes(x.qs + 16 * h);
+        sgn[2 * h] = _mm256_permute4x64_epi64(s8, 0x44);
+        sgn[2 * h + 1] = _mm256_permute4x64_epi64(s8, 0xEE);
+      }
+    }
   };
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
-    const uint64_t q = load_u64(x.qs + 4 * k);
-    const uint32_t q0 = uint32_t(q) & 0xFFFF, q1 = uint32_t(q >> 16) & 0xFFFF, q2 = uint32_t(q >> 32) & 0xFFFF,
-                   q3 = uint32_t(q >> 48);
-    const __m256i mag = set_u64x4(iq2xs_grid[q0 & 511], iq2xs_grid[q1 & 511], iq2xs_grid[q2 & 511], iq2xs_grid[q3 & 511]);
-    const __m256i pm1 = set_u64x4(kSignsPm1[q0 >> 9], kSignsPm1[q1 >> 9], kSignsPm1[q2 >> 9], kSignsPm1[q3 >> 9]);
+    const uint16_t* w = x.qs + 4 * k;
+    const __m256i mag =
+        set_u64x4(iq2xs_grid[w[0] & 511], iq2xs_grid[w[1] & 511], iq2xs_grid[w[2] & 511], iq2xs_grid[w[3] & 511]);
+    // each word's sign byte over its 8 bytes (the vector's words start at byte o of its sgn half)
+    constexpr char o = 8 * (k & 1);
+    const __m256i spread = _mm256_shuffle_epi8(
+        c.sgn[k >> 1], _mm256_setr_epi8(o, o, o, o, o, o, o, o, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2,
+                                        o + 4, o + 4, o + 4, o + 4, o + 4, o + 4, o + 4, o + 4, o + 6, o + 6, o + 6,
+                                        o + 6, o + 6, o + 6, o + 6, o + 6));
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+    const __m256i pm1 = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
     return signed_grid_dot(mag, y.qs + 32 * k, pm1, c.sc.template pair<k>());
   }
+#if EDGELLM_X86_AVX512
+  // AVX-512: 64 weights a step. The sign bytes narrowed to bytes: bit j of byte w is weight
+  // 8w + j's sign, so 8 bytes are the mask of a step's 64 weights, which negates those activations
+  // (q8_K never holds -128).
+  static __m256i block_sum(const Block& x, const ActBlock& y) {
+    // the 16 scales as int16, and lane i of a step's scale vector: scale i / 8 of its 4
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(odd_scale_bytes(load_u64(x.scales))));
+    const __m512i quarter = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                                             0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
+    __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int h = 0; h < 2; ++h) {
+      const __m128i signs = _mm256_cvtepi16_epi8(sign_bytes(x.qs + 16 * h));
+      const __mmask64 neg[2] = {__mmask64(_mm_cvtsi128_si64(signs)), __mmask64(_mm_extract_epi64(signs, 1))};
+      for (int p = 0; p < 2; ++p) {
+        const uint16_t* w = x.qs + 16 * h + 8 * p;
+        const __m512i mag = _mm512_set_epi64(
+            int64_t(iq2xs_grid[w[7] & 511]), int64_t(iq2xs_grid[w[6] & 511]), int64_t(iq2xs_grid[w[5] & 511]),
+            int64_t(iq2xs_grid[w[4] & 511]), int64_t(iq2xs_grid[w[3] & 511]), int64_t(iq2xs_grid[w[2] & 511]),
+            int64_t(iq2xs_grid[w[1] & 511]), int64_t(iq2xs_grid[w[0] & 511]));
+        const __m512i yv = _mm512_loadu_si512(y.qs + 128 * h + 64 * p);
+        const __m512i ys = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
+        const __m512i sc = _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(short(8 * h + 4 * p))), sc16);
+        sum[p] = _mm512_add_epi32(sum[p], _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), sc));
+      }
+    }
+    const __m512i t = _mm512_add_epi32(sum[0], sum[1]);
+    return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+  }
+#else
+  static __m256i block_sum(const Block& x, const ActBlock& y) { return iq_block_sum<FmtIQ2_XS>(x, y, Ctx(x)); }
+#endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    return iq_finish(iq_block_sum<FmtIQ2_XS>(x, y, Ctx(x.scales)), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+    return iq_finish(block_sum(x, y), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
   }
 };
 
 // IQ2_S: 10-bit indexes (low 8 in qs, 2 high bits each in qh), explicit signs, scales as IQ2_XS. / 8.
 struct FmtIQ2_S : BlockFmt<block_iq2_s, block_q8_K, QK_K> {
-  using Ctx = FmtIQ2_XS::Ctx;
+  struct Ctx {
+    GroupScales16 sc;
+    explicit Ctx(const uint8_t* scales) : sc(odd_scales16(scales)) {}
+  };
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
     const uint8_t* qs = x.qs + 4 * k;
