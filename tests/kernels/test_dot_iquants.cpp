@@ -303,13 +303,20 @@ TEST_CASE("i-quants: the x86 levels prefill every type through a u8 GEMM tile") 
       const MatmulWeight mw{wt, nullptr, 4096, 64, dtype_row_bytes(wt, 4096)};
       CHECK(detail::gemm_u8_applies(t, mw, 8));
       // The Q8_K types take the integer-scale grouped K form (issue 33), but for IQ4_XS's bytes
-      // (up to 240) on a level without VNNI, whose vpmaddubsw would saturate: the signed form there.
+      // (up to 240) on a level without VNNI, whose vpmaddubsw would saturate: the signed K form
+      // there (int8 values, the integer scale per 32 folded into the sums).
       U8Form form = U8Form::Unsigned;
       const DType act = t.of(wt).vec_dot_type;
       CHECK(static_cast<bool>(detail::u8_gemm_tile(t, wt, act, form)));
       const bool k_form = has_kscales(wt) && u8_form_max(wt) <= t.u8_gemm.max_u;
       CHECK(has_kscales(wt) == (act == DType::Q8_K));
-      CHECK(form == (k_form ? U8Form::KScales : has_signed_form(wt) && t.u8_gemm.tile_s8 ? U8Form::Signed : U8Form::Unsigned));
+      const U8Form signed_form = has_signed_k_form(wt) && t.u8_gemm.tile_sk ? U8Form::SignedK
+                                 : has_signed_form(wt) && t.u8_gemm.tile_s8 ? U8Form::Signed
+                                                                            : U8Form::Unsigned;
+      CHECK(form == (k_form ? U8Form::KScales : signed_form));
+      // Every level without VNNI (max_u 127) has the signed tiles; IQ4_XS takes the signed K one.
+      CHECK(static_cast<bool>(t.u8_gemm.tile_sk) == (t.u8_gemm.max_u < 240));
+      if (wt == DType::IQ4_XS) CHECK(form == (t.u8_gemm.max_u < 240 ? U8Form::SignedK : U8Form::KScales));
     }
   }
 }

@@ -27,7 +27,7 @@ constexpr float kMaxUnpackErr = 1e-5f;
 constexpr double kMaxGemmErr = 1e-5;
 
 const DType kGemmTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
 
 std::vector<float> normal_floats(std::mt19937& rng, int64_t n) {
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -107,14 +107,40 @@ uint8_t group_byte(const uint8_t* group, int r, int64_t i) {
   return group[size_t(i / 4) * 4 * kGroupRows + size_t(r) * 4 + size_t(i % 4)];
 }
 
+// The signed forms' integer dot of block b (32 int8 values) of row r of a group with a's quants.
+int32_t group_dot_s8(const uint8_t* group, int r, const U8GemmRow& a, int64_t b) {
+  int32_t d = 0;
+  for (int64_t i = b * 32; i < b * 32 + 32; ++i) d += int32_t(int8_t(group_byte(group, r, i))) * int32_t(int8_t(a.u[i]));
+  return d;
+}
+
 // Signed form: row r of a group against an activation row, per block d_w * d_a * integer dot.
 double gemm_s8_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
   const auto* dw = reinterpret_cast<const float*>(group + U8GroupLayout(U8Form::Signed, n).d);
   double sum = 0.0;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    int32_t d = 0;
-    for (int64_t i = b * 32; i < b * 32 + 32; ++i) d += int32_t(int8_t(group_byte(group, r, i))) * int32_t(int8_t(a.u[i]));
-    sum += double(d) * dw[b * kGroupRows + r] * a.sv[b * 8];
+  for (int64_t b = 0; b < n / 32; ++b) sum += double(group_dot_s8(group, r, a, b)) * dw[b * kGroupRows + r] * a.sv[b * 8];
+  return sum;
+}
+
+// The int16 pair (sc, sc) of row r at index i of a group's scale section (both halves equal).
+int16_t group_pair(const uint8_t* sc, int64_t i, int r) {
+  int16_t s[2];
+  std::memcpy(s, sc + (size_t(i) * kGroupRows + size_t(r)) * 4, 4);
+  CHECK(s[0] == s[1]);
+  return s[0];
+}
+
+// Signed K form: row r of a group, per super-block d_w * d_a * sum over 32-blocks of sc * integer
+// dot of the int8 values (the group's int16 pair (sc, sc) per row).
+double gemm_sk_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
+  constexpr int G = kGroupRows;
+  const U8GroupLayout at(U8Form::SignedK, n);
+  const auto* dw = reinterpret_cast<const float*>(group + at.d);
+  double sum = 0.0;
+  for (int64_t sb = 0; sb < n / 256; ++sb) {
+    int64_t isum = 0;
+    for (int64_t b = sb * 8; b < sb * 8 + 8; ++b) isum += int64_t(group_dot_s8(group, r, a, b)) * group_pair(group + at.sc, b, r);
+    sum += double(isum) * dw[sb * G + r] * a.d[sb];
   }
   return sum;
 }
@@ -131,12 +157,9 @@ double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow&
   for (int64_t sb = 0; sb < n / 256; ++sb) {
     int64_t isum = 0;
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
-      int16_t s[2];
-      std::memcpy(s, sc + (size_t(g) * G + size_t(r)) * 4, 4);
-      CHECK(s[0] == s[1]);
       int32_t d = 0;
       for (int64_t i = g * 16; i < g * 16 + 16; ++i) d += int32_t(group_byte(group, r, i)) * int32_t(int8_t(a.u[i]));
-      isum += int64_t(d) * s[0];
+      isum += int64_t(d) * group_pair(sc, g, r);
       sum += double(mw[g * G + r]) * a.m[g];
     }
     sum += double(isum) * dw[sb * G + r] * a.d[sb];
@@ -146,7 +169,7 @@ double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow&
 
 }  // namespace
 
-TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations give the GEMV's dot") {
+TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and activations give the GEMV's dot") {
   // Checks the forms themselves (kernels/layouts/unpack_u8.hpp) on every machine: for Q8_1
   // activations (q4_1 / q5_1) the offsets must carry the block's s, not d * sum of the quants.
   const KernelTable ref = make_kernel_table(Isa::Ref);
@@ -174,13 +197,15 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
       double scale = 0.0;
       for (int64_t i = 0; i < n; ++i) scale += std::fabs(double(wd[size_t(i)]) * ad[size_t(i)]);
       CHECK(std::fabs(gemm_form_dot(n, wr, ar) - want) <= kMaxGemmErr * scale);
-      // The grouped forms (K: K-quants, signed: q8_0) pack groups of rows; here the row is each of a
+      // The grouped forms (K: K-quants and iq4_xs, signed: q8_0 and iq4_xs, signed K: iq4_xs) pack groups of rows; here the row is each of a
       // group's rows in turn (a short group's missing rows are zero).
       const void* rows[kGroupRows];
       for (auto& p : rows) p = w.data();
       std::vector<uint8_t> gscratch(u8_gemm_group_scratch(n));
-      for (U8Form form : {U8Form::KScales, U8Form::Signed}) {
-        const bool takes = form == U8Form::KScales ? has_kscales(t) : has_signed_form(t);
+      for (U8Form form : {U8Form::KScales, U8Form::Signed, U8Form::SignedK}) {
+        const bool takes = form == U8Form::KScales ? has_kscales(t)
+                           : form == U8Form::Signed ? has_signed_form(t)
+                                                    : has_signed_k_form(t);
         std::vector<uint8_t> group(u8_gemm_group_bytes(form, n) + 1, 0xEE);
         if (!takes) {
           CHECK_THROWS_AS(u8_gemm_pack_group(t, form, rows, 1, n, group.data(), gscratch.data()), Error);
@@ -189,8 +214,9 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed) of weights and activations gi
         for (int cnt : {1, 3, kGroupRows}) {
           u8_gemm_pack_group(t, form, rows, cnt, n, group.data(), gscratch.data());
           for (int r = 0; r < kGroupRows; ++r) {
-            const double got = form == U8Form::KScales ? gemm_k_group_dot(n, group.data(), r, ar)
-                                                       : gemm_s8_group_dot(n, group.data(), r, ar);
+            const double got = form == U8Form::KScales  ? gemm_k_group_dot(n, group.data(), r, ar)
+                               : form == U8Form::Signed ? gemm_s8_group_dot(n, group.data(), r, ar)
+                                                        : gemm_sk_group_dot(n, group.data(), r, ar);
             CHECK(std::fabs(got - (r < cnt ? want : 0.0)) <= kMaxGemmErr * scale);
           }
           CHECK(group.back() == 0xEE);  // nothing written past the group

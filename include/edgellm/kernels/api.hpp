@@ -91,6 +91,9 @@ struct U8GemmKernel {
   // weights (q8_0, iq4_nl, iq4_xs, whose shifted bytes exceed max_u) against Q8_0 / Q8_K.
   void (*tile_k)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   void (*tile_s8)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  // tile_sk: the signed K form's (iq4_xs against Q8_K where its shifted bytes exceed max_u), the
+  // integer block scales folded into the integer sums as tile_k's (n % 256 == 0).
+  void (*tile_sk)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   int group_rows = 0;
   // Optional: u8_gemm_interleave_ref (unpack_u8.hpp) by vector shuffles, for packing the groups.
   void (*interleave)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) = nullptr;

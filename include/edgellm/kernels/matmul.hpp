@@ -222,8 +222,8 @@ inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest regis
 
 using U8TileFn = decltype(U8GemmKernel::tile);
 // The table's tile for weights of type t against activations act, and the weight form it reads:
-// the K form or the signed form where the table has that tile (the K form only where the type's
-// bytes fit max_u: IQ4_XS's reach 240), else the unsigned form if its bytes fit the tile (max_u);
+// the K form or the signed forms where the table has that tile (the K form only where the type's
+// bytes fit max_u: IQ4_XS's reach 240; there IQ4_XS takes the signed K form), else the unsigned form if its bytes fit the tile (max_u);
 // null where none fits.
 inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& form) {
   const U8GemmKernel& g = kt.u8_gemm;
@@ -232,6 +232,10 @@ inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& 
   if (g.tile_k && has_kscales(t) && act == DType::Q8_K && u8_form_max(t) <= g.max_u) {
     form = U8Form::KScales;
     return g.tile_k;
+  }
+  if (g.tile_sk && has_signed_k_form(t) && act == DType::Q8_K && u8_form_max(t) > g.max_u) {
+    form = U8Form::SignedK;
+    return g.tile_sk;
   }
   if (g.tile_s8 && has_signed_form(t) && u8_form_max(t) > g.max_u) {
     form = U8Form::Signed;

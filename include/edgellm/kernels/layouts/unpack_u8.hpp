@@ -379,6 +379,10 @@ inline float signed_block32(DType t, const void* row, int64_t b, int8_t* q) {
   }
 }
 
+// Whether the type also has the signed K form below (int8 values, an integer scale per 32 under a
+// float d per 256, against Q8_K): IQ4_XS, whose scale is ls - 32 under the block's d.
+inline bool has_signed_k_form(DType t) { return t == DType::IQ4_XS; }
+
 // Whether the type's groups have integer scales under a per-256 d (unpack_row_u8's ks, the K form):
 // the K-quants, and the i-quants and ternary types whose activations are Q8_K (all but IQ4_NL).
 inline bool has_kscales(DType t) {
@@ -459,6 +463,9 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 // - signed form (has_signed_form weights: q8_0 against Q8_0, iq4_nl against Q8_0, iq4_xs against
 //   Q8_K; n % 32 == 0): after the int8 values (not shifted), per 32 weights the rows' block scales
 //   (8 floats): w = d * int8(u).
+// - signed K form (has_signed_k_form weights: iq4_xs against Q8_K; n % 256 == 0): after the int8
+//   values, per 32 weights the rows' integer block scales sc as int16 pairs (sc, sc) for vpmaddwd
+//   (32 bytes), then per 256 weights the rows' super-block scales d (8 floats): w = d * sc * int8(u).
 // Sizes per row of n: u n bytes, sv n / 4 floats, m n / 16 floats, d ceil(n / 256) floats.
 inline size_t u8_gemm_row_bytes(int64_t n) {
   return size_t(n) + size_t(n) / 4 * 4 + size_t(n) / 16 * 4 + size_t((n + 255) / 256) * 4;
@@ -503,14 +510,15 @@ inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM h
 // Floats of scratch u8_gemm_pack_weight_row needs for a row of n.
 inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 16; }
 
-enum class U8Form { Unsigned, KScales, Signed };
+enum class U8Form { Unsigned, KScales, Signed, SignedK };
 
 // The grouped forms (K and signed, see above): rows per group, bytes of a group of rows of n, and
 // the scratch bytes u8_gemm_pack_group needs.
 inline constexpr int kGroupRows = 8;
 static_assert(kGroupRows * 4 == 32, "a group's 4 weights per row fill one 32-byte vector");
 // Byte offsets of a group's sections after its n * 8 quant bytes (each 4 bytes per row): K form
-// sc (int16 pairs), m and d; signed form d (the block scales). bytes: the whole group.
+// sc (int16 pairs), m and d; signed form d (the block scales); signed K form sc (int16 pairs per
+// 32) and d. bytes: the whole group.
 struct U8GroupLayout {
   size_t sc = 0, m = 0, d = 0, bytes = 0;
   U8GroupLayout(U8Form form, int64_t n) {
@@ -519,6 +527,10 @@ struct U8GroupLayout {
       sc = un * G;
       m = sc + un / 16 * G * 4;
       d = m + un / 16 * G * 4;
+      bytes = d + un / 256 * G * 4;
+    } else if (form == U8Form::SignedK) {
+      sc = un * G;
+      d = sc + un / 32 * G * 4;
       bytes = d + un / 256 * G * 4;
     } else {
       d = un * G;
@@ -541,20 +553,36 @@ inline void u8_gemm_interleave_ref(const uint8_t* src, size_t stride, int64_t n,
 using U8InterleaveFn = void (*)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out);
 
 // Rows (nrows <= kGroupRows of them) into one group of a grouped form at out
-// (u8_gemm_group_bytes(form, n) bytes): KScales takes has_kscales types, Signed has_signed_form.
-// scratch: u8_gemm_group_scratch(n) bytes. interleave: the table's, else u8_gemm_interleave_ref.
+// (u8_gemm_group_bytes(form, n) bytes): KScales takes has_kscales types, Signed has_signed_form,
+// SignedK has_signed_k_form. scratch: u8_gemm_group_scratch(n) bytes. interleave: the table's,
+// else u8_gemm_interleave_ref.
 inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, int nrows, int64_t n,
                                uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr) {
   constexpr int G = kGroupRows;
-  const bool k = form == U8Form::KScales;
+  const bool k = form == U8Form::KScales, sk = form == U8Form::SignedK;
   EDGELLM_CHECK(form != U8Form::Unsigned, "u8 GEMM: the unsigned form packs one row at a time");
-  EDGELLM_CHECK(k ? has_kscales(t) : has_signed_form(t), "u8 GEMM: the ",
-                k ? "K form takes K-quants and Q8_K i-quants" : "signed form takes q8_0, iq4_nl or iq4_xs", ", not ", dtype_name(t));
-  const int64_t step = k ? 256 : 32;
+  EDGELLM_CHECK(k ? has_kscales(t) : sk ? has_signed_k_form(t) : has_signed_form(t), "u8 GEMM: the ",
+                k ? "K form takes K-quants and Q8_K i-quants" : sk ? "signed K form takes iq4_xs" : "signed form takes q8_0, iq4_nl or iq4_xs",
+                ", not ", dtype_name(t));
+  const int64_t step = k || sk ? 256 : 32;
   EDGELLM_CHECK(nrows >= 0 && nrows <= G && n % step == 0, "u8 GEMM: a group takes at most ", G,
                 " rows of a multiple of ", step, ", got ", nrows, " of ", n);
   const U8GroupLayout at(form, n);
   if (nrows < G) std::memset(out, 0, at.bytes);
+  if (sk) {  // IQ4_XS: per 32 weights the int8 values and (ls - 32, ls - 32), per 256 d
+    float* gd = reinterpret_cast<float*>(out + at.d);
+    int8_t q[32];
+    for (int64_t b = 0; b < n / 32; ++b)
+      for (int r = 0; r < nrows; ++r) {
+        const block_iq4_xs& x = static_cast<const block_iq4_xs*>(rows[r])[b / 8];
+        unpack_iq4_32(x.qs + 16 * (b % 8), q);
+        for (int j = 0; j < 8; ++j) std::memcpy(out + ((size_t(b) * 8 + size_t(j)) * G + size_t(r)) * 4, q + 4 * j, 4);
+        const uint32_t pair = uint32_t(uint16_t(int16_t(unpack::iq4_xs_sc(x, int(b % 8))))) * 0x00010001u;
+        std::memcpy(out + at.sc + (size_t(b) * G + size_t(r)) * 4, &pair, 4);
+        if (b % 8 == 0) gd[size_t(b / 8) * G + size_t(r)] = fp16_to_fp32(x.d);
+      }
+    return;
+  }
   if (!k) {
     float* scales = reinterpret_cast<float*>(out + at.d);
     int8_t q[32];

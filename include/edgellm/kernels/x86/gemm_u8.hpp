@@ -5,7 +5,7 @@
 // by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2: with VNNI, or
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
 // The K form's types (K-quants, i-quants against Q8_K) take the grouped 8-row tile further down
-// instead, and without VNNI q8_0 / IQ4 the signed one.
+// instead, and without VNNI q8_0 / IQ4_NL the signed one, IQ4_XS the signed K one.
 
 #include "edgellm/kernels/x86/level.hpp"
 #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
@@ -254,40 +254,61 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
 }
 
 #if !EDGELLM_X86_VNNI
-// The signed form's tile (tile_s8: q8_0 weights, whose bytes shifted by 128 would saturate
-// vpmaddubsw) for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte load holds
-// 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row and a token's
-// 4 activation bytes are broadcast: per 4 weights and token, |w| x (a with w's sign) by
-// vpmaddubsw (pairs of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add (four operations
-// for 8 rows); per 32 weights and token, one convert and fma by d_w * d_a for the 8 rows, and no
-// horizontal sum at the end. n % 32 == 0.
-inline void gemm_u8_tile_s8(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+// The signed forms' tile for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte
+// load holds 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row
+// and a token's 4 activation bytes are broadcast: per 4 weights and token, |w| x (a with w's sign)
+// by vpmaddubsw (pairs of at most 2 * 128 * 127 < 2^15), vpmaddwd and an add (four operations for
+// 8 rows), and no horizontal sum at the end.
+// - kIntScales false, the signed form (tile_s8: q8_0 and IQ4_NL, whose bytes shifted by 128 would
+//   saturate vpmaddubsw): vpmaddwd by ones; per 32 weights and token one convert and fma by
+//   d_w * d_a for the 8 rows. n % 32 == 0.
+// - kIntScales true, the signed K form (tile_sk: IQ4_XS against Q8_K, bytes up to 240 once
+//   shifted): vpmaddwd by the block's integer scale ls - 32 instead of ones, so no float work per
+//   32: the int32 sums run over the super-block (|sum| <= 256 x 127 x 128 x 32 < 2^28), then one
+//   convert and fma by d_w * d_a per super-block and token. n % 256 == 0.
+template <bool kIntScales>
+inline void gemm_u8_tile_signed(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int G = kGroupRows, C = kGemmToks;
+  constexpr int64_t kSpan = kIntScales ? 256 : 32;  // weights per float scale
   const uint8_t* q = w[0].u;
-  const float* dw = reinterpret_cast<const float*>(q + U8GroupLayout(U8Form::Signed, n).d);
+  const U8GroupLayout at(kIntScales ? U8Form::SignedK : U8Form::Signed, n);
+  const float* dw = reinterpret_cast<const float*>(q + at.d);
   __m256 acc[C];
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; ++b) {
+  for (int64_t sp = 0; sp < n / kSpan; ++sp) {
     __m256i isum[C];
     EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
-    const uint8_t* qb = q + size_t(b) * 32 * G;
+#pragma GCC unroll 1
+    for (int64_t b = sp * (kSpan / 32); b < (sp + 1) * (kSpan / 32); ++b) {
+      const __m256i s = kIntScales ? load256(q + at.sc + size_t(b) * 32) : _mm256_set1_epi16(1);
+      const uint8_t* qb = q + size_t(b) * 32 * G;
 #pragma GCC unroll 2  // unrolled fully, g++ summed the 32 products of a block as a tree and spilled them
-    for (int k = 0; k < 8; ++k) {
-      const __m256i v = load256(qb + 32 * k), va = _mm256_abs_epi8(v);
-      EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c)
-        isum[c] = dot_u8s8_acc(isum[c], va, _mm256_sign_epi8(_mm256_set1_epi32(load_i32(a[c].u + b * 32 + 4 * k)), v));
+      for (int k = 0; k < 8; ++k) {
+        const __m256i v = load256(qb + 32 * k), va = _mm256_abs_epi8(v);
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c)
+          isum[c] = _mm256_add_epi32(
+              isum[c], dot_u8s8_scaled(va, _mm256_sign_epi8(_mm256_set1_epi32(load_i32(a[c].u + b * 32 + 4 * k)), v), s));
+      }
     }
-    const __m256 d = _mm256_loadu_ps(dw + b * G);
+    const __m256 d = _mm256_loadu_ps(dw + sp * G);
     EDGELLM_GEMM_UNROLL
-    for (int c = 0; c < C; ++c)
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_broadcast_ss(a[c].sv + b * 8)), acc[c]);
+    for (int c = 0; c < C; ++c) {
+      const float da = kIntScales ? a[c].d[sp] : a[c].sv[sp * 8];
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_set1_ps(da)), acc[c]);
+    }
   }
   static_assert(G == 8, "one float vector holds the group's rows");
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
+}
+inline void gemm_u8_tile_s8(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  gemm_u8_tile_signed<false>(n, w, a, out, out_stride);
+}
+inline void gemm_u8_tile_sk(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  gemm_u8_tile_signed<true>(n, w, a, out, out_stride);
 }
 #endif
 

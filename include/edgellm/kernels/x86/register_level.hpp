@@ -91,6 +91,7 @@ inline void register_kernels(KernelTable& t) {
   t.u8_gemm.interleave = u8_interleave;
 #if !EDGELLM_X86_VNNI
   t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
+  t.u8_gemm.tile_sk = gemm_u8_tile_sk;
 #endif
   t.u8_gemm.name = GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
                    : EDGELLM_X86_VNNI    ? "u8 VNNI GEMM (32-byte steps)"
