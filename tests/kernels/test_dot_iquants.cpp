@@ -287,6 +287,18 @@ TEST_CASE("i-quants: unpack_row_u8 gives the dequantized values within the type'
     }
     CHECK(bad == 0);
     CHECK(umax <= u8_form_max(wt));
+    // The types but IQ1 (whose 8q + delta has its own scale) take their float sub-block scale from the
+    // K form's integer one, (d / 2^k) * Sc: bit for bit the dequantizer's dl, so s * (u - off) is
+    // exactly its dl * q.
+    if (wt == DType::IQ1_S || wt == DType::IQ1_M) continue;
+    int inexact = 0;
+    for (int i = 0; i < n; ++i) {
+      const float sg = s[size_t(i / 16)];
+      if (sg == 0.0f) continue;
+      const int off = int(std::lround(-m[size_t(i / 16)] / sg));
+      inexact += sg * float(int(u[size_t(i)]) - off) != want[size_t(i)];
+    }
+    CHECK(inexact == 0);
   }
 }
 

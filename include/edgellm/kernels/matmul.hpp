@@ -291,6 +291,8 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
       if (grouped) {
         for (int64_t rg = 0; rg < nr_pad; rg += kGroupRows) {  // a register tile may take several groups
           const void* rows[kGroupRows];
+          // A 16-row tile's second group may have no rows (cnt 0): u8_gemm_pack_group zeroes every
+          // group of fewer than kGroupRows rows, so the tile reads zeros there (test_dot_iquants' 5 rows).
           const int cnt = int(std::max<int64_t>(0, std::min<int64_t>(kGroupRows, nr - rg)));
           for (int r = 0; r < cnt; ++r) rows[r] = wrow(rg + r);
           u8_gemm_pack_group(w.type, form, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u, gscratch.data(), g.interleave);

@@ -212,23 +212,26 @@ inline void q6_K(const block_q6_K* x, int64_t nb, uint8_t* __restrict u, float* 
 }
 
 // The i-quants and ternary types: quant/ref_iquants.hpp's signed integer weights q (what its
-// dequantizers scale) shifted by kOff into the unsigned range, and per 16 weights the dequantizer's
-// sub-block scale dl (sub-blocks of kSub weights) with m = -kOff * dl. Where the caller asks (ks),
-// also the K form's integer scales: dl = (d / 2^kDShift) * Sc(block, sub-block) exactly in reals
-// (e.g. IQ2_XS: d * (ls + 0.5) / 4 = d / 8 * (2 ls + 1)), so the tile multiplies by d once per 256.
-// UnpackU writes a block's u = q + kOff (shifted below, or a faster type-specific form).
+// dequantizers scale) shifted by kOff into the unsigned range, and per 16 weights the sub-block
+// scale dl (sub-blocks of kSub weights) with m = -kOff * dl. One formula per type, Sc: the K form
+// takes the integer Sc(block, sub-block) under d / 2^kDShift (ks, where the caller asks), the float
+// form dl = (d / 2^kDShift) * Sc. That equals the reference dequantizer's dl bit for bit (e.g.
+// IQ2_XS: d * (ls + 0.5) * 0.25 = d / 8 * (2 ls + 1), one rounding either way, scaling by a power
+// of two being exact), which test_dot_iquants checks. UnpackU writes a block's u = q + kOff
+// (shifted below, or a faster type-specific form).
 template <class Block, int kBlock, int kSub, int kOff, void (*UnpackU)(const Block&, uint8_t*),
-          float (*Dl)(float, const Block&, int), int (*Sc)(const Block&, int), int kDShift>
+          int (*Sc)(const Block&, int), int kDShift>
 inline void iq_scaled(const Block* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
                       const KScales& ks) {
   for (int64_t i = 0; i < nb; ++i, u += kBlock) {
-    const float d = fp16_to_fp32(x[i].d);
-    kblock(ks, i, d * (1.0f / float(1 << kDShift)));
+    const float dk = fp16_to_fp32(x[i].d) * (1.0f / float(1 << kDShift));
+    kblock(ks, i, dk);
     UnpackU(x[i], u);
     for (int g = 0; g < kBlock / 16; ++g) {
-      const float dl = Dl(d, x[i], 16 * g / kSub);
+      const int sc = Sc(x[i], 16 * g / kSub);
+      const float dl = dk * float(sc);
       group(s, m, int(i * (kBlock / 16) + g), dl, -float(kOff) * dl);
-      kgroup(ks, int(i * (kBlock / 16) + g), Sc(x[i], 16 * g / kSub));
+      kgroup(ks, int(i * (kBlock / 16) + g), sc);
     }
   }
 }
@@ -413,32 +416,32 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
     case DType::Q5_K: return unpack::k4(static_cast<const block_q5_K*>(row), nb, u, s, m, ks);
     case DType::Q6_K: return unpack::q6_K(static_cast<const block_q6_K*>(row), nb, u, s, m, ks);
     case DType::IQ2_XXS:
-      return iq_scaled<block_iq2_xxs, QK_K, 32, 43, shifted<block_iq2_xxs, QK_K, 43, unpack_iq2_xxs>, iq2_xxs_dl,
+      return iq_scaled<block_iq2_xxs, QK_K, 32, 43, shifted<block_iq2_xxs, QK_K, 43, unpack_iq2_xxs>,
                        iq2_xxs_sc, 3>(static_cast<const block_iq2_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ2_XS:
-      return iq_scaled<block_iq2_xs, QK_K, 16, 43, iq2_xs_u, iq2_dl16<block_iq2_xs>, iq2_sc16<block_iq2_xs>, 3>(
+      return iq_scaled<block_iq2_xs, QK_K, 16, 43, iq2_xs_u, iq2_sc16<block_iq2_xs>, 3>(
           static_cast<const block_iq2_xs*>(row), nb, u, s, m, ks);
     case DType::IQ2_S:
-      return iq_scaled<block_iq2_s, QK_K, 16, 43, shifted<block_iq2_s, QK_K, 43, unpack_iq2_s>, iq2_dl16<block_iq2_s>,
+      return iq_scaled<block_iq2_s, QK_K, 16, 43, shifted<block_iq2_s, QK_K, 43, unpack_iq2_s>,
                        iq2_sc16<block_iq2_s>, 3>(static_cast<const block_iq2_s*>(row), nb, u, s, m, ks);
     case DType::IQ3_XXS:
-      return iq_scaled<block_iq3_xxs, QK_K, 32, 62, shifted<block_iq3_xxs, QK_K, 62, unpack_iq3_xxs>, iq3_xxs_dl,
+      return iq_scaled<block_iq3_xxs, QK_K, 32, 62, shifted<block_iq3_xxs, QK_K, 62, unpack_iq3_xxs>,
                        iq3_xxs_sc, 2>(static_cast<const block_iq3_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ3_S:
-      return iq_scaled<block_iq3_s, QK_K, 32, 15, iq3_s_u, iq3_s_dl, iq3_s_sc, 0>(static_cast<const block_iq3_s*>(row),
+      return iq_scaled<block_iq3_s, QK_K, 32, 15, iq3_s_u, iq3_s_sc, 0>(static_cast<const block_iq3_s*>(row),
                                                                                   nb, u, s, m, ks);
     case DType::IQ4_NL:
       return iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, shifted<block_iq4_nl, QK4_NL, 127, unpack_iq4_nl>,
-                       block_dl<block_iq4_nl>, unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u,
+                       unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u,
                                                                          s, m, ks);
     case DType::IQ4_XS:
-      return iq_scaled<block_iq4_xs, QK_K, 32, 127, shifted<block_iq4_xs, QK_K, 127, unpack_iq4_xs>, iq4_xs_dl,
+      return iq_scaled<block_iq4_xs, QK_K, 32, 127, shifted<block_iq4_xs, QK_K, 127, unpack_iq4_xs>,
                        iq4_xs_sc, 0>(static_cast<const block_iq4_xs*>(row), nb, u, s, m, ks);
     case DType::TQ1_0:
-      return iq_scaled<block_tq1_0, QK_K, QK_K, 1, shifted<block_tq1_0, QK_K, 1, unpack_tq1_0>, block_dl<block_tq1_0>,
+      return iq_scaled<block_tq1_0, QK_K, QK_K, 1, shifted<block_tq1_0, QK_K, 1, unpack_tq1_0>,
                        unit_sc<block_tq1_0>, 0>(static_cast<const block_tq1_0*>(row), nb, u, s, m, ks);
     case DType::TQ2_0:
-      return iq_scaled<block_tq2_0, QK_K, QK_K, 1, shifted<block_tq2_0, QK_K, 1, unpack_tq2_0>, block_dl<block_tq2_0>,
+      return iq_scaled<block_tq2_0, QK_K, QK_K, 1, shifted<block_tq2_0, QK_K, 1, unpack_tq2_0>,
                        unit_sc<block_tq2_0>, 0>(static_cast<const block_tq2_0*>(row), nb, u, s, m, ks);
     case DType::IQ1_S: return unpack::iq1_s(static_cast<const block_iq1_s*>(row), nb, u, s, m, ks);
     case DType::IQ1_M: return unpack::iq1_m(static_cast<const block_iq1_m*>(row), nb, u, s, m, ks);
