@@ -319,7 +319,12 @@ TEST_CASE("i-quants: the x86 levels prefill every type through a u8 GEMM tile") 
       // there (int8 values, the integer scale per 32 folded into the sums).
       U8Form form = U8Form::Unsigned;
       const DType act = t.of(wt).vec_dot_type;
-      CHECK(static_cast<bool>(detail::u8_gemm_tile(t, wt, act, form)));
+      const auto tile = detail::u8_gemm_tile(t, wt, act, form);
+      CHECK(static_cast<bool>(tile));
+      // Without VNNI the K form's narrow bytes (IQ3_S, IQ1, TQ: u <= 31) take the tile that sums
+      // in int16 first.
+      if (t.u8_gemm.tile_k_narrow)
+        CHECK((tile == t.u8_gemm.tile_k_narrow) == (has_kscales(wt) && u8_form_max(wt) <= t.u8_gemm.narrow_max_u));
       const bool k_form = has_kscales(wt) && u8_form_max(wt) <= t.u8_gemm.max_u;
       CHECK(has_kscales(wt) == (act == DType::Q8_K));
       const U8Form signed_form = has_signed_k_form(wt) && t.u8_gemm.tile_sk ? U8Form::SignedK

@@ -236,6 +236,63 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and acti
 
 // On every ISA this build and CPU run (the _dispatch build: every x86 level, so the AVX2 tiles
 // without VNNI, float and K form, run on an AVX-512 machine too).
+TEST_CASE("the K form's tiles are exact at the largest bytes and activations they take") {
+  // The narrow K tile adds a 16-weight group's vpmaddubsw pairs in int16 before scaling them: with
+  // every byte at narrow_max_u and every activation at -128 or 127 those sums are at their largest
+  // (4 x 2 x 31 x 128 = 31744 < 2^15). tile_k takes bytes up to max_u. Exact integers in, so the
+  // float result may differ from the double reference only by its own rounding (kMaxGemmErr).
+  const int64_t n = 512;
+  for (Isa isa : available_isas()) {
+    const KernelTable kt = make_kernel_table(isa);
+    const U8GemmKernel& g = kt.u8_gemm;
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    for (int narrow = 0; narrow < 2; ++narrow) {
+      const auto tile = narrow ? g.tile_k_narrow : g.tile_k;
+      if (!tile) continue;
+      const int umax = narrow ? g.narrow_max_u : g.max_u;
+      CAPTURE(umax);
+      const int rows = g.group_rows, toks = g.toks, groups = rows / kGroupRows;
+      const U8GroupLayout at(U8Form::KScales, n);
+      std::vector<uint8_t> wbuf(size_t(groups) * at.bytes);
+      std::vector<U8GemmRow> w(static_cast<size_t>(rows));
+      for (int gi = 0; gi < groups; ++gi) {
+        uint8_t* grp = wbuf.data() + size_t(gi) * at.bytes;
+        std::memset(grp, umax, size_t(n) * kGroupRows);
+        for (int64_t i = 0; i < n / 16; ++i)
+          for (int r = 0; r < kGroupRows; ++r) {
+            const int16_t sc = int16_t(63 - 2 * r), pair[2] = {sc, sc};  // K-quants' scales reach 63
+            std::memcpy(grp + at.sc + (size_t(i) * kGroupRows + size_t(r)) * 4, pair, 4);
+            const float m = 0.0f;
+            std::memcpy(grp + at.m + (size_t(i) * kGroupRows + size_t(r)) * 4, &m, 4);
+          }
+        for (int64_t i = 0; i < n / 256; ++i)
+          for (int r = 0; r < kGroupRows; ++r) {
+            const float d = 1.0f / float(r + 1 + 8 * gi);
+            std::memcpy(grp + at.d + (size_t(i) * kGroupRows + size_t(r)) * 4, &d, 4);
+          }
+        w[size_t(gi * kGroupRows)].u = grp;
+      }
+      std::vector<uint8_t> abuf(u8_gemm_row_bytes(n) * size_t(toks));
+      std::vector<U8GemmRow> a(static_cast<size_t>(toks));
+      for (int c = 0; c < toks; ++c) {
+        a[size_t(c)] = U8GemmRow::at(abuf.data(), n, c);
+        // token 0 all -128, token 1 all 127, the others runs of each
+        for (int64_t i = 0; i < n; ++i) a[size_t(c)].u[i] = uint8_t(c == 0 ? 0x80 : c == 1 ? 0x7F : (i / (16 * c)) % 2 ? 0x80 : 0x7F);
+        for (int64_t i = 0; i < n / 16; ++i) a[size_t(c)].m[i] = 0.0f;
+        for (int64_t i = 0; i < n / 256; ++i) a[size_t(c)].d[i] = 0.5f;
+      }
+      std::vector<float> out(size_t(toks) * size_t(rows));
+      tile(n, w.data(), a.data(), out.data(), size_t(rows));
+      for (int c = 0; c < toks; ++c)
+        for (int r = 0; r < rows; ++r) {
+          const double want = gemm_k_group_dot(n, wbuf.data() + size_t(r / kGroupRows) * at.bytes, r % kGroupRows, a[size_t(c)]);
+          CHECK(std::fabs(out[size_t(c) * size_t(rows) + size_t(r)] - want) <= kMaxGemmErr * std::fabs(want));
+        }
+    }
+  }
+}
+
 TEST_CASE("every table's group interleave equals u8_gemm_interleave_ref") {
   std::mt19937 rng(16);
   for (Isa isa : available_isas()) {

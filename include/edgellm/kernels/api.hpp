@@ -94,6 +94,10 @@ struct U8GemmKernel {
   // tile_sk: the signed K form's (iq4_xs against Q8_K where its shifted bytes exceed max_u), the
   // integer block scales folded into the integer sums as tile_k's (n % 256 == 0).
   void (*tile_sk)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  // tile_k_narrow: tile_k for the K form's types whose bytes are at most narrow_max_u (u8_form_max),
+  // where the tile may sum more products in int16 before scaling them.
+  void (*tile_k_narrow)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  int narrow_max_u = 0;
   int group_rows = 0;
   // Optional: u8_gemm_interleave_ref (unpack_u8.hpp) by vector shuffles, for packing the groups.
   void (*interleave)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) = nullptr;

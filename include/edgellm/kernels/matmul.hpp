@@ -231,7 +231,7 @@ inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& 
   if (!g.tile) return nullptr;  // the unsigned tile is the table's u8 GEMM; the others extend it
   if (g.tile_k && has_kscales(t) && act == DType::Q8_K && u8_form_max(t) <= g.max_u) {
     form = U8Form::KScales;
-    return g.tile_k;
+    return g.tile_k_narrow && u8_form_max(t) <= g.narrow_max_u ? g.tile_k_narrow : g.tile_k;
   }
   if (g.tile_sk && has_signed_k_form(t) && act == DType::Q8_K && u8_form_max(t) > g.max_u) {
     form = U8Form::SignedK;

@@ -197,7 +197,13 @@ inline constexpr int kGroupTileRows = KGroups::kGroups * kGroupRows;
 // Either way a super-block sums in int32 (|sum| < 2^28: 256 x 240 x 127 x 32 for IQ4_XS), then per
 // super-block and token one float fma by d_w * d_a, and per 16 weights one fma of the rows'
 // offsets m_w by the token's m_a, for all rows at once. n % 256 == 0.
-inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+// kNarrow (levels without VNNI, tile_k_narrow): bytes u <= kNarrowMaxU (IQ3_S's 30, IQ1, TQ, Q2_K ..
+// Q5_K), so a 16-weight group's four vpmaddubsw results add in int16 (|sum| <= 4 x 2 x 31 x 128 =
+// 31744 < 2^15) before one vpmaddwd by the scales: per 16 weights and token 4 + 1 multiplies and
+// 4 adds instead of 4 + 4 and 4.
+inline constexpr int kNarrowMaxU = 31;
+template <bool kNarrow>
+inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   using V = KGroups;
   constexpr int C = kGemmToks;
   const uint8_t* grp[V::kGroups];
@@ -230,6 +236,20 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
       for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
 #else
       const __m256i s = V::load(grp, sc_at(g));
+      if (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
+        __m256i v[4];
+        EDGELLM_GEMM_UNROLL
+        for (int k = 0; k < 4; ++k) v[k] = V::load(grp, size_t(g * 4 + k) * 32);
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c) {
+          const uint8_t* ac = a[c].u + g * 16;
+          __m256i p = _mm256_maddubs_epi16(v[0], _mm256_set1_epi32(load_i32(ac)));
+          EDGELLM_GEMM_UNROLL
+          for (int k = 1; k < 4; ++k) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v[k], _mm256_set1_epi32(load_i32(ac + 4 * k))));
+          isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
+        }
+        continue;
+      }
 #pragma GCC unroll 1
       for (int k = 0; k < 4; ++k) {
         const __m256i v = V::load(grp, size_t(g * 4 + k) * 32);
@@ -252,8 +272,14 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) V::store(out + size_t(c) * out_stride, acc[c]);
 }
+inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  gemm_u8_tile_k_form<false>(n, w, a, out, out_stride);
+}
 
 #if !EDGELLM_X86_VNNI
+inline void gemm_u8_tile_k_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  gemm_u8_tile_k_form<true>(n, w, a, out, out_stride);
+}
 // The signed forms' tile for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte
 // load holds 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row
 // and a token's 4 activation bytes are broadcast: per 4 weights and token, |w| x (a with w's sign)

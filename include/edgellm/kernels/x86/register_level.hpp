@@ -92,6 +92,8 @@ inline void register_kernels(KernelTable& t) {
 #if !EDGELLM_X86_VNNI
   t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
   t.u8_gemm.tile_sk = gemm_u8_tile_sk;
+  t.u8_gemm.tile_k_narrow = gemm_u8_tile_k_narrow;
+  t.u8_gemm.narrow_max_u = kNarrowMaxU;
 #endif
   t.u8_gemm.name = GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
                    : EDGELLM_X86_VNNI    ? "u8 VNNI GEMM (32-byte steps)"
