@@ -821,10 +821,10 @@ inline void iq1_s_row(const float* x, block_iq1_s* y, int64_t n, const float* qw
     for (int i1 = 0; i1 <= kBlock; ++i1) {
       for (int i2 = i1; i2 <= kBlock; ++i2) {
         for (int sh = 1; sh >= -1; sh -= 2) {
-          const float* v = sh == 1 ? x_p : x_m;
-          const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[kBlock] - sumx[i2]) * v[2];
-          const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
-                              (sumw[kBlock] - sumw[i2]) * v[2] * v[2];
+          const float* lv = sh == 1 ? x_p : x_m;
+          const float sumqx = (sumx[i1] - sumx[0]) * lv[0] + (sumx[i2] - sumx[i1]) * lv[1] + (sumx[kBlock] - sumx[i2]) * lv[2];
+          const float sumq2 = (sumw[i1] - sumw[0]) * lv[0] * lv[0] + (sumw[i2] - sumw[i1]) * lv[1] * lv[1] +
+                              (sumw[kBlock] - sumw[i2]) * lv[2] * lv[2];
           best->consider(sumqx, sumq2, i1, i2, sh);
         }
       }
@@ -871,7 +871,7 @@ inline void iq1_m_row(const float* x, block_iq1_m* y, int64_t n, const float* qw
   int8_t shifts[QK_K / kBlock];
   // shift k: bit 1 = first 8 weights use x_m, bit 0 = second 8 use x_m
   auto shift_values = [&](int k, int half) { return (half == 0 ? k < 2 : k % 2 == 0) ? x_p : x_m; };
-  auto search = [&](const float* xb, const float* weight, const SortedX* sorted, Iq1Split* best) {
+  auto search = [&](const float* xb, const float* wb, const SortedX* sorted, Iq1Split* best) {
     // prefix sums per half (each half has its own shift); with v0 - v1 = v1 - v2 = -1 a split's
     // sum of w x q is T v2 - px[i1] - px[i2]
     float px[2][kBlock + 1], pw[2][kBlock + 1];
@@ -880,9 +880,9 @@ inline void iq1_m_row(const float* x, block_iq1_m* y, int64_t n, const float* qw
     for (int j = 0; j < kBlock; ++j) {
       const int i = sorted[j].i;
       const int h = i < kBlock / 2 ? 0 : 1;
-      px[h][j + 1] = px[h][j] + weight[i] * xb[i];
+      px[h][j + 1] = px[h][j] + wb[i] * xb[i];
       px[1 - h][j + 1] = px[1 - h][j];
-      pw[h][j + 1] = pw[h][j] + weight[i];
+      pw[h][j + 1] = pw[h][j] + wb[i];
       pw[1 - h][j + 1] = pw[1 - h][j];
     }
     const float txs[2] = {px[0][kBlock], px[1][kBlock]};

@@ -602,7 +602,7 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
   // its 4-byte stores 32 bytes apart cost twice the unpacking).
   const size_t per_row = u8_gemm_group_scratch(n) / G;
   auto row_u = [&](int r) { return scratch + size_t(r) * per_row; };
-  auto row_f = [&](int r, int64_t at) { return reinterpret_cast<float*>(row_u(r) + n) + at; };  // s, m, sc, d
+  auto row_f = [&](int r, int64_t off) { return reinterpret_cast<float*>(row_u(r) + n) + off; };  // s, m, sc, d
   const int64_t ng = n / 16;
   for (int r = 0; r < nrows; ++r)
     unpack_row_u8(t, rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng),
