@@ -470,10 +470,14 @@ struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
     p = times3(step<6>(p, y.qs, s));  // low half: digit 4
     uint32_t qh;
     std::memcpy(&qh, x.qh, 4);
-    const __m128i h1 = _mm_set1_epi32(int(qh ^ (0x01010101u * uint8_t(kBias))));
-    const __m128i h3 = times3(h1), h9 = times3(h3), h27 = times3(h9);
-    const __m128i hq = _mm_blend_epi32(_mm_blend_epi32(h1, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xC);
-    step<7>(_mm256_blend_epi32(p, _mm256_set_m128i(hq, hq), 0xF0), y.qs, s);
+    // qh's bytes times 1, 3, 9, 27 (mod 256) in its 32-bit lanes: even bytes from a 16-bit
+    // multiply of the word (the low byte's product is exact mod 256), odd bytes from one of the
+    // word's high byte alone.
+    const __m128i h = _mm_set1_epi32(int(qh ^ (0x01010101u * uint8_t(kBias))));
+    const __m128i pow3 = _mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27), hi = _mm_set1_epi16(short(0xFF00));
+    const __m128i hq = _mm_or_si128(_mm_andnot_si128(hi, _mm_mullo_epi16(h, pow3)),
+                                    _mm_mullo_epi16(_mm_and_si128(h, hi), pow3));
+    step<7>(_mm256_inserti128_si256(p, hq, 1), y.qs, s);
 #if EDGELLM_X86_VNNI
     const __m256i q1 = _mm256_add_epi32(s[0], s[1]), q3 = _mm256_add_epi32(s[2], s[3]);
     const __m256i dsum = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_add_epi32(q1, _mm256_add_epi32(q1, q1)), q3), 8);
