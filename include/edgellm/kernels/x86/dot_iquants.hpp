@@ -262,11 +262,22 @@ struct FmtIQ1_S : BlockFmt<block_iq1_s, block_q8_K, QK_K> {
   }
 };
 
+// The IQ1 grid points plus one, times 8: bytes 0 / 8 / 16 for -1 / 0 / +1.
+inline constexpr IqGrid<uint64_t, NGRID_IQ1S> kIq1Grid8p8 = [] {
+  IqGrid<uint64_t, NGRID_IQ1S> g{};
+  for (size_t i = 0; i < NGRID_IQ1S; ++i)
+    for (int j = 0; j < 8; ++j) g.v[i] |= uint64_t(8 * (int8_t(iq1s_grid[i] >> (8 * j)) + 1)) << (8 * j);
+  return g;
+}();
+
 // IQ1_M: indexes as IQ1_S with their 3 high bits and a delta sign per 8 weights in qh (a nibble
 // each), 3-bit scales per 16 weights and the block's F16 scale in the scale words' top nibbles.
+// The weights go unsigned: u = 8 * grid + delta + 9 in 0..18 (kIq1Grid8p8 plus 0 or 2), so the u8 x s8
+// dot needs no sign steps, and the 9 comes off once a block as 9 * the scaled sums of y's groups of
+// 16 (q8_K's bsums). The 32 grid indexes are put together in vector steps and read back as words.
 struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
   // The 16 3-bit scales (word w: scales 4w .. 4w + 3 in bits 0..11) repacked one a nibble, as
-  // odd_scales16 reads them.
+  // odd_scale_bytes reads them.
   static uint64_t scale_nibbles(uint64_t sc) {
     uint64_t r = 0;
     for (int w = 0; w < 4; ++w) {
@@ -275,24 +286,47 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
     }
     return r;
   }
+  struct Unpacked {
+    alignas(32) uint16_t idx[32];  // grid index of weights 8i .. 8i + 7
+    __m256i dpos;                  // byte g: 2 if group g's delta is +1, else 0
+    __m128i sc8;                   // 2 * scale + 1 of the 16 groups of 16
+    Unpacked(const Block& x, uint64_t words) : sc8(odd_scale_bytes(scale_nibbles(words))) {
+      const __m128i h = load128(x.qh);
+      const __m128i m4 = _mm_set1_epi8(0x0F);
+      const __m128i lo = _mm_and_si128(h, m4), hi = _mm_and_si128(_mm_srli_epi16(h, 4), m4);
+      const __m128i n[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};  // nibble of group g
+      for (int i = 0; i < 2; ++i) {
+        const __m128i q = load128(x.qs + 16 * i), top = _mm_and_si128(n[i], _mm_set1_epi8(7));
+        _mm_store_si128(reinterpret_cast<__m128i*>(idx + 16 * i), _mm_unpacklo_epi8(q, top));
+        _mm_store_si128(reinterpret_cast<__m128i*>(idx + 16 * i + 8), _mm_unpackhi_epi8(q, top));
+      }
+      dpos = _mm256_srli_epi16(_mm256_andnot_si256(_mm256_set_m128i(n[1], n[0]), _mm256_set1_epi8(8)), 2);
+    }
+    // 9 * the scaled sums of y's groups of 16, to subtract.
+    __m256i offset(const ActBlock& y) const {
+      const __m256i t = _mm256_madd_epi16(load256(y.bsums), _mm256_cvtepu8_epi16(sc8));
+      return _mm256_add_epi32(_mm256_slli_epi32(t, 3), t);
+    }
+  };
   struct Ctx {
-    uint64_t sc;  // the 4 scale words
+    const Unpacked& u;
     GroupScales16 ls;
-    explicit Ctx(uint64_t words) : sc(words), ls(odd_scales16_of(scale_nibbles(words))) {}
+    __m256i dpos[2];  // groups 0..15 / 16..31 in both halves
+    explicit Ctx(const Unpacked& un)
+        : u(un),
+          ls(un.sc8),
+          dpos{_mm256_permute2x128_si256(un.dpos, un.dpos, 0x00), _mm256_permute2x128_si256(un.dpos, un.dpos, 0x11)} {}
   };
   template <int k>
-  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
-    const uint8_t* q = x.qs + 4 * k;
-    const uint32_t h = load_u16(x.qh + 2 * k);
-    const __m256i grid = set_u64x4(iq1s_grid[q[0] | ((h << 8) & 0x700)], iq1s_grid[q[1] | ((h << 4) & 0x700)],
-                                   iq1s_grid[q[2] | (h & 0x700)], iq1s_grid[q[3] | ((h >> 4) & 0x700)]);
-    // delta sign of 8 weights l: bit 3 (l even) or 7 of qh byte l / 2, spread over the group's bytes
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(h)),
-                                               _mm256_set_epi64x(0x0101010101010101, 0x0101010101010101, 0, 0));
-    const __m256i bit = _mm256_set_epi64x(int64_t(0x8080808080808080ull), 0x0808080808080808,
-                                          int64_t(0x8080808080808080ull), 0x0808080808080808);
-    const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
-    return signed_dot_scaled(iq1_weights(grid, delta), y.qs + 32 * k, c.ls.template pair<k>());
+  static __m256i vec(const Block&, const ActBlock& y, const Ctx& c) {
+    const uint16_t* i = c.u.idx + 4 * k;
+    const __m256i g = set_u64x4(kIq1Grid8p8[i[0]], kIq1Grid8p8[i[1]], kIq1Grid8p8[i[2]], kIq1Grid8p8[i[3]]);
+    constexpr char o = 4 * (k & 3);  // groups 4k .. 4k + 3 at bytes o .. o + 3 of their half
+    const __m256i d = _mm256_shuffle_epi8(
+        c.dpos[k >> 2], _mm256_setr_epi8(o, o, o, o, o, o, o, o, o + 1, o + 1, o + 1, o + 1, o + 1, o + 1, o + 1, o + 1,
+                                         o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 3, o + 3, o + 3,
+                                         o + 3, o + 3, o + 3, o + 3, o + 3));
+    return dot_u8s8_scaled(_mm256_add_epi8(g, d), load256(y.qs + 32 * k), c.ls.template pair<k>());
   }
   static float scale(uint64_t sc) {
     const uint64_t top = sc & 0xF000F000F000F000ull;  // the F16 scale's nibbles, low first
@@ -300,8 +334,10 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
     return fp16_to_fp32(h);
   }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const Ctx c(load_u64(x.scales));
-    return iq_finish(iq_block_sum<FmtIQ1_M>(x, y, c), 0.125f * scale(c.sc) * y.d, acc);
+    const uint64_t words = load_u64(x.scales);
+    const Unpacked u(x, words);
+    const __m256i isum = _mm256_sub_epi32(iq_block_sum<FmtIQ1_M>(x, y, Ctx(u)), u.offset(y));
+    return iq_finish(isum, 0.125f * scale(words) * y.d, acc);
   }
 };
 
