@@ -83,6 +83,18 @@ inline __m128i odd_scale_bytes(uint64_t nibbles) {
 }
 inline GroupScales16 odd_scales16_of(uint64_t nibbles) { return GroupScales16(odd_scale_bytes(nibbles)); }
 inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(load_u64(sc)); }
+#if EDGELLM_X86_AVX512
+// 64-weight step s of a block (weights 64s .. 64s + 63) with a scale per 16: the 16 scales
+// (sc16: int16, in the low 256 bits) each over the 8 int16 pair lanes of its weights.
+inline __m512i step_scales16(__m512i sc16, int s) {
+  const __m512i quarter = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                                           0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
+  return _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(short(4 * s))), sc16);
+}
+inline __m256i sum512_to_256(__m512i t) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+#endif
 
 
 // IQ2_XXS: per vector a uint64: 4 grid indexes (bytes), 4 x 7 sign bits, a 4-bit scale. / 8.
@@ -179,21 +191,46 @@ struct FmtIQ2_XS : BlockFmt<block_iq2_xs, block_q8_K, QK_K> {
 };
 
 // IQ2_S: 10-bit indexes (low 8 in qs, 2 high bits each in qh), explicit signs, scales as IQ2_XS. / 8.
+// At the AVX-512 levels 64 weights a step, the step's 8 sign bytes its negation mask.
 struct FmtIQ2_S : BlockFmt<block_iq2_s, block_q8_K, QK_K> {
   struct Ctx {
     GroupScales16 sc;
     explicit Ctx(const uint8_t* scales) : sc(odd_scales16(scales)) {}
   };
+  template <int j>  // point j of 4 sharing qh byte h
+  static uint64_t point(const uint8_t* qs, uint32_t h) { return iq2s_grid[qs[j] | ((h << (8 - 2 * j)) & 0x300)]; }
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
     const uint8_t* qs = x.qs + 4 * k;
     const uint32_t h = x.qh[k];
-    const __m256i mag = set_u64x4(iq2s_grid[qs[0] | ((h << 8) & 0x300)], iq2s_grid[qs[1] | ((h << 6) & 0x300)],
-                                  iq2s_grid[qs[2] | ((h << 4) & 0x300)], iq2s_grid[qs[3] | ((h << 2) & 0x300)]);
+    const __m256i mag = set_u64x4(point<0>(qs, h), point<1>(qs, h), point<2>(qs, h), point<3>(qs, h));
     return signed_grid_dot(mag, y.qs + 32 * k, signs_pm1(x.qs + QK_K / 8 + 4 * k), c.sc.template pair<k>());
   }
+#if EDGELLM_X86_AVX512
+  template <int s>  // weights 64s .. 64s + 63
+  static __m512i step(const Block& x, const ActBlock& y, __m512i sc16) {
+    const uint8_t* qs = x.qs + 8 * s;
+    const uint32_t h0 = x.qh[2 * s], h1 = x.qh[2 * s + 1];
+    const __m512i mag = _mm512_set_epi64(
+        int64_t(point<3>(qs + 4, h1)), int64_t(point<2>(qs + 4, h1)), int64_t(point<1>(qs + 4, h1)),
+        int64_t(point<0>(qs + 4, h1)), int64_t(point<3>(qs, h0)), int64_t(point<2>(qs, h0)),
+        int64_t(point<1>(qs, h0)), int64_t(point<0>(qs, h0)));
+    const __mmask64 neg = load_u64(x.qs + QK_K / 8 + 8 * s);
+    const __m512i yv = _mm512_loadu_si512(y.qs + 64 * s);
+    const __m512i ys = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), step_scales16(sc16, s));
+  }
+  static __m256i block_sum(const Block& x, const ActBlock& y) {
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(odd_scale_bytes(load_u64(x.scales))));
+    const __m512i t = _mm512_add_epi32(_mm512_add_epi32(step<0>(x, y, sc16), step<1>(x, y, sc16)),
+                                       _mm512_add_epi32(step<2>(x, y, sc16), step<3>(x, y, sc16)));
+    return sum512_to_256(t);
+  }
+#else
+  static __m256i block_sum(const Block& x, const ActBlock& y) { return iq_block_sum<FmtIQ2_S>(x, y, Ctx(x.scales)); }
+#endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    return iq_finish(iq_block_sum<FmtIQ2_S>(x, y, Ctx(x.scales)), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+    return iq_finish(block_sum(x, y), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
   }
 };
 
@@ -333,10 +370,40 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
     const uint16_t h = uint16_t((top >> 12) | (top >> 24) | (top >> 36) | (top >> 48));
     return fp16_to_fp32(h);
   }
+#if EDGELLM_X86_AVX512
+  // AVX-512: 64 weights a step.
+  template <int s>
+  static __m512i step(const Unpacked& u, const ActBlock& y, __m512i sc16) {
+    const uint16_t* i = u.idx + 8 * s;
+    const __m512i g = _mm512_set_epi64(int64_t(kIq1Grid8p8[i[7]]), int64_t(kIq1Grid8p8[i[6]]),
+                                       int64_t(kIq1Grid8p8[i[5]]), int64_t(kIq1Grid8p8[i[4]]),
+                                       int64_t(kIq1Grid8p8[i[3]]), int64_t(kIq1Grid8p8[i[2]]),
+                                       int64_t(kIq1Grid8p8[i[1]]), int64_t(kIq1Grid8p8[i[0]]));
+    // groups 8s .. 8s + 7: bytes o .. o + 7 of 128-bit half s / 2 of dpos, one over each 8 weights
+    constexpr int64_t o = 0x0101010101010101 * (8 * (s & 1));
+    const __m128i half = s < 2 ? _mm256_castsi256_si128(u.dpos) : _mm256_extracti128_si256(u.dpos, 1);
+    const __m512i pick = _mm512_add_epi8(_mm512_set_epi64(0x0707070707070707, 0x0606060606060606, 0x0505050505050505,
+                                                          0x0404040404040404, 0x0303030303030303, 0x0202020202020202,
+                                                          0x0101010101010101, 0),
+                                         _mm512_set1_epi64(o));
+    const __m512i d = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(half), pick);
+    const __m512i w = _mm512_add_epi8(g, d);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(w, _mm512_loadu_si512(y.qs + 64 * s)), step_scales16(sc16, s));
+  }
+  static __m256i block_sum(const Block&, const ActBlock& y, const Unpacked& u) {
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(u.sc8));
+    return sum512_to_256(_mm512_add_epi32(_mm512_add_epi32(step<0>(u, y, sc16), step<1>(u, y, sc16)),
+                                          _mm512_add_epi32(step<2>(u, y, sc16), step<3>(u, y, sc16))));
+  }
+#else
+  static __m256i block_sum(const Block& x, const ActBlock& y, const Unpacked& u) {
+    return iq_block_sum<FmtIQ1_M>(x, y, Ctx(u));
+  }
+#endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     const uint64_t words = load_u64(x.scales);
     const Unpacked u(x, words);
-    const __m256i isum = _mm256_sub_epi32(iq_block_sum<FmtIQ1_M>(x, y, Ctx(u)), u.offset(y));
+    const __m256i isum = _mm256_sub_epi32(block_sum(x, y, u), u.offset(y));
     return iq_finish(isum, 0.125f * scale(words) * y.d, acc);
   }
 };
