@@ -299,19 +299,23 @@ struct FmtIQ1_S : BlockFmt<block_iq1_s, block_q8_K, QK_K> {
   }
 };
 
-// The IQ1 grid points plus one, times 8: bytes 0 / 8 / 16 for -1 / 0 / +1.
-inline constexpr IqGrid<uint64_t, NGRID_IQ1S> kIq1Grid8p8 = [] {
-  IqGrid<uint64_t, NGRID_IQ1S> g{};
-  for (size_t i = 0; i < NGRID_IQ1S; ++i)
-    for (int j = 0; j < 8; ++j) g.v[i] |= uint64_t(8 * (int8_t(iq1s_grid[i] >> (8 * j)) + 1)) << (8 * j);
+// IQ1_M's unsigned weights u = 8 * grid + delta + 9 (0..18) of 8 weights by a 12-bit index: the
+// IQ1 grid index and, in bit 11, the delta's sign (set: -1): 8 * (grid + 1) + 2 or + 0.
+inline constexpr IqGrid<uint64_t, 2 * NGRID_IQ1S> kIq1MGrid = [] {
+  IqGrid<uint64_t, 2 * NGRID_IQ1S> g{};
+  for (size_t i = 0; i < 2 * NGRID_IQ1S; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const int grid = int8_t(iq1s_grid[i % NGRID_IQ1S] >> (8 * j));
+      g.v[i] |= uint64_t(8 * (grid + 1) + (i < NGRID_IQ1S ? 2 : 0)) << (8 * j);
+    }
   return g;
 }();
 
 // IQ1_M: indexes as IQ1_S with their 3 high bits and a delta sign per 8 weights in qh (a nibble
 // each), 3-bit scales per 16 weights and the block's F16 scale in the scale words' top nibbles.
-// The weights go unsigned: u = 8 * grid + delta + 9 in 0..18 (kIq1Grid8p8 plus 0 or 2), so the u8 x s8
+// The weights go unsigned (kIq1MGrid, indexed by the qs byte and the whole nibble), so the u8 x s8
 // dot needs no sign steps, and the 9 comes off once a block as 9 * the scaled sums of y's groups of
-// 16 (q8_K's bsums). The 32 grid indexes are put together in vector steps and read back as words.
+// 16 (q8_K's bsums).
 struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
   // The 16 3-bit scales (word w: scales 4w .. 4w + 3 in bits 0..11) repacked one a nibble, as
   // odd_scale_bytes reads them.
@@ -323,47 +327,26 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
     }
     return r;
   }
-  struct Unpacked {
-    alignas(32) uint16_t idx[32];  // grid index of weights 8i .. 8i + 7
-    __m256i dpos;                  // byte g: 2 if group g's delta is +1, else 0
-    __m128i sc8;                   // 2 * scale + 1 of the 16 groups of 16
-    Unpacked(const Block& x, uint64_t words) : sc8(odd_scale_bytes(scale_nibbles(words))) {
-      const __m128i h = load128(x.qh);
-      const __m128i m4 = _mm_set1_epi8(0x0F);
-      const __m128i lo = _mm_and_si128(h, m4), hi = _mm_and_si128(_mm_srli_epi16(h, 4), m4);
-      const __m128i n[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};  // nibble of group g
-      for (int i = 0; i < 2; ++i) {
-        const __m128i q = load128(x.qs + 16 * i), top = _mm_and_si128(n[i], _mm_set1_epi8(7));
-        _mm_store_si128(reinterpret_cast<__m128i*>(idx + 16 * i), _mm_unpacklo_epi8(q, top));
-        _mm_store_si128(reinterpret_cast<__m128i*>(idx + 16 * i + 8), _mm_unpackhi_epi8(q, top));
-      }
-      dpos = _mm256_srli_epi16(_mm256_andnot_si256(_mm256_set_m128i(n[1], n[0]), _mm256_set1_epi8(8)), 2);
-    }
-    // 9 * the scaled sums of y's groups of 16, to subtract.
-    __m256i offset(const ActBlock& y) const {
-      const __m256i t = _mm256_madd_epi16(load256(y.bsums), _mm256_cvtepu8_epi16(sc8));
-      return _mm256_add_epi32(_mm256_slli_epi32(t, 3), t);
-    }
-  };
+  // 9 * the sums of y's groups of 16 times their scales (sc8: 2 * scale + 1 bytes), to subtract.
+  static __m256i offset(const ActBlock& y, __m128i sc8) {
+    const __m256i t = _mm256_madd_epi16(load256(y.bsums), _mm256_cvtepu8_epi16(sc8));
+    return _mm256_add_epi32(_mm256_slli_epi32(t, 3), t);
+  }
+  // the weights of group 4v + j: qs byte 4v + j, nibble j of the qh word h (the 4 groups' nibbles)
+  template <int j>
+  static uint64_t point(const uint8_t* q, uint32_t h) {
+    return kIq1MGrid[q[j] | (((h >> (4 * j)) & 15) << 8)];
+  }
   struct Ctx {
-    const Unpacked& u;
     GroupScales16 ls;
-    __m256i dpos[2];  // groups 0..15 / 16..31 in both halves
-    explicit Ctx(const Unpacked& un)
-        : u(un),
-          ls(un.sc8),
-          dpos{_mm256_permute2x128_si256(un.dpos, un.dpos, 0x00), _mm256_permute2x128_si256(un.dpos, un.dpos, 0x11)} {}
+    explicit Ctx(__m128i sc8) : ls(sc8) {}
   };
   template <int k>
-  static __m256i vec(const Block&, const ActBlock& y, const Ctx& c) {
-    const uint16_t* i = c.u.idx + 4 * k;
-    const __m256i g = set_u64x4(kIq1Grid8p8[i[0]], kIq1Grid8p8[i[1]], kIq1Grid8p8[i[2]], kIq1Grid8p8[i[3]]);
-    constexpr char o = 4 * (k & 3);  // groups 4k .. 4k + 3 at bytes o .. o + 3 of their half
-    const __m256i d = _mm256_shuffle_epi8(
-        c.dpos[k >> 2], _mm256_setr_epi8(o, o, o, o, o, o, o, o, o + 1, o + 1, o + 1, o + 1, o + 1, o + 1, o + 1, o + 1,
-                                         o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 2, o + 3, o + 3, o + 3,
-                                         o + 3, o + 3, o + 3, o + 3, o + 3));
-    return dot_u8s8_scaled(_mm256_add_epi8(g, d), load256(y.qs + 32 * k), c.ls.template pair<k>());
+  static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
+    const uint8_t* q = x.qs + 4 * k;
+    const uint32_t h = load_u16(x.qh + 2 * k);
+    const __m256i u = set_u64x4(point<0>(q, h), point<1>(q, h), point<2>(q, h), point<3>(q, h));
+    return dot_u8s8_scaled(u, load256(y.qs + 32 * k), c.ls.template pair<k>());
   }
   static float scale(uint64_t sc) {
     const uint64_t top = sc & 0xF000F000F000F000ull;  // the F16 scale's nibbles, low first
@@ -373,37 +356,29 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
 #if EDGELLM_X86_AVX512
   // AVX-512: 64 weights a step.
   template <int s>
-  static __m512i step(const Unpacked& u, const ActBlock& y, __m512i sc16) {
-    const uint16_t* i = u.idx + 8 * s;
-    const __m512i g = _mm512_set_epi64(int64_t(kIq1Grid8p8[i[7]]), int64_t(kIq1Grid8p8[i[6]]),
-                                       int64_t(kIq1Grid8p8[i[5]]), int64_t(kIq1Grid8p8[i[4]]),
-                                       int64_t(kIq1Grid8p8[i[3]]), int64_t(kIq1Grid8p8[i[2]]),
-                                       int64_t(kIq1Grid8p8[i[1]]), int64_t(kIq1Grid8p8[i[0]]));
-    // groups 8s .. 8s + 7: bytes o .. o + 7 of 128-bit half s / 2 of dpos, one over each 8 weights
-    constexpr int64_t o = 0x0101010101010101 * (8 * (s & 1));
-    const __m128i half = s < 2 ? _mm256_castsi256_si128(u.dpos) : _mm256_extracti128_si256(u.dpos, 1);
-    const __m512i pick = _mm512_add_epi8(_mm512_set_epi64(0x0707070707070707, 0x0606060606060606, 0x0505050505050505,
-                                                          0x0404040404040404, 0x0303030303030303, 0x0202020202020202,
-                                                          0x0101010101010101, 0),
-                                         _mm512_set1_epi64(o));
-    const __m512i d = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(half), pick);
-    const __m512i w = _mm512_add_epi8(g, d);
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(w, _mm512_loadu_si512(y.qs + 64 * s)), step_scales16(sc16, s));
+  static __m512i step(const Block& x, const ActBlock& y, __m512i sc16) {
+    const uint8_t* q = x.qs + 8 * s;
+    const uint32_t h0 = load_u16(x.qh + 4 * s), h1 = load_u16(x.qh + 4 * s + 2);
+    const __m512i u = _mm512_set_epi64(int64_t(point<3>(q + 4, h1)), int64_t(point<2>(q + 4, h1)),
+                                       int64_t(point<1>(q + 4, h1)), int64_t(point<0>(q + 4, h1)),
+                                       int64_t(point<3>(q, h0)), int64_t(point<2>(q, h0)),
+                                       int64_t(point<1>(q, h0)), int64_t(point<0>(q, h0)));
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_loadu_si512(y.qs + 64 * s)), step_scales16(sc16, s));
   }
-  static __m256i block_sum(const Block&, const ActBlock& y, const Unpacked& u) {
-    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(u.sc8));
-    return sum512_to_256(_mm512_add_epi32(_mm512_add_epi32(step<0>(u, y, sc16), step<1>(u, y, sc16)),
-                                          _mm512_add_epi32(step<2>(u, y, sc16), step<3>(u, y, sc16))));
+  static __m256i block_sum(const Block& x, const ActBlock& y, __m128i sc8) {
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
+    return sum512_to_256(_mm512_add_epi32(_mm512_add_epi32(step<0>(x, y, sc16), step<1>(x, y, sc16)),
+                                          _mm512_add_epi32(step<2>(x, y, sc16), step<3>(x, y, sc16))));
   }
 #else
-  static __m256i block_sum(const Block& x, const ActBlock& y, const Unpacked& u) {
-    return iq_block_sum<FmtIQ1_M>(x, y, Ctx(u));
+  static __m256i block_sum(const Block& x, const ActBlock& y, __m128i sc8) {
+    return iq_block_sum<FmtIQ1_M>(x, y, Ctx(sc8));
   }
 #endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     const uint64_t words = load_u64(x.scales);
-    const Unpacked u(x, words);
-    const __m256i isum = _mm256_sub_epi32(block_sum(x, y, u), u.offset(y));
+    const __m128i sc8 = odd_scale_bytes(scale_nibbles(words));
+    const __m256i isum = _mm256_sub_epi32(block_sum(x, y, sc8), offset(y, sc8));
     return iq_finish(isum, 0.125f * scale(words) * y.d, acc);
   }
 };
