@@ -1,5 +1,5 @@
-// x86 (AVX2; the VNNI and AVX-512 levels compile the same code, except IQ2_XS, which takes 64
-// weights a step at the AVX-512 levels with its signs as a mask) dot products of the
+// x86 (AVX2; the VNNI and AVX-512 levels compile the same code, except IQ2_XS, IQ2_S and IQ1_M,
+// which take 64 weights a step at the AVX-512 levels, the IQ2s with their signs as a mask) dot products of the
 // i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0), single-row and multi-row. The integer sums
 // are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact, only
 // the order of the float additions of block results differs.
@@ -9,7 +9,7 @@
 // and take the u8 x s8 dot with the sub-block scales folded into the int16 madd (dot_u8s8_scaled).
 // IQ1_S / IQ1_M fold the +-1/8 shift into the weight: 8 * (grid + delta / 8) is an integer in
 // [-9, 9], so the block's sum is (8 * sumi + sumi_delta) / 8, exactly the reference's
-// sumi + IQ1*_DELTA * sumi_delta in float.
+// sumi + IQ1*_DELTA * sumi_delta in float (IQ1_M: that weight + 9, unsigned, see FmtIQ1_M).
 
 #include "edgellm/kernels/x86/level.hpp"
 #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
