@@ -1,16 +1,16 @@
-// x86 (AVX2; the VNNI and AVX-512 levels compile the same code, except IQ2_XS, which takes 64
-// weights a step at the AVX-512 levels with its signs as a mask) dot products of the
-// i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0), single-row and multi-row. The integer sums
-// are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact, only
-// the order of the float additions of block results differs.
-// TQ1_0 (VNNI or not) and IQ4_NL (avx512-vnni or not) take other forms by level too: see their structs.
+// x86 dot products of the i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0),
+// single-row and multi-row: AVX2, the VNNI and AVX-512 levels compiling the same code except where
+// a struct says otherwise (IQ2_XS, IQ2_S and IQ1_M take 64 weights a step at the AVX-512 levels,
+// the IQ2s with their signs as a mask; TQ1_0 differs with VNNI, IQ4_NL at avx512-vnni). The integer
+// sums are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact,
+// only the order of the float additions of block results differs.
 //
 // A block is 8 vectors of 32 weights. Grid types look up each vector's points (8-weight uint64 or
 // 4-weight uint32 magnitudes), apply the signs to the activation (vpsignb: q8_K never holds -128)
 // and take the u8 x s8 dot with the sub-block scales folded into the int16 madd (dot_u8s8_scaled).
 // IQ1_S / IQ1_M fold the +-1/8 shift into the weight: 8 * (grid + delta / 8) is an integer in
 // [-9, 9], so the block's sum is (8 * sumi + sumi_delta) / 8, exactly the reference's
-// sumi + IQ1*_DELTA * sumi_delta in float.
+// sumi + IQ1*_DELTA * sumi_delta in float (IQ1_M: that weight + 9, unsigned, see FmtIQ1_M).
 
 #include "edgellm/kernels/x86/level.hpp"
 #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
@@ -84,6 +84,18 @@ inline __m128i odd_scale_bytes(uint64_t nibbles) {
 }
 inline GroupScales16 odd_scales16_of(uint64_t nibbles) { return GroupScales16(odd_scale_bytes(nibbles)); }
 inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(load_u64(sc)); }
+#if EDGELLM_X86_AVX512
+// 64-weight step s of a block (weights 64s .. 64s + 63) with a scale per 16: the 16 scales
+// (sc16: int16, in the low 256 bits) each over the 8 int16 pair lanes of its weights.
+inline __m512i step_scales16(__m512i sc16, int s) {
+  const __m512i quarter = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                                           0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
+  return _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(short(4 * s))), sc16);
+}
+inline __m256i sum512_to_256(__m512i t) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+#endif
 
 
 // IQ2_XXS: per vector a uint64: 4 grid indexes (bytes), 4 x 7 sign bits, a 4-bit scale. / 8.
@@ -180,21 +192,46 @@ struct FmtIQ2_XS : BlockFmt<block_iq2_xs, block_q8_K, QK_K> {
 };
 
 // IQ2_S: 10-bit indexes (low 8 in qs, 2 high bits each in qh), explicit signs, scales as IQ2_XS. / 8.
+// At the AVX-512 levels 64 weights a step, the step's 8 sign bytes its negation mask.
 struct FmtIQ2_S : BlockFmt<block_iq2_s, block_q8_K, QK_K> {
   struct Ctx {
     GroupScales16 sc;
     explicit Ctx(const uint8_t* scales) : sc(odd_scales16(scales)) {}
   };
+  template <int j>  // point j of 4 sharing qh byte h
+  static uint64_t point(const uint8_t* qs, uint32_t h) { return iq2s_grid[qs[j] | ((h << (8 - 2 * j)) & 0x300)]; }
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
     const uint8_t* qs = x.qs + 4 * k;
     const uint32_t h = x.qh[k];
-    const __m256i mag = set_u64x4(iq2s_grid[qs[0] | ((h << 8) & 0x300)], iq2s_grid[qs[1] | ((h << 6) & 0x300)],
-                                  iq2s_grid[qs[2] | ((h << 4) & 0x300)], iq2s_grid[qs[3] | ((h << 2) & 0x300)]);
+    const __m256i mag = set_u64x4(point<0>(qs, h), point<1>(qs, h), point<2>(qs, h), point<3>(qs, h));
     return signed_grid_dot(mag, y.qs + 32 * k, signs_pm1(x.qs + QK_K / 8 + 4 * k), c.sc.template pair<k>());
   }
+#if EDGELLM_X86_AVX512
+  template <int s>  // weights 64s .. 64s + 63
+  static __m512i step(const Block& x, const ActBlock& y, __m512i sc16) {
+    const uint8_t* qs = x.qs + 8 * s;
+    const uint32_t h0 = x.qh[2 * s], h1 = x.qh[2 * s + 1];
+    const __m512i mag = _mm512_set_epi64(
+        int64_t(point<3>(qs + 4, h1)), int64_t(point<2>(qs + 4, h1)), int64_t(point<1>(qs + 4, h1)),
+        int64_t(point<0>(qs + 4, h1)), int64_t(point<3>(qs, h0)), int64_t(point<2>(qs, h0)),
+        int64_t(point<1>(qs, h0)), int64_t(point<0>(qs, h0)));
+    const __mmask64 neg = load_u64(x.qs + QK_K / 8 + 8 * s);
+    const __m512i yv = _mm512_loadu_si512(y.qs + 64 * s);
+    const __m512i ys = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), step_scales16(sc16, s));
+  }
+  static __m256i block_sum(const Block& x, const ActBlock& y) {
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(odd_scale_bytes(load_u64(x.scales))));
+    const __m512i t = _mm512_add_epi32(_mm512_add_epi32(step<0>(x, y, sc16), step<1>(x, y, sc16)),
+                                       _mm512_add_epi32(step<2>(x, y, sc16), step<3>(x, y, sc16)));
+    return sum512_to_256(t);
+  }
+#else
+  static __m256i block_sum(const Block& x, const ActBlock& y) { return iq_block_sum<FmtIQ2_S>(x, y, Ctx(x.scales)); }
+#endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    return iq_finish(iq_block_sum<FmtIQ2_S>(x, y, Ctx(x.scales)), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
+    return iq_finish(block_sum(x, y), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
   }
 };
 
@@ -263,11 +300,26 @@ struct FmtIQ1_S : BlockFmt<block_iq1_s, block_q8_K, QK_K> {
   }
 };
 
+// IQ1_M's unsigned weights u = 8 * grid + delta + 9 (0..18) of 8 weights by a 12-bit index: the
+// IQ1 grid index and, in bit 11, the delta's sign (set: -1): 8 * (grid + 1) + 2 or + 0.
+inline constexpr IqGrid<uint64_t, 2 * NGRID_IQ1S> kIq1MGrid = [] {
+  IqGrid<uint64_t, 2 * NGRID_IQ1S> g{};
+  for (size_t i = 0; i < 2 * NGRID_IQ1S; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const int grid = int8_t(iq1s_grid[i % NGRID_IQ1S] >> (8 * j));
+      g.v[i] |= uint64_t(8 * (grid + 1) + (i < NGRID_IQ1S ? 2 : 0)) << (8 * j);
+    }
+  return g;
+}();
+
 // IQ1_M: indexes as IQ1_S with their 3 high bits and a delta sign per 8 weights in qh (a nibble
 // each), 3-bit scales per 16 weights and the block's F16 scale in the scale words' top nibbles.
+// The weights go unsigned (kIq1MGrid, indexed by the qs byte and the whole nibble), so the u8 x s8
+// dot needs no sign steps, and the 9 comes off once a block as 9 * the scaled sums of y's groups of
+// 16 (q8_K's bsums).
 struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
   // The 16 3-bit scales (word w: scales 4w .. 4w + 3 in bits 0..11) repacked one a nibble, as
-  // odd_scales16 reads them.
+  // odd_scale_bytes reads them.
   static uint64_t scale_nibbles(uint64_t sc) {
     uint64_t r = 0;
     for (int w = 0; w < 4; ++w) {
@@ -276,33 +328,59 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
     }
     return r;
   }
+  // 9 * the sums of y's groups of 16 times their scales (sc8: 2 * scale + 1 bytes), to subtract.
+  static __m256i offset(const ActBlock& y, __m128i sc8) {
+    const __m256i t = _mm256_madd_epi16(load256(y.bsums), _mm256_cvtepu8_epi16(sc8));
+    return _mm256_add_epi32(_mm256_slli_epi32(t, 3), t);
+  }
+  // the weights of group 4v + j: qs byte 4v + j, nibble j of the qh word h (the 4 groups' nibbles)
+  template <int j>
+  static uint64_t point(const uint8_t* q, uint32_t h) {
+    return kIq1MGrid[q[j] | (((h >> (4 * j)) & 15) << 8)];
+  }
   struct Ctx {
-    uint64_t sc;  // the 4 scale words
     GroupScales16 ls;
-    explicit Ctx(uint64_t words) : sc(words), ls(odd_scales16_of(scale_nibbles(words))) {}
+    explicit Ctx(__m128i sc8) : ls(sc8) {}
   };
   template <int k>
   static __m256i vec(const Block& x, const ActBlock& y, const Ctx& c) {
     const uint8_t* q = x.qs + 4 * k;
     const uint32_t h = load_u16(x.qh + 2 * k);
-    const __m256i grid = set_u64x4(iq1s_grid[q[0] | ((h << 8) & 0x700)], iq1s_grid[q[1] | ((h << 4) & 0x700)],
-                                   iq1s_grid[q[2] | (h & 0x700)], iq1s_grid[q[3] | ((h >> 4) & 0x700)]);
-    // delta sign of 8 weights l: bit 3 (l even) or 7 of qh byte l / 2, spread over the group's bytes
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(h)),
-                                               _mm256_set_epi64x(0x0101010101010101, 0x0101010101010101, 0, 0));
-    const __m256i bit = _mm256_set_epi64x(int64_t(0x8080808080808080ull), 0x0808080808080808,
-                                          int64_t(0x8080808080808080ull), 0x0808080808080808);
-    const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
-    return signed_dot_scaled(iq1_weights(grid, delta), y.qs + 32 * k, c.ls.template pair<k>());
+    const __m256i u = set_u64x4(point<0>(q, h), point<1>(q, h), point<2>(q, h), point<3>(q, h));
+    return dot_u8s8_scaled(u, load256(y.qs + 32 * k), c.ls.template pair<k>());
   }
   static float scale(uint64_t sc) {
     const uint64_t top = sc & 0xF000F000F000F000ull;  // the F16 scale's nibbles, low first
     const uint16_t h = uint16_t((top >> 12) | (top >> 24) | (top >> 36) | (top >> 48));
     return fp16_to_fp32(h);
   }
+#if EDGELLM_X86_AVX512
+  // AVX-512: 64 weights a step.
+  template <int s>
+  static __m512i step(const Block& x, const ActBlock& y, __m512i sc16) {
+    const uint8_t* q = x.qs + 8 * s;
+    const uint32_t h0 = load_u16(x.qh + 4 * s), h1 = load_u16(x.qh + 4 * s + 2);
+    const __m512i u = _mm512_set_epi64(int64_t(point<3>(q + 4, h1)), int64_t(point<2>(q + 4, h1)),
+                                       int64_t(point<1>(q + 4, h1)), int64_t(point<0>(q + 4, h1)),
+                                       int64_t(point<3>(q, h0)), int64_t(point<2>(q, h0)),
+                                       int64_t(point<1>(q, h0)), int64_t(point<0>(q, h0)));
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_loadu_si512(y.qs + 64 * s)), step_scales16(sc16, s));
+  }
+  static __m256i block_sum(const Block& x, const ActBlock& y, __m128i sc8) {
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
+    return sum512_to_256(_mm512_add_epi32(_mm512_add_epi32(step<0>(x, y, sc16), step<1>(x, y, sc16)),
+                                          _mm512_add_epi32(step<2>(x, y, sc16), step<3>(x, y, sc16))));
+  }
+#else
+  static __m256i block_sum(const Block& x, const ActBlock& y, __m128i sc8) {
+    return iq_block_sum<FmtIQ1_M>(x, y, Ctx(sc8));
+  }
+#endif
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const Ctx c(load_u64(x.scales));
-    return iq_finish(iq_block_sum<FmtIQ1_M>(x, y, c), 0.125f * scale(c.sc) * y.d, acc);
+    const uint64_t words = load_u64(x.scales);
+    const __m128i sc8 = odd_scale_bytes(scale_nibbles(words));
+    const __m256i isum = _mm256_sub_epi32(block_sum(x, y, sc8), offset(y, sc8));
+    return iq_finish(isum, 0.125f * scale(words) * y.d, acc);
   }
 };
 
