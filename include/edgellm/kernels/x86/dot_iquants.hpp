@@ -85,8 +85,11 @@ inline __m128i odd_scale_bytes(uint64_t nibbles) {
 inline GroupScales16 odd_scales16_of(uint64_t nibbles) { return GroupScales16(odd_scale_bytes(nibbles)); }
 inline GroupScales16 odd_scales16(const uint8_t* sc) { return odd_scales16_of(load_u64(sc)); }
 #if EDGELLM_X86_AVX512
+// The AVX-512 block sums of 64 weights a step (IQ2_XS, IQ2_S, IQ1_M): a block's 16 scale bytes
+// (odd_scale_bytes) as int16 in the low 256 bits.
+inline __m512i scales16_512(__m128i sc8) { return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8)); }
 // 64-weight step s of a block (weights 64s .. 64s + 63) with a scale per 16: the 16 scales
-// (sc16: int16, in the low 256 bits) each over the 8 int16 pair lanes of its weights.
+// (sc16: scales16_512) each over the 8 int16 pair lanes of its weights.
 inline __m512i step_scales16(__m512i sc16, int s) {
   const __m512i quarter = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
                                            0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
@@ -94,6 +97,13 @@ inline __m512i step_scales16(__m512i sc16, int s) {
 }
 inline __m256i sum512_to_256(__m512i t) {
   return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+// A block's 4 steps Fmt::step<s>(x, y, sc16) summed into 8 int32 lanes.
+template <class Fmt>
+inline __m256i sum_steps(const typename Fmt::Block& x, const typename Fmt::ActBlock& y, __m512i sc16) {
+  return sum512_to_256(
+      _mm512_add_epi32(_mm512_add_epi32(Fmt::template step<0>(x, y, sc16), Fmt::template step<1>(x, y, sc16)),
+                       _mm512_add_epi32(Fmt::template step<2>(x, y, sc16), Fmt::template step<3>(x, y, sc16))));
 }
 #endif
 
@@ -160,10 +170,7 @@ struct FmtIQ2_XS : BlockFmt<block_iq2_xs, block_q8_K, QK_K> {
   // 8w + j's sign, so 8 bytes are the mask of a step's 64 weights, which negates those activations
   // (q8_K never holds -128).
   static __m256i block_sum(const Block& x, const ActBlock& y) {
-    // the 16 scales as int16, and lane i of a step's scale vector: scale i / 8 of its 4
-    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(odd_scale_bytes(load_u64(x.scales))));
-    const __m512i quarter = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
-                                             0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
+    const __m512i sc16 = scales16_512(odd_scale_bytes(load_u64(x.scales)));
     __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     for (int h = 0; h < 2; ++h) {
       const __m128i signs = _mm256_cvtepi16_epi8(sign_bytes(x.qs + 16 * h));
@@ -176,12 +183,10 @@ struct FmtIQ2_XS : BlockFmt<block_iq2_xs, block_q8_K, QK_K> {
             int64_t(iq2xs_grid[w[1] & 511]), int64_t(iq2xs_grid[w[0] & 511]));
         const __m512i yv = _mm512_loadu_si512(y.qs + 128 * h + 64 * p);
         const __m512i ys = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-        const __m512i sc = _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(short(8 * h + 4 * p))), sc16);
-        sum[p] = _mm512_add_epi32(sum[p], _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), sc));
+        sum[p] = _mm512_add_epi32(sum[p], _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), step_scales16(sc16, 2 * h + p)));
       }
     }
-    const __m512i t = _mm512_add_epi32(sum[0], sum[1]);
-    return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    return sum512_to_256(_mm512_add_epi32(sum[0], sum[1]));
   }
 #else
   static __m256i block_sum(const Block& x, const ActBlock& y) { return iq_block_sum<FmtIQ2_XS>(x, y, Ctx(x)); }
@@ -222,10 +227,7 @@ struct FmtIQ2_S : BlockFmt<block_iq2_s, block_q8_K, QK_K> {
     return _mm512_madd_epi16(_mm512_maddubs_epi16(mag, ys), step_scales16(sc16, s));
   }
   static __m256i block_sum(const Block& x, const ActBlock& y) {
-    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(odd_scale_bytes(load_u64(x.scales))));
-    const __m512i t = _mm512_add_epi32(_mm512_add_epi32(step<0>(x, y, sc16), step<1>(x, y, sc16)),
-                                       _mm512_add_epi32(step<2>(x, y, sc16), step<3>(x, y, sc16)));
-    return sum512_to_256(t);
+    return sum_steps<FmtIQ2_S>(x, y, scales16_512(odd_scale_bytes(load_u64(x.scales))));
   }
 #else
   static __m256i block_sum(const Block& x, const ActBlock& y) { return iq_block_sum<FmtIQ2_S>(x, y, Ctx(x.scales)); }
@@ -367,9 +369,7 @@ struct FmtIQ1_M : BlockFmt<block_iq1_m, block_q8_K, QK_K> {
     return _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_loadu_si512(y.qs + 64 * s)), step_scales16(sc16, s));
   }
   static __m256i block_sum(const Block& x, const ActBlock& y, __m128i sc8) {
-    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc8));
-    return sum512_to_256(_mm512_add_epi32(_mm512_add_epi32(step<0>(x, y, sc16), step<1>(x, y, sc16)),
-                                          _mm512_add_epi32(step<2>(x, y, sc16), step<3>(x, y, sc16))));
+    return sum_steps<FmtIQ1_M>(x, y, scales16_512(sc8));
   }
 #else
   static __m256i block_sum(const Block& x, const ActBlock& y, __m128i sc8) {
