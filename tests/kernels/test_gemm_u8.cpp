@@ -234,8 +234,6 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and acti
                   Error);
 }
 
-// On every ISA this build and CPU run (the _dispatch build: every x86 level, so the AVX2 tiles
-// without VNNI, float and K form, run on an AVX-512 machine too).
 TEST_CASE("the K form's tiles are exact at the largest bytes and activations they take") {
   // The narrow K tile adds a 16-weight group's vpmaddubsw pairs in int16 before scaling them: with
   // every byte at narrow_max_u and every activation at -128 or 127 those sums are at their largest
@@ -293,6 +291,8 @@ TEST_CASE("the K form's tiles are exact at the largest bytes and activations the
   }
 }
 
+// On every ISA this build and CPU run (the _dispatch build: every x86 level, so the AVX2 tiles
+// without VNNI, float and K form, run on an AVX-512 machine too).
 TEST_CASE("every table's group interleave equals u8_gemm_interleave_ref") {
   std::mt19937 rng(16);
   for (Isa isa : available_isas()) {

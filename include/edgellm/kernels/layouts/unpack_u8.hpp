@@ -428,12 +428,11 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
       return iq_scaled<block_iq3_xxs, QK_K, 32, 62, shifted<block_iq3_xxs, QK_K, 62, unpack_iq3_xxs>,
                        iq3_xxs_sc, 2>(static_cast<const block_iq3_xxs*>(row), nb, u, s, m, ks);
     case DType::IQ3_S:
-      return iq_scaled<block_iq3_s, QK_K, 32, 15, iq3_s_u, iq3_s_sc, 0>(static_cast<const block_iq3_s*>(row),
-                                                                                  nb, u, s, m, ks);
+      return iq_scaled<block_iq3_s, QK_K, 32, 15, iq3_s_u, iq3_s_sc, 0>(static_cast<const block_iq3_s*>(row), nb, u,
+                                                                        s, m, ks);
     case DType::IQ4_NL:
       return iq_scaled<block_iq4_nl, QK4_NL, QK4_NL, 127, shifted<block_iq4_nl, QK4_NL, 127, unpack_iq4_nl>,
-                       unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u,
-                                                                         s, m, ks);
+                       unit_sc<block_iq4_nl>, 0>(static_cast<const block_iq4_nl*>(row), nb, u, s, m, ks);
     case DType::IQ4_XS:
       return iq_scaled<block_iq4_xs, QK_K, 32, 127, shifted<block_iq4_xs, QK_K, 127, unpack_iq4_xs>,
                        iq4_xs_sc, 0>(static_cast<const block_iq4_xs*>(row), nb, u, s, m, ks);

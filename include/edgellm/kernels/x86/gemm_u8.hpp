@@ -236,7 +236,7 @@ inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* 
       for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
 #else
       const __m256i s = V::load(grp, sc_at(g));
-      if (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
+      if constexpr (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
         __m256i v[4];
         EDGELLM_GEMM_UNROLL
         for (int k = 0; k < 4; ++k) v[k] = V::load(grp, size_t(g * 4 + k) * 32);
