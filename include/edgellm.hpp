@@ -12,6 +12,7 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/memory.hpp"
 #include "edgellm/core/tensor.hpp"
+#include "edgellm/core/json.hpp"
 
 #include "edgellm/runtime/thread_pool.hpp"
 #include "edgellm/runtime/timer.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "edgellm/gguf/reader.hpp"
-#include "edgellm/tools/json.hpp"
+#include "edgellm/core/json.hpp"
 #include "edgellm/text/chat_template.hpp"
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/text/vocab.hpp"

@@ -1,4 +1,4 @@
-// Tests for tools/json.hpp: strict parsing, numbers, strings/escapes, errors, writer round trips,
+// Tests for core/json.hpp: strict parsing, numbers, strings/escapes, errors, writer round trips,
 // and the speed of reading a big array of floats (the reference logits files).
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "edgellm/tools/json.hpp"
+#include "edgellm/core/json.hpp"
 
 #include "test_util.hpp"
 

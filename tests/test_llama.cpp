@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <vector>
 
-#include <edgellm/tools/json.hpp>
+#include <edgellm/core/json.hpp>
 #include <edgellm/gguf/writer.hpp>
 #include <edgellm/model/llama.hpp>
 #include <edgellm/tools/synthetic.hpp>

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <vector>
 
-#include <edgellm/tools/json.hpp>
+#include <edgellm/core/json.hpp>
 #include <edgellm/engine/perplexity.hpp>
 #include <edgellm/text/tokenizer.hpp>
 

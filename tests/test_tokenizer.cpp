@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include <edgellm/tools/json.hpp>
+#include <edgellm/core/json.hpp>
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/gguf/writer.hpp>
 #include <edgellm/text/tokenizer.hpp>

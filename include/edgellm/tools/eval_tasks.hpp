@@ -14,7 +14,7 @@
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/eval.hpp"
 #include "edgellm/tools/bench_stats.hpp"
-#include "edgellm/tools/json.hpp"
+#include "edgellm/core/json.hpp"
 
 namespace edgellm {
 

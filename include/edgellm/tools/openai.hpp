@@ -16,7 +16,7 @@
 #include "edgellm/text/chat_template.hpp"
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/tools/bench_stats.hpp"
-#include "edgellm/tools/json.hpp"
+#include "edgellm/core/json.hpp"
 
 namespace edgellm {
 namespace openai {

@@ -1,5 +1,6 @@
-// Json: a small strict JSON value, parser (RFC 8259, byte offsets in errors) and writer, for
-// reference data, chat templates, JSONL task files and tools' output. Standard library only.
+// Json: a small strict JSON value, parser (RFC 8259, byte offsets in errors) and writer, for chat
+// template contexts, tool definitions, reference data, JSONL task files and tools' output.
+// Standard library only.
 #pragma once
 #include <clocale>
 #include <cmath>
