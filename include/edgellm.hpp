@@ -37,6 +37,8 @@
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/kernels/matmul.hpp"
 
+#include "edgellm/jinja/template.hpp"
+
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/text/vocab.hpp"
 #include "edgellm/text/tokenizer.hpp"
