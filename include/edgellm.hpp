@@ -44,6 +44,7 @@
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/text/sampler.hpp"
 #include "edgellm/text/chat_template.hpp"
+#include "edgellm/text/chat.hpp"
 
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/memory_plan.hpp"
