@@ -1,11 +1,11 @@
-// tools/openai.hpp: request bodies -> ApiRequest (types, ranges, model, context) and the response
+// examples/server/openai.hpp: request bodies -> ApiRequest (types, ranges, model, context) and the response
 // / stream chunk / error JSON the server sends.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include <edgellm/tools/openai.hpp>
+#include "openai.hpp"  // examples/server/
 
 #include "session_fixtures.hpp"
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the server's request parser (tools/openai.hpp): arbitrary bytes as a
+// libFuzzer target for the server's request parser (examples/server/openai.hpp): arbitrary bytes as a
 // /v1/chat/completions or /v1/completions body (the first byte picks which). Every input either
 // parses into a request whose values are in range and whose prompt renders, or is refused with an
 // ApiError whose error object is valid JSON; nothing else may escape.
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include <edgellm/tools/openai.hpp>
+#include "openai.hpp"  // examples/server/
 
 namespace {
 

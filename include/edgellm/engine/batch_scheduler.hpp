@@ -9,7 +9,7 @@
 // of every running request, so a long prompt does not stall the others. Each round is one step of
 // the token loop Session uses too (DecodeLoop, engine/decode_loop.hpp); the scheduler is its
 // DecodeHost (sequences with prefix reuse, room from the cached sequences, the Job). No I/O: the HTTP server
-// (examples/server.cpp) and the tests drive it through Job; a job may carry a `client_gone` probe
+// (examples/server/server.cpp) and the tests drive it through Job; a job may carry a `client_gone` probe
 // the scheduler asks before each of its tokens (the server's looks at the client's socket).
 #pragma once
 #include <algorithm>

@@ -4,9 +4,9 @@
 // forward pass per step, a paged-KV sequence each, common prompt prefixes shared); more wait in a
 // queue; a new prompt is read a chunk per step beside the running requests' tokens. A client that
 // closes its connection cancels its request before the next token, streamed or not (the
-// scheduler probes the connection's socket, edgellm/tools/client_socket.hpp). Request parsing and
-// response shapes are edgellm/tools/openai.hpp; the HTTP/1.1 transport (limits that hold before
-// authentication, pipelining) is edgellm/tools/http_server.hpp; this file is routing, the browser
+// scheduler probes the connection's socket, client_socket.hpp). Request parsing and
+// response shapes are openai.hpp; the HTTP/1.1 transport (limits that hold before
+// authentication, pipelining) is http_server.hpp (all three in this folder, not in the library); this file is routing, the browser
 // guards (Host, Origin / CORS), authentication and flags.
 #include <algorithm>
 #include <atomic>
@@ -28,11 +28,10 @@
 #include <edgellm/engine/batch_scheduler.hpp>
 #include <edgellm/model/memory_plan.hpp>
 #include <edgellm/text/chat_template.hpp>
-#include <edgellm/tools/client_socket.hpp>
-#include <edgellm/tools/http_server.hpp>
-#include <edgellm/tools/openai.hpp>
-
-#include "common.hpp"
+#include "client_socket.hpp"
+#include "common.hpp"  // examples/ (the tools' shared flags)
+#include "http_server.hpp"
+#include "openai.hpp"
 #include "speculative_flags.hpp"
 
 namespace {

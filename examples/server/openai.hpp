@@ -2,8 +2,8 @@
 // POST /v1/chat/completions and /v1/completions bodies -> ApiRequest (every field type- and
 // range-checked; problems are ApiError with the HTTP status, an OpenAI error type and the
 // offending parameter), and JobResult -> response / SSE chunk JSON with usage and a timings
-// object. No HTTP here: examples/server.cpp does the transport; tests and the fuzz target call
-// these directly.
+// object. No HTTP here: server.cpp and http_server.hpp beside it do the transport; tests and the fuzz
+// target call these directly. Part of edgellm-server (examples/server/), not of the library.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// A small HTTP/1.1 server for edgellm-server (examples/server.cpp): one poll() thread owns every
+// A small HTTP/1.1 server for edgellm-server (examples/server/server.cpp): one poll() thread owns every
 // connection while a request arrives, and a request is handed to the application only once it is
 // complete, so a slow or silent client holds a few kilobytes of buffer and no thread. Limits hold
 // before any authentication: a deadline for the request head, caps on head bytes and header lines
@@ -8,8 +8,8 @@
 // answered in order. A request without Content-Length or Transfer-Encoding has an empty body
 // (RFC 9112 section 6.3). Light handlers (health, errors) run on the poll thread and write through
 // a buffer; heavy ones run on a thread of their own (at most one per connection) and write to the
-// socket with a deadline of no progress. POSIX only (poll, non-blocking sockets); the core library
-// does not use this.
+// socket with a deadline of no progress. POSIX only (poll, non-blocking sockets); part of the
+// server tool, not of the library (not installed).
 #pragma once
 #include <algorithm>
 #include <atomic>
