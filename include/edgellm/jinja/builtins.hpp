@@ -17,7 +17,7 @@ namespace edgellm {
 namespace jinja {
 namespace builtin_detail {
 
-inline const std::string& need_str(const Value& v, const char* what) {
+inline std::string need_str(const Value& v, const char* what) {
   if (!v.is_string()) eval_fail(what, ": expected a string, got ", v.type_name());
   return v.str();
 }
@@ -425,7 +425,7 @@ inline Value fold(const Value& v, bool case_sensitive) {
 // Jinja2's make_attrgetter: "a.b.0" through getitem, each part.
 inline Value get_attribute(Interpreter& in, const Value& item, const Value& attribute) {
   if (attribute.is_number() && !attribute.is_float()) return in.getitem(item, attribute);
-  const std::string& path = need_str(attribute, "attribute");
+  const std::string path = need_str(attribute, "attribute");
   Value v = item;
   size_t b = 0;
   while (true) {
@@ -969,7 +969,7 @@ inline bool starts_or_ends(const Value& self, CallArgs& a, bool ends, const char
   if (b > e) return false;
   const std::string sub = py::from_cps(cps.data() + b, size_t(e - b));
   auto one = [&](const Value& p) {
-    const std::string& s = need_str(p, what);
+    const std::string s = need_str(p, what);
     if (s.size() > sub.size()) return false;
     return ends ? sub.compare(sub.size() - s.size(), s.size(), s) == 0 : sub.compare(0, s.size(), s) == 0;
   };
@@ -1025,7 +1025,7 @@ inline Value str_method(Interpreter& in, const Value& self, const std::string& n
     return Value(std::move(out));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    const std::string& sub = need_str(a.get(0, "sub"), name.c_str());
+    const std::string sub = need_str(a.get(0, "sub"), name.c_str());
     const std::vector<uint32_t> cps = py::code_points(s);
     const int64_t n = int64_t(cps.size());
     auto norm = [n](int64_t i) { return i < 0 ? std::max<int64_t>(0, i + n) : std::min(i, n); };
@@ -1086,13 +1086,13 @@ inline Value str_method(Interpreter& in, const Value& self, const std::string& n
     return Value(name == "ljust" ? s + pad : pad + s);
   }
   if (name == "removeprefix" || name == "removesuffix") {
-    const std::string& x = need_str(a.get(0, "prefix"), name.c_str());
+    const std::string x = need_str(a.get(0, "prefix"), name.c_str());
     if (name == "removeprefix") return Value(s.compare(0, x.size(), x) == 0 ? s.substr(x.size()) : s);
     if (s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0) return Value(s.substr(0, s.size() - x.size()));
     return self;
   }
   if (name == "partition" || name == "rpartition") {
-    const std::string& sep = need_str(a.get(0, "sep"), name.c_str());
+    const std::string sep = need_str(a.get(0, "sep"), name.c_str());
     if (sep.empty()) eval_fail("empty separator");
     const size_t k = name == "partition" ? s.find(sep) : s.rfind(sep);
     if (k == std::string::npos)

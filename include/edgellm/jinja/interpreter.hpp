@@ -581,9 +581,9 @@ inline std::string object_name(const Value& v) { return std::string("'") + v.typ
 
 inline Value Interpreter::getattr(const Value& obj, const std::string& name) {
   using namespace interp_detail;
-  if (obj.is_undefined()) eval_fail(undefined_message(obj));
   if (!name.empty() && name[0] == '_')
     return Value::undefined("access to attribute '" + name + "' of '" + obj.type_name() + "' object is unsafe");
+  if (obj.is_undefined()) eval_fail(undefined_message(obj));
   if (mutating_method(obj, name))
     return Value::undefined("access to attribute '" + name + "' of '" + obj.type_name() + "' object is unsafe");
   bool found = false;

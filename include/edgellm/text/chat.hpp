@@ -151,17 +151,21 @@ class ChatTemplate {
     t.eos_ = std::move(eos_token);
     return t;
   }
+  // A Jinja template with the BOS / EOS texts of a tokenizer's vocabulary.
+  static ChatTemplate jinja(const std::string& source, const Tokenizer& tok) {
+    return jinja(source, token_text(tok, tok.vocab().bos), token_text(tok, tok.vocab().eos));
+  }
   // A model's template: its tokenizer.chat_template rendered by the Jinja engine (llama.cpp's
   // default), BOS / EOS texts from the vocabulary; chatml when the file has none.
   static ChatTemplate from_model(const std::string& gguf_source, const Tokenizer& tok) {
     if (gguf_source.empty()) return builtin("chatml");
-    return jinja(gguf_source, token_text(tok, tok.vocab().bos), token_text(tok, tok.vocab().eos));
+    return jinja(gguf_source, tok);
   }
   // --chat-template's value: a built-in name, or Jinja source (it holds "{%" or "{{").
   static ChatTemplate from_flag(const std::string& value, const Tokenizer& tok) {
     if (chat_detail::find_template(value)) return builtin(value);
     if (value.find("{%") != std::string::npos || value.find("{{") != std::string::npos)
-      return jinja(value, token_text(tok, tok.vocab().bos), token_text(tok, tok.vocab().eos));
+      return jinja(value, tok);
     return builtin(value);  // throws, naming the known ones
   }
 
@@ -185,8 +189,10 @@ class ChatTemplate {
 
   // Tokens for a request with user text kept as text: apply_protected + encode_protected. A BOS
   // the template wrote is not doubled by the one the vocabulary adds (llama.cpp drops it too).
-  std::vector<int32_t> tokenize(const ChatRequest& req, const Tokenizer& tok) const {
+  // `text`, when given, receives the rendered prompt.
+  std::vector<int32_t> tokenize(const ChatRequest& req, const Tokenizer& tok, std::string* text = nullptr) const {
     RenderedChat rc = apply_protected(req, control_token_texts(tok));
+    if (text) *text = rc.text;
     const bool add_bos = tok.add_bos();
     if (add_bos && !bos_.empty() && rc.text.compare(0, bos_.size(), bos_) == 0) {
       rc.text.erase(0, bos_.size());
