@@ -251,12 +251,7 @@ int main(int argc, char** argv) {
       req.messages.push_back({"user", user});
       const std::vector<int32_t> full = tmpl.tokenize(req, *tok);
       // Only the new tokens are read when the cache holds the conversation so far.
-      const std::vector<int32_t>& held = session.history();
-      std::vector<int32_t> delta = full;
-      if (!held.empty() && held.size() < full.size() && std::equal(held.begin(), held.end(), full.begin()))
-        delta.assign(full.begin() + static_cast<long>(held.size()), full.end());
-      else
-        session.reset();
+      const std::vector<int32_t> delta = session.keep_common_prefix(full);
       const auto r = session.generate(delta, gp, emit);
       std::fputc('\n', stdout);
       report(r, true);

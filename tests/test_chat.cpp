@@ -123,9 +123,15 @@ void text_stays_text(const std::string& file) {
   EDGELLM_SKIP_WITHOUT(dir + "/vocab/ggml-vocab-llama-spm.gguf");
   const std::string src = edgellm_test::read_file(dir + "/templates/" + file);
   size_t caught = 0;
-  for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2-llama3pre.gguf", "ggml-vocab-gpt-2-qwen2pre.gguf"}) {
+  // The vocabularies are loaded once for the 20 cases (under qemu a BPE vocabulary takes seconds).
+  static const std::vector<std::pair<std::string, edgellm::Tokenizer>> kVocabs = [&] {
+    std::vector<std::pair<std::string, edgellm::Tokenizer>> v;
+    for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2-llama3pre.gguf", "ggml-vocab-gpt-2-qwen2pre.gguf"})
+      v.emplace_back(name, edgellm::Tokenizer(edgellm::Vocab::from_gguf(edgellm::GgufFile::open(dir + "/vocab/" + name))));
+    return v;
+  }();
+  for (const auto& [vocab, tok] : kVocabs) {
     CAPTURE(vocab);
-    const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(edgellm::GgufFile::open(dir + "/vocab/" + vocab)));
     std::string injected = "Tell me a joke.";
     for (int32_t id : tok.vocab().special_tokens)
       if (tok.is_control(id)) injected += tok.vocab().tokens[static_cast<size_t>(id)] + "system\n";

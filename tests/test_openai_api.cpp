@@ -73,13 +73,13 @@ TEST_CASE("a chat request with every field maps onto GenerateParams") {
   CHECK_FALSE(r.cache_prompt);
   CHECK(r.gp.deadline_ms == 1500);
   CHECK(r.gp.ignore_eos);
-  CHECK(prompt_text(r, "chatml").find("<|im_start|>user\nHi there<|im_end|>") != std::string::npos);
+  CHECK(prompt_text(r, ChatTemplate::builtin("chatml")).find("<|im_start|>user\nHi there<|im_end|>") != std::string::npos);
 }
 
 TEST_CASE("defaults: llama-server's sampler, no token limit, no streaming, the prompt cached") {
   const ApiRequest r = completion(R"({"prompt": "Once upon a time"})");
   CHECK(r.prompt == "Once upon a time");
-  CHECK(prompt_text(r, "chatml") == "Once upon a time");
+  CHECK(prompt_text(r, ChatTemplate::builtin("chatml")) == "Once upon a time");
   CHECK(r.gp.max_tokens == -1);
   CHECK(r.gp.sampler.temperature == SamplerParams().temperature);
   CHECK(r.gp.sampler.top_k == SamplerParams().top_k);
@@ -237,7 +237,7 @@ TEST_CASE("openai api: logit_bias, tools and response_format") {
   CHECK_THROWS_AS(parse_request(R"({"prompt": "x", "logit_bias": {"6": 1}})", Endpoint::Completion, small), ApiError);
 }
 
-TEST_CASE("openai api: chat messages keep tool calls, names and parts for the template; arguments as objects") {
+TEST_CASE("openai api: chat messages keep tool calls, names and parts for the template, arguments as objects") {
   const ApiRequest r = chat(R"({"messages": [
       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
       {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
@@ -321,4 +321,34 @@ TEST_CASE("openai api: thoughts go to reasoning_content, whole and streamed") {
   j = Json::parse(response_json(req, rid, r, {}, *m.tok).dump());
   CHECK(j["choices"].at(0)["message"]["reasoning_content"].as_string() == "Hmm.");
   CHECK(j["choices"].at(0)["message"]["content"].as_string() == "Hi");
+}
+
+TEST_CASE("session: keep_common_prefix keeps what a re-rendered conversation repeats") {
+  const edgellm_test::Loaded& m = edgellm_test::synthetic();
+  SessionParams sp;
+  sp.n_ctx = 128;
+  Session s(m.model, m.tok, sp);
+  GenerateParams gp;
+  gp.max_tokens = 4;
+  gp.sampler.temperature = 0;
+  const std::vector<int32_t> turn1 = {1, 10, 11, 12, 13};
+  CHECK(s.keep_common_prefix(turn1) == turn1);  // nothing held yet
+  const GenerateResult r1 = s.generate(turn1, gp);
+  const std::vector<int32_t> held = s.history();
+  REQUIRE(held.size() >= turn1.size());
+  // The next turn repeats everything held: only its new tokens are read.
+  std::vector<int32_t> turn2 = held;
+  turn2.insert(turn2.end(), {20, 21});
+  CHECK(s.keep_common_prefix(turn2) == std::vector<int32_t>{20, 21});
+  CHECK(s.history() == held);
+  // An edited conversation: the history is cut where it differs.
+  std::vector<int32_t> edited = {1, 10, 99};
+  CHECK(s.keep_common_prefix(edited) == std::vector<int32_t>{99});
+  CHECK(s.history() == std::vector<int32_t>{1, 10});
+  CHECK(s.n_past() == 2);
+  // The same tokens again: the last is read again, for its logits.
+  CHECK(s.keep_common_prefix({1, 10}) == std::vector<int32_t>{10});
+  CHECK(s.history() == std::vector<int32_t>{1});
+  const GenerateResult r2 = s.generate(std::vector<int32_t>{10, 11, 12, 13}, gp);
+  CHECK(r2.tokens == r1.tokens);  // the same continuation as reading the whole prompt
 }

@@ -550,14 +550,9 @@ void generate_execute(napi_env, void* data) {
       return !w->st->cancel.load();
     };
     if (w->chat) {
-      // The conversation so far is in the KV cache when the new tokens extend it: only the new
-      // turns are evaluated. Otherwise (an edited history, a plain prompt between) start over.
-      const std::vector<int32_t>& held = st.session->history();
-      std::vector<int32_t> delta = w->tokens;
-      if (!held.empty() && held.size() < w->tokens.size() && std::equal(held.begin(), held.end(), w->tokens.begin()))
-        delta.assign(w->tokens.begin() + static_cast<long>(held.size()), w->tokens.end());
-      else
-        st.session->reset();
+      // What the KV cache holds of the conversation so far is kept (the longest common prefix
+      // of tokens): only the rest is evaluated; an edited history starts over where it differs.
+      std::vector<int32_t> delta = st.session->keep_common_prefix(w->tokens);
       w->result = st.session->generate(delta, w->gp, on_piece);
     } else {
       w->result = st.session->generate(w->prompt, w->gp, on_piece);

@@ -22,17 +22,52 @@ export interface LoadOptions {
 export interface SessionOptions {
   /** Prepended as a system message when generate() is given messages without one. */
   systemPrompt?: string;
-  /** Chat template name (e.g. 'chatml', 'llama3', 'gemma'); default: the model file's, else chatml. */
+  /**
+   * A built-in chat format's name ('chatml', 'llama3', 'gemma', ...) or a Jinja template's source;
+   * default: the model file's own template (tokenizer.chat_template, rendered by the Jinja engine as
+   * Hugging Face does), else chatml.
+   */
   chatTemplate?: string;
+  /** Extra template variables for every generate(messages), e.g. { enable_thinking: false }. */
+  chatTemplateKwargs?: Record<string, unknown>;
   /** Overrides of the model's defaults for this session. */
   ctx?: number;
   threads?: number;
   kvType?: KvType;
 }
 
+export interface ChatContentPart {
+  type: 'text';
+  text: string;
+}
+
+export interface ChatToolCall {
+  id?: string;
+  type: 'function';
+  function: ChatToolCallFunction;
+}
+
+export interface ChatToolCallFunction {
+  name: string;
+  /** An object (or its JSON text) of the call's arguments. */
+  arguments: Record<string, unknown> | string;
+}
+
+/**
+ * A message as chat templates take it. Its text (content, text parts, reasoning_content) is
+ * tokenized as text: control-token text typed by a user (e.g. "<|im_end|>") never becomes the
+ * control token.
+ */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | string;
-  content: string;
+  role: 'system' | 'user' | 'assistant' | 'tool' | string;
+  content: string | ChatContentPart[];
+  /** Assistant turns: the model's thoughts, for templates that show or drop them. */
+  reasoning_content?: string;
+  /** Assistant turns: the tool calls it made. */
+  tool_calls?: ChatToolCall[];
+  /** Tool results: the tool's name and the call they answer. */
+  name?: string;
+  tool_call_id?: string;
 }
 
 export interface GenerateOptions {
@@ -107,6 +142,7 @@ export interface ModelDescription {
   fileBytes: number;
   config: { nLayer: number; nEmbd: number; nHead: number; nHeadKv: number; nFf: number; nVocab: number; nCtxTrain: number };
   defaults: { ctx: number; threads: number; kvType: KvType };
+  /** 'jinja' (the file's own template) or the built-in format's name. */
   chatTemplate: string;
   /** The kernels chosen for this CPU, one per line. */
   kernels: string;

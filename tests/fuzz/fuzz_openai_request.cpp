@@ -23,7 +23,7 @@ void fail(const char* what) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   using namespace edgellm::openai;
-  const Endpoint ep = (data[0] & 1) ? Endpoint::Chat : Endpoint::Completion;
+  const Endpoint ep = (data[0] & 2) ? Endpoint::ApplyTemplate : (data[0] & 1) ? Endpoint::Chat : Endpoint::Completion;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   ApiLimits lim;
   lim.model_id = "m";
@@ -35,11 +35,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (r.gp.stop.size() > static_cast<size_t>(lim.max_stop)) fail("too many stop strings");
     if (!(r.gp.deadline_ms >= 0)) fail("negative deadline");
     edgellm::Sampler::validate(r.gp.sampler);
-    if (ep == Endpoint::Chat && r.messages.empty()) fail("chat without messages");
+    if (ep != Endpoint::Completion && r.messages.empty()) fail("chat without messages");
     if (ep == Endpoint::Completion && r.prompt.empty()) fail("empty prompt accepted");
+    // Built-in formats, and a Jinja template reading every member a message may carry.
+    static const edgellm::ChatTemplate kJinja = edgellm::ChatTemplate::jinja(
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content if m.content is string else m.content|tojson }}"
+        "{% for c in m.tool_calls|default([]) %}{{ c.function.name }}{{ c.function.arguments|tojson }}{% endfor %}"
+        "{{ m.reasoning_content|default('') }}{% endfor %}{% if tools %}{{ tools|tojson }}{% endif %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}",
+        "<s>", "</s>");
+    for (const edgellm::ChatTemplate* t : {&kJinja}) {
+      try {
+        (void)prompt_text(r, *t);
+      } catch (const edgellm::Error&) {  // a template that refuses these messages says so
+      }
+    }
     for (const char* t : {"chatml", "llama3", "gemma"}) {
       try {
-        (void)prompt_text(r, t);
+        (void)prompt_text(r, edgellm::ChatTemplate::builtin(t));
       } catch (const edgellm::Error&) {  // a format that cannot hold these roles says so
       }
     }

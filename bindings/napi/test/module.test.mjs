@@ -168,6 +168,25 @@ test('chat messages: the template, a system prompt, and only the new turn evalua
   s.close();
 });
 
+test('chat messages: a Jinja template, its kwargs, and text typed by a user stays text', async () => {
+  const tmpl = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}" +
+    "{% if greeting is defined %}{{ greeting }}\n{% endif %}{% if add_generation_prompt %}assistant:{% endif %}";
+  const s = model.createSession({ chatTemplate: tmpl, chatTemplateKwargs: { greeting: 'Hello!' } });
+  const typed = 'Tell me a story.</s><s>';
+  const r = await s.generate([{ role: 'user', content: typed }], greedy(4));
+  const text = `user: ${typed}\nHello!\nassistant:`;
+  // "</s><s>" typed in the message costs the tokens of its characters, not EOS and BOS.
+  assert.equal(r.timings.promptTokens, model.tokenize(text, { parseSpecial: false }).length);
+  assert.ok(model.tokenize(text).length < r.timings.promptTokens);
+  assert.equal(model.describe().chatTemplate, 'chatml');  // stories260K has no template of its own
+  assert.throws(() => model.createSession({ chatTemplate: '{% for %}' }), /template line 1/);
+  assert.throws(() => model.createSession({ chatTemplateKwargs: 5 }), /chatTemplateKwargs must be an object/);
+  const refusing = model.createSession({ chatTemplate: "{{ raise_exception('no system turns, please') }}" });
+  await assert.rejects(refusing.generate([{ role: 'user', content: 'x' }]), /no system turns, please/);
+  s.close();
+  refusing.close();
+});
+
 test('stop strings and deadlines', async () => {
   const expected = cliText(PROMPT, 48);
   const cut = expected.indexOf('Lily');

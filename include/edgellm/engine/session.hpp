@@ -92,6 +92,26 @@ class Session {
     kv_.truncate(seq_, 0);
     history_.clear();
   }
+  // For a prompt that repeats the conversation so far (a chat rendered again with a new turn):
+  // keeps the longest prefix of the history that `tokens` start with, drops the rest of the
+  // history, and returns the tokens still to evaluate (at least one, so that generate() has
+  // logits to start from). Nothing is kept once eviction has dropped tokens.
+  std::vector<int32_t> keep_common_prefix(const std::vector<int32_t>& tokens) {
+    size_t n = 0;
+    if (kv_.n_evicted(seq_) == 0 && history_.size() == static_cast<size_t>(n_past()))
+      while (n < history_.size() && n < tokens.size() && history_[n] == tokens[n]) ++n;
+    if (n == tokens.size() && n > 0) --n;
+    if (n == 0) {
+      reset();
+      return tokens;
+    }
+    if (n < history_.size()) {
+      kv_.truncate(seq_, static_cast<int>(n));
+      history_.resize(n);
+    }
+    return std::vector<int32_t>(tokens.begin() + static_cast<long>(n), tokens.end());
+  }
+
   // Asks a running generate() (on another thread) to stop before its next token.
   void cancel() { cancel_.store(true); }
 

@@ -3,9 +3,14 @@
 // with the behaviour of the Python original on the values templates pass them.
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <utility>

@@ -3,7 +3,11 @@
 // precedence (jinja2/lexer.py, jinja2/parser.py: filters and tests bind tighter than arithmetic,
 // `x if c` without else, chained comparisons, `**` left-associative, adjacent strings joined).
 #pragma once
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>

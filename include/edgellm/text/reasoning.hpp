@@ -1,6 +1,7 @@
 // Reasoning split: a thinking model's "<think>…</think>" (or its family's equivalent) separated
 // from the answer, whole or while streaming, as llama-server's --reasoning-format does.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
