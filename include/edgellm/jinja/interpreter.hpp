@@ -257,13 +257,16 @@ class Interpreter {
 
   Value make_macro(const Stmt& s, const FrameP& frame, const char* name_override) {
     const Stmt* def = &s;
-    FrameP closure = frame;
+    // The scope the macro was defined in, held weakly: that scope holds the macro, and a strong
+    // reference both ways would never be freed. (A macro called after its scope ended is an error.)
+    std::weak_ptr<Frame> closure = frame;
     const std::string name = name_override ? name_override : s.text;
     return Value::function(name, [def, closure, name](Interpreter& in, CallArgs& a) -> Value {
       if (in.call_depth_ >= in.lim_.max_call_depth)
         eval_fail("macro calls nested more than ", in.lim_.max_call_depth, " deep (recursion?)");
       auto f = std::make_shared<Frame>();
-      f->parent = closure;
+      f->parent = closure.lock();
+      if (!f->parent) eval_fail("macro '", name, "' called after the scope it was defined in ended");
       if (a.pos.size() > def->params.size())
         eval_fail("macro '", name, "' takes not more than ", def->params.size(), " argument(s)");
       for (size_t k = 0; k < def->params.size(); ++k) {
