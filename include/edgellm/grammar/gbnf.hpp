@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/core/json.hpp"
 
 namespace edgellm {
 
@@ -125,23 +126,7 @@ inline size_t decode_utf8(std::string_view s, size_t i, uint32_t* cp) {
   return len;
 }
 
-inline void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | ((cp >> 18) & 0x07));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
+using json_detail::append_utf8;
 
 inline bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
