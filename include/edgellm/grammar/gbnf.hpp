@@ -473,31 +473,23 @@ inline void Grammar::compile_terminals() {
   }
 }
 
-// Refuses left recursion (rule A reaching A again before consuming a character), as llama.cpp
-// does: the matcher would expand it forever. "Nullable" is computed to a fixpoint, so hidden
-// left recursion through rules that can match nothing is found too.
+// Refuses left recursion (rule A reaching A again before consuming a character) as llama.cpp
+// does, with its notion of "may be empty": a rule with an empty alternative. Deeper hidden
+// cycles (through rules empty only via other rules) are accepted as by llama.cpp; where they
+// would grow stacks forever the matcher's bounds stop them with an Error. Cycles that return to
+// the same stack (`( [x]* )*`) are harmless: the matcher deduplicates them.
 inline void Grammar::check_left_recursion(const std::vector<size_t>& rule_offsets, std::string_view text) const {
   const size_t n = rule_start_.size();
   std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (uint32_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      bool alt_nullable = true;
-      for (uint32_t p = rule_start_[r];; ++p) {
-        const GElem& e = elems_[p];
-        if (e.type == GType::End || e.type == GType::Alt) {
-          if (alt_nullable) {
-            nullable[r] = changed = true;
-            break;
-          }
-          if (e.type == GType::End) break;
-          alt_nullable = true;
-        } else if (e.type == GType::RuleRef) {
-          alt_nullable = alt_nullable && nullable[e.value];
-        } else if (e.type == GType::Char || e.type == GType::CharNot || e.type == GType::CharAny) {
-          alt_nullable = false;
-        }
+  for (uint32_t r = 0; r < n; ++r) {
+    bool at_start = true;
+    for (uint32_t p = rule_start_[r];; ++p) {
+      if (is_end_of_seq(p)) {
+        if (at_start) nullable[r] = true;
+        if (elems_[p].type == GType::End) break;
+        at_start = true;
+      } else {
+        at_start = false;
       }
     }
   }
@@ -513,7 +505,7 @@ inline void Grammar::check_left_recursion(const std::vector<size_t>& rule_offset
       } else if (e.type == GType::RuleRef) {
         if (leading) first[r].push_back(e.value);
         leading = leading && nullable[e.value];
-      } else if (e.type == GType::Char || e.type == GType::CharNot || e.type == GType::CharAny) {
+      } else {
         leading = false;
       }
     }

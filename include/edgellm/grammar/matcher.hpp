@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,38 @@ inline constexpr uint32_t kMaxDepth = 8192;        // nesting of one stack
 struct PartialUtf8 {
   uint32_t value = 0;
   int n_remain = 0;  // continuation bytes still expected
+};
+
+// A set of 64-bit keys with values: a linear scan while small (the common case: a few stacks),
+// a hash map once large, so adversarial grammars stay O(n) per step.
+class SmallMap {
+ public:
+  void clear() {
+    small_.clear();
+    big_.clear();
+  }
+  // The value stored for key, or inserts v and returns it.
+  uint32_t find_or_insert(uint64_t key, uint32_t v) {
+    if (big_.empty()) {
+      for (const auto& kv : small_)
+        if (kv.first == key) return kv.second;
+      small_.push_back({key, v});
+      if (small_.size() > kSmall) big_.insert(small_.begin(), small_.end());
+      return v;
+    }
+    return big_.emplace(key, v).first->second;
+  }
+  // True when key was not in the set yet (and adds it).
+  bool insert(uint64_t key) {
+    ++tag_;
+    return find_or_insert(key, tag_) == tag_;
+  }
+
+ private:
+  static constexpr size_t kSmall = 32;
+  std::vector<std::pair<uint64_t, uint32_t>> small_;
+  std::unordered_map<uint64_t, uint32_t> big_;
+  uint32_t tag_ = 0;
 };
 
 // The stack operations, over a pool that the caller owns (the matcher's, or a walk's scratch).
@@ -79,12 +112,15 @@ class StackOps {
     step_first_node_ = pool_.size();
     out_begin_ = out_begin;
     seen_.clear();
+    nodes_.clear();
+    heads_seen_.clear();
   }
 
   // A new node (pos on top of parent), reusing one created in this step with the same content.
   uint32_t push(uint32_t pos, uint32_t parent) {
-    for (size_t i = step_first_node_; i < pool_.size(); ++i)
-      if (pool_[i].pos == pos && pool_[i].parent == parent) return uint32_t(i);
+    const auto fresh = static_cast<uint32_t>(pool_.size());
+    const uint32_t id = nodes_.find_or_insert((uint64_t(pos) << 32) | parent, fresh);
+    if (id != fresh) return id;
     if (pool_.size() - step_first_node_ >= kMaxStepNodes)
       throw_error("grammar: one character expands to more than ", kMaxStepNodes,
                   " parse stack nodes (the grammar is too ambiguous)");
@@ -96,14 +132,8 @@ class StackOps {
   }
 
  private:
-  static bool contains(const std::vector<uint32_t>& v, uint32_t x) {
-    for (uint32_t y : v)
-      if (y == x) return true;
-    return false;
-  }
   void add_head(uint32_t s, std::vector<uint32_t>& out) {
-    for (size_t i = out_begin_; i < out.size(); ++i)
-      if (out[i] == s) return;
+    if (!heads_seen_.insert(s)) return;
     if (out.size() - out_begin_ >= kMaxStacks)
       throw_error("grammar: more than ", kMaxStacks, " parse stacks at once (the grammar is too ambiguous)");
     out.push_back(s);
@@ -125,8 +155,7 @@ class StackOps {
         add_head(s, out);
         continue;
       }
-      if (contains(seen_, s)) continue;  // a stack reached twice expands the same way
-      seen_.push_back(s);
+      if (!seen_.insert(s)) continue;  // a stack reached twice expands the same way
       const StackNode node = pool_[s];  // a RuleRef: replace it by its return position + the rule
       const uint32_t ret_pos = node.pos + 1;
       push_alternatives(g_.elem(node.pos).value,
@@ -138,7 +167,9 @@ class StackOps {
   std::vector<StackNode>& pool_;
   std::vector<uint32_t> in_;
   std::vector<uint32_t> todo_;
-  std::vector<uint32_t> seen_;
+  SmallMap seen_;        // stacks expanded in this step
+  SmallMap nodes_;       // (pos, parent) -> node created in this step
+  SmallMap heads_seen_;  // heads added in this step
   size_t step_first_node_ = 0;
   size_t out_begin_ = 0;
 };
