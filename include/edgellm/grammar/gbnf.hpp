@@ -48,13 +48,22 @@ struct GTerminal {
     for (const auto& r : ranges) in = in || (r.first <= cp && cp <= r.second);
     return in != negated;
   }
-  // Could a code point in [lo, hi] (what a partial UTF-8 sequence can still become) match?
-  // llama.cpp's answer, kept for equal masks: a negated class refuses any span it touches.
+  // For a token that ends inside a UTF-8 sequence: could the code points [lo, hi] it may still
+  // become match? llama.cpp's answer (llama_grammar_match_partial_char), kept for equal masks:
+  // a negated class refuses any span it touches.
   bool may_match(uint32_t lo, uint32_t hi) const {
     for (const auto& r : ranges)
       if (r.first <= hi && lo <= r.second) return !negated;
     return negated;
   }
+  // The exact answer, for pruning: some code point in [lo, hi] matches.
+  bool can_match_some(uint32_t lo, uint32_t hi) const {
+    if (!negated) return may_match(lo, hi);
+    for (const auto& r : merged)
+      if (r.first <= lo && hi <= r.second) return false;  // the whole span is excluded
+    return true;
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> merged;  // ranges sorted, overlapping/adjacent merged
 };
 
 class Grammar {
@@ -467,6 +476,17 @@ inline void Grammar::compile_terminals() {
       for (const auto& r : term.ranges) in = in || (r.first <= cp && cp <= r.second);
       if (in != term.negated) term.ascii[cp >> 6] |= uint64_t(1) << (cp & 63);
     }
+    term.merged = term.ranges;
+    std::sort(term.merged.begin(), term.merged.end());
+    size_t k = 0;
+    for (size_t j = 1; j < term.merged.size(); ++j) {
+      if (term.merged[j].first <= term.merged[k].second + 1) {
+        term.merged[k].second = std::max(term.merged[k].second, term.merged[j].second);
+      } else {
+        term.merged[++k] = term.merged[j];
+      }
+    }
+    if (!term.merged.empty()) term.merged.resize(k + 1);
     term.next = is_end_of_seq(q) ? kNoPos : q;
     terminal_of_[p] = static_cast<uint32_t>(terminals_.size());
     terminals_.push_back(std::move(term));
@@ -551,13 +571,28 @@ inline std::string Grammar::to_string() const {
       grammar_detail::append_utf8(out, cp);
     }
   };
+  // Generated rules are named base_N, which GBNF cannot spell: print them as base-N (plus '-'
+  // until the name is free), so the text parses back.
+  std::vector<std::string> names(rule_names_);
+  std::unordered_map<std::string, uint32_t> taken;
+  for (uint32_t r = 0; r < names.size(); ++r) taken.emplace(names[r], r);
+  for (auto& n : names) {
+    if (n.find('_') == std::string::npos) continue;
+    std::replace(n.begin(), n.end(), '_', '-');
+    while (taken.count(n)) n += '-';
+    taken.emplace(n, 0);
+  }
   for (uint32_t r = 0; r < rule_start_.size(); ++r) {
-    out += rule_names_[r] + " ::=";
-    for (uint32_t p = rule_start_[r]; elems_[p].type != GType::End; ++p) {
+    out += names[r] + " ::=";
+    bool alt_empty = true;  // an empty alternative is printed "" (a bare "|" would join lines)
+    for (uint32_t p = rule_start_[r];; ++p) {
       const GElem& e = elems_[p];
+      if ((e.type == GType::Alt || e.type == GType::End) && alt_empty) out += " \"\"";
+      alt_empty = e.type == GType::Alt;
+      if (e.type == GType::End) break;
       switch (e.type) {
         case GType::Alt: out += " |"; break;
-        case GType::RuleRef: out += " " + rule_names_[e.value]; break;
+        case GType::RuleRef: out += " " + names[e.value]; break;
         case GType::CharAny: out += " ."; break;
         case GType::Char:
         case GType::CharNot:

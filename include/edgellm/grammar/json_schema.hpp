@@ -261,7 +261,7 @@ class JsonSchemaConverter {
       std::string body;
       for (size_t i = 0; i < type->size(); ++i) {
         if (!type->at(i).is_string()) fail(path, "type list entries must be strings");
-        body += (i ? " | " : "") + visit_typed(s, type->at(i).as_string(), name + "-" + type->at(i).as_string(), depth);
+        body += (i ? " | " : "") + visit_typed(s, type->at(i).as_string(), name + "-" + type->at(i).as_string(), depth, type);
       }
       return add_rule(name, body);
     }
@@ -284,7 +284,8 @@ class JsonSchemaConverter {
   }
 
   // Keywords that belong to one type, used with another, would be silently ignored: refuse.
-  static void only_for(const Json& s, const std::string& type, const std::string& path) {
+  // (With a type list, keywords of any listed type are fine.)
+  static void only_for(const Json& s, const std::string& type, const Json* types, const std::string& path) {
     static const std::map<std::string, std::string> kOwner = {
         {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
         {"items", "array"}, {"prefixItems", "array"}, {"minItems", "array"}, {"maxItems", "array"},
@@ -292,14 +293,18 @@ class JsonSchemaConverter {
         {"minimum", "integer"}, {"maximum", "integer"}, {"exclusiveMinimum", "integer"}, {"exclusiveMaximum", "integer"}};
     for (const auto& kv : s.as_object()) {
       auto it = kOwner.find(kv.first);
-      if (it != kOwner.end() && it->second != type)
-        fail(path, "keyword '" + kv.first + "' is not supported with type '" + type + "'");
+      if (it == kOwner.end() || it->second == type) continue;
+      bool listed = false;
+      if (types && types->is_array())
+        for (const auto& t : types->as_array()) listed = listed || (t.is_string() && t.as_string() == it->second);
+      if (!listed) fail(path, "keyword '" + kv.first + "' is not supported with type '" + type + "'");
     }
   }
 
-  std::string visit_typed(const Json& s, const std::string& t, const std::string& name, int depth) {
+  std::string visit_typed(const Json& s, const std::string& t, const std::string& name, int depth,
+                          const Json* types = nullptr) {
     const std::string& path = name;
-    only_for(s, t, path);
+    only_for(s, t, types, path);
     if (t == "object") return add_rule(name, visit_object(s, name, depth));
     if (t == "array") return add_rule(name, visit_array(s, name, depth));
     if (t == "string") return add_rule(name, visit_string(s, name));
@@ -410,7 +415,12 @@ class JsonSchemaConverter {
     if (hi > int64_t(Grammar::kMaxRepetition)) fail(path, "maxItems above " + std::to_string(Grammar::kMaxRepetition));
     primitive("space");
     const Json* items = s.find("items");
-    if (const Json* prefix = s.find("prefixItems")) {
+    const Json* prefix = s.find("prefixItems");
+    if (!prefix && items && items->is_array()) {  // draft-4 tuple form: items as a list
+      prefix = items;
+      items = nullptr;
+    }
+    if (prefix) {
       if (!prefix->is_array()) fail(path, "prefixItems must be an array");
       std::string body = "\"[\" space ";
       const int64_t n = int64_t(prefix->size());
@@ -449,8 +459,7 @@ class JsonSchemaConverter {
       }
     }
     primitive("space");
-    // One key-value rule per property, in declaration order; `optional` marks the ones that may be
-    // left out.
+    // One key-value rule per property; .second marks the ones that may be left out.
     std::vector<std::pair<std::string, bool>> kvs;
     std::vector<std::string> names;
     if (props) {
@@ -462,6 +471,9 @@ class JsonSchemaConverter {
         names.push_back(p.first);
       }
     }
+    // Required properties first, then the optional ones, each in declaration order (llama.cpp's
+    // order, so both accept the same objects).
+    std::stable_partition(kvs.begin(), kvs.end(), [](const std::pair<std::string, bool>& kv) { return !kv.second; });
     for (const auto& r : required)
       if (std::find(names.begin(), names.end(), r) == names.end())
         fail(path, "required property '" + r + "' is not in properties");

@@ -4,6 +4,7 @@
 // State is a set of parse stacks, each a chain of nodes in a pool (node = grammar position +
 // parent), so stacks share their common bottoms and a copy is two small vectors.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -258,6 +259,16 @@ class GrammarMatcher {
     return true;
   }
 
+  // Whether a token with these bytes may come next, as llama.cpp's grammar sampler decides: its
+  // whole characters are accepted and, when it ends inside a UTF-8 sequence, some stack could
+  // still take a character that sequence can become (llama.cpp's partial-character rule).
+  bool can_accept_token_bytes(std::string_view bytes) const {
+    GrammarMatcher copy = *this;
+    for (char c : bytes)
+      if (!copy.accept_byte(static_cast<uint8_t>(c))) return false;
+    return copy.partial_ok_at_token_end();
+  }
+
   // The input so far is a whole sentence of the grammar: EOS may come now.
   bool is_complete() const {
     if (partial_.n_remain != 0) return false;
@@ -288,18 +299,27 @@ class GrammarMatcher {
   }
 
  private:
+  bool partial_ok_at_token_end() const {
+    if (partial_.n_remain == 0) return true;
+    uint32_t lo = 0, hi = 0;
+    if (!grammar_detail::partial_span(partial_, &lo, &hi)) return false;
+    for (uint32_t h : heads_)
+      if (h > grammar_detail::kContext && g_->terminal(pool_[h].pos).may_match(lo, hi)) return true;
+    return false;
+  }
+
   bool accept_byte(uint8_t b) {
     uint32_t cp = 0;
     grammar_detail::PartialUtf8 p = partial_;
     const int r = grammar_detail::feed_utf8(p, b, &cp);
     if (r < 0) return false;
     if (r == 0) {
-      // Only continue into a sequence that some stack can still match (as llama.cpp's masks).
+      // A sequence no stack can complete is refused now rather than at its last byte.
       uint32_t lo = 0, hi = 0;
       if (!grammar_detail::partial_span(p, &lo, &hi)) return false;
       bool any = false;
       for (uint32_t h : heads_)
-        any = any || (h > grammar_detail::kContext && g_->terminal(pool_[h].pos).may_match(lo, hi));
+        any = any || (h > grammar_detail::kContext && g_->terminal(pool_[h].pos).can_match_some(lo, hi));
       if (!any) return false;
       partial_ = p;
       return true;
@@ -318,37 +338,42 @@ class GrammarMatcher {
       return false;
     }
     heads_.swap(next_);
-    if (pool_.size() > kCompactAbove) compact();
+    if (pool_.size() > kCompactAbove || heads_.size() > kMergeAbove) compact();
     return true;
   }
 
-  // Keeps only the nodes the heads reach, so the pool does not grow with the input.
+  // Keeps only the nodes the heads reach and merges nodes of equal content (same position, same
+  // parent), so equal stacks have equal ids and are deduplicated: otherwise stacks rebuilt on
+  // different steps would pile up on long inputs.
   void compact() {
     using grammar_detail::StackNode;
+    std::vector<uint8_t> live(pool_.size(), 0);
+    for (uint32_t h : heads_)
+      for (uint32_t n = h; n > grammar_detail::kContext && !live[n]; n = pool_[n].parent) live[n] = 1;
     std::vector<uint32_t> remap(pool_.size(), 0);
-    std::vector<StackNode> out(pool_.begin(), pool_.begin() + 2);
-    remap[0] = 0;
     remap[1] = 1;
-    std::vector<uint32_t> chain;
-    for (uint32_t& h : heads_) {
-      chain.clear();
-      uint32_t n = h;
-      while (n > grammar_detail::kContext && remap[n] == 0) {
-        chain.push_back(n);
-        n = pool_[n].parent;
-      }
-      for (size_t i = chain.size(); i-- > 0;) {
-        StackNode node = pool_[chain[i]];
-        node.parent = remap[node.parent];
-        remap[chain[i]] = static_cast<uint32_t>(out.size());
-        out.push_back(node);
-      }
-      h = remap[h];
+    std::vector<StackNode> out(pool_.begin(), pool_.begin() + 2);
+    std::unordered_map<uint64_t, uint32_t> interned;
+    for (uint32_t n = 2; n < pool_.size(); ++n) {  // a parent's id is always below its child's
+      if (!live[n]) continue;
+      StackNode node = pool_[n];
+      node.parent = remap[node.parent];
+      const auto fresh = static_cast<uint32_t>(out.size());
+      const uint32_t id = interned.emplace((uint64_t(node.pos) << 32) | node.parent, fresh).first->second;
+      if (id == fresh) out.push_back(node);
+      remap[n] = id;
     }
+    std::vector<uint32_t> heads;
+    for (uint32_t h : heads_) {
+      const uint32_t id = remap[h];
+      if (std::find(heads.begin(), heads.end(), id) == heads.end()) heads.push_back(id);
+    }
+    heads_.swap(heads);
     pool_.swap(out);
   }
 
   static constexpr size_t kCompactAbove = 1024;  // pool nodes before garbage is dropped
+  static constexpr size_t kMergeAbove = 16;      // stacks before equal ones are merged
 
   std::shared_ptr<const Grammar> g_;
   std::vector<grammar_detail::StackNode> pool_;  // [n_nodes] nodes 0 and 1 are the sentinels

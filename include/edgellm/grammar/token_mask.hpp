@@ -196,14 +196,21 @@ class TrieWalk {
       uint32_t cp = 0;
       const int r = feed_utf8(f.partial, v_.byte(i), &cp);
       bool live = false;
+      bool ends_ok = true;  // a token ending here passes llama.cpp's partial-character rule
       if (r == 0) {  // inside a multi-byte sequence: same stacks, is the sequence still possible?
         f.heads_begin = pf.heads_begin;
         f.heads_end = pf.heads_end;
         f.pool_size = pf.pool_size;
         uint32_t lo = 0, hi = 0;
-        if (partial_span(f.partial, &lo, &hi))
-          for (uint32_t k = f.heads_begin; k < f.heads_end && !live; ++k)
-            live = heads[k] > kContext && g_.terminal(pool[heads[k]].pos).may_match(lo, hi);
+        ends_ok = false;
+        if (partial_span(f.partial, &lo, &hi)) {
+          for (uint32_t k = f.heads_begin; k < f.heads_end; ++k) {
+            if (heads[k] <= kContext) continue;
+            const GTerminal& t = g_.terminal(pool[heads[k]].pos);
+            live = live || t.can_match_some(lo, hi);
+            ends_ok = ends_ok || t.may_match(lo, hi);
+          }
+        }
       } else if (r == 1) {
         f.heads_begin = uint32_t(heads.size());
         ops.step(heads.data() + pf.heads_begin, pf.heads_end - pf.heads_begin, cp, heads);
@@ -218,7 +225,11 @@ class TrieWalk {
         i = v_.end(i);
         continue;
       }
-      for (uint32_t t = t0; t < t1; ++t) accept(v_.tokens()[t]);
+      if (ends_ok) {
+        for (uint32_t t = t0; t < t1; ++t) accept(v_.tokens()[t]);
+      } else if (f.exited) {
+        uncertain(t0, t1);
+      }
       if (!has_real(heads, f.heads_begin, f.heads_end) && r == 1) {
         // Only sentinels: nothing below can be consumed here; past the context it is unknown.
         if (f.exited || f.has_context) uncertain(t1, v_.tok_begin(v_.end(i)));
@@ -311,7 +322,7 @@ class TokenMasker {
     if (id < 0 || id >= v_->n_vocab()) return false;
     if (v_->is_eog(id)) return m.is_complete();
     if (!in_trie(id)) return false;
-    return m.can_accept_bytes(v_->token_bytes(id));
+    return m.can_accept_token_bytes(v_->token_bytes(id));
   }
 
   // Advances `m` on token id; false (state unchanged) when the grammar does not allow it. An EOG
@@ -394,7 +405,7 @@ class TokenMasker {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     for (int32_t id : ids)
-      if (!mask.test(id) && m.can_accept_bytes(v_->token_bytes(id))) mask.set(id);
+      if (!mask.test(id) && m.can_accept_token_bytes(v_->token_bytes(id))) mask.set(id);
   }
 
   std::shared_ptr<const Grammar> g_;
