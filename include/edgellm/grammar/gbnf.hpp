@@ -559,10 +559,10 @@ inline void Grammar::check_left_recursion(const std::vector<size_t>& rule_offset
 inline std::string Grammar::to_string() const {
   std::string out;
   auto put_char = [&out](uint32_t cp) {
-    if (cp == '\\' || cp == ']' || cp == '[' || cp == '"' || cp == '-' || cp == '^') {
+    if (cp == '\\' || cp == ']' || cp == '[' || cp == '"' || cp == '-') {
       out += '\\';
       out += char(cp);
-    } else if (cp < 0x20 || cp == 0x7F) {
+    } else if (cp < 0x20 || cp == 0x7F || cp == '^') {  // GBNF has no \^: '^' as \x5E
       static const char* kHex = "0123456789ABCDEF";
       out += "\\x";
       out += kHex[cp >> 4];

@@ -83,8 +83,8 @@ inline std::string gbnf_literal(std::string_view s) {
 
 // One code point inside a GBNF character class.
 inline std::string class_char(uint32_t cp) {
-  if (cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '^' || cp == '"') return std::string("\\") + char(cp);
-  if (cp < 0x20 || cp == 0x7F) {
+  if (cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '"') return std::string("\\") + char(cp);
+  if (cp < 0x20 || cp == 0x7F || cp == '^') {  // GBNF has no \^
     static const char* kHex = "0123456789ABCDEF";
     return std::string("\\x") + kHex[cp >> 4] + kHex[cp & 15];
   }
@@ -656,13 +656,30 @@ class JsonSchemaConverter {
       std::string q;
       if (p[i] == '*' || p[i] == '+' || p[i] == '?') {
         q = std::string(1, p[i++]);
-      } else if (p[i] == '{') {
-        const size_t close = p.find('}', i);
-        if (close == std::string::npos) bad("unclosed {");
-        q = p.substr(i, close - i + 1);
-        for (char ch : q.substr(1, q.size() - 2))
-          if (!(ch >= '0' && ch <= '9') && ch != ',') bad("bad repetition " + q);
-        i = close + 1;
+      } else if (p[i] == '{') {  // {m}, {m,} or {m,n}
+        const size_t open = i++;
+        auto number = [&]() -> long {
+          const size_t start = i;
+          long v = 0;
+          while (i < p.size() && p[i] >= '0' && p[i] <= '9' && i - start < 6) v = v * 10 + (p[i++] - '0');
+          return i == start ? -1 : v;
+        };
+        const long lo = number();
+        long hi = lo;
+        if (i < p.size() && p[i] == ',') {
+          ++i;
+          hi = number();  // -1: unbounded
+        }
+        if (lo < 0 || i >= p.size() || p[i] != '}') {
+          i = open;
+          bad("bad repetition");
+        }
+        ++i;
+        if (lo > long(Grammar::kMaxRepetition) || hi > long(Grammar::kMaxRepetition) || (hi >= 0 && hi < lo)) {
+          i = open;
+          bad("bad repetition bounds");
+        }
+        q = "{" + std::to_string(lo) + (hi == lo ? "" : "," + (hi < 0 ? std::string() : std::to_string(hi))) + "}";
       } else {
         return a;
       }
