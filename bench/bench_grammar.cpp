@@ -30,8 +30,9 @@ namespace {
 
 const char* const kUsage =
     "usage: bench_grammar [--vocab GGUF] [--schemas schemas.json] [--schema NAME] [--doc JSON]\n"
-    "                     [--passes N] [--suffix-depth K]\n"
-    "  defaults: ../shared/data/grammar/tiny-qwenvocab-Q4_0.gguf, schema 'event', 3 passes\n";
+    "                     [--passes N] [--suffix-depth K] [--warm-up TOKENS]\n"
+    "  defaults: ../shared/data/grammar/tiny-qwenvocab-Q4_0.gguf, schema 'event', 3 passes,\n"
+    "  warm-up 1000 tokens\n";
 
 // Valid documents for the schemas of schemas.json (inputs to walk, not results).
 std::string default_doc(const std::string& schema) {
@@ -63,13 +64,39 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
 }
 
+// Walks the document token by token: mask (timed), check, accept; prints the figures.
+void walk(const TokenMasker& masker, const std::vector<int32_t>& ids, const char* label, int pass) {
+  using Clock = std::chrono::steady_clock;
+  GrammarMatcher m = masker.new_matcher();
+  TokenMask mask;
+  std::vector<double> us;
+  size_t allowed_sum = 0;
+  const GrammarVocab& vocab = masker.vocab();
+  for (size_t k = 0; k <= ids.size(); ++k) {
+    const auto a = Clock::now();
+    masker.fill_mask(m, mask);
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
+    allowed_sum += mask.count();
+    if (k == ids.size()) {
+      if (!m.is_complete() || vocab.eog_ids().empty() || !mask.test(vocab.eog_ids()[0]))
+        throw Error("the document is not complete for the grammar, or EOG is not allowed at its end");
+      break;
+    }
+    if (!mask.test(ids[k])) throw Error("token " + std::to_string(k) + " of the document is masked out");
+    if (!masker.accept_token(m, ids[k])) throw Error("token " + std::to_string(k) + " not accepted");
+  }
+  std::printf("pass %d (%s): mask per token median %.1f us, p99 %.1f us, max %.1f us, mean allowed %.0f tokens, cache %zu entries\n",
+              pass, label, percentile(us, 0.5), percentile(us, 0.99), percentile(us, 1.0),
+              double(allowed_sum) / double(us.size()), masker.cache_entries());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string vocab_path = std::string(EDGELLM_SHARED_DATA) + "/grammar/tiny-qwenvocab-Q4_0.gguf";
   std::string schemas_path = std::string(EDGELLM_SHARED_DATA) + "/grammar/schemas.json";
   std::string schema_name = "event", doc;
-  int passes = 3;
+  int passes = 3, warm_tokens = 1000;
   TokenMaskerOptions opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -85,6 +112,7 @@ int main(int argc, char** argv) {
     else if (a == "--schema") schema_name = next();
     else if (a == "--doc") doc = next();
     else if (a == "--passes") passes = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--warm-up") warm_tokens = std::max(0, std::atoi(next().c_str()));
     else if (a == "--suffix-depth") opt.suffix_depth = std::max(1, std::atoi(next().c_str()));
     else {
       std::fprintf(stderr, "%s", kUsage);
@@ -113,35 +141,22 @@ int main(int argc, char** argv) {
     auto vocab = grammar_vocab_of(tok);
     const double vocab_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     auto grammar = std::make_shared<const Grammar>(Grammar::parse(json_schema_to_gbnf(*schema)));
-    auto masker = std::make_shared<const TokenMasker>(grammar, vocab, opt);
     const std::vector<int32_t> ids = tok.encode(doc, /*add_bos=*/false, /*parse_special=*/false);
 
     std::printf("cpu: %s\n", cpu_name().c_str());
     std::printf("vocab: %d tokens, trie %zu nodes, built in %.1f ms\n", vocab->n_vocab(), vocab->n_nodes(), vocab_ms);
     std::printf("schema '%s', document %zu bytes = %zu tokens, suffix depth %d\n", schema_name.c_str(), doc.size(),
                 ids.size(), opt.suffix_depth);
-    TokenMask mask;
-    for (int pass = 0; pass < passes; ++pass) {
-      GrammarMatcher m = masker->new_matcher();
-      std::vector<double> us;
-      size_t allowed_sum = 0;
-      for (size_t k = 0; k <= ids.size(); ++k) {
-        const auto a = Clock::now();
-        masker->fill_mask(m, mask);
-        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
-        allowed_sum += mask.count();
-        if (k == ids.size()) {
-          if (!m.is_complete() || vocab->eog_ids().empty() || !mask.test(vocab->eog_ids()[0]))
-            throw Error("the document is not complete for the grammar, or EOG is not allowed at its end");
-          break;
-        }
-        if (!mask.test(ids[k])) throw Error("token " + std::to_string(k) + " of the document is masked out");
-        if (!masker->accept_token(m, ids[k])) throw Error("token " + std::to_string(k) + " not accepted");
-      }
-      std::printf("pass %d (%s): mask per token median %.1f us, p99 %.1f us, max %.1f us, mean allowed %.0f tokens, cache %zu entries\n",
-                  pass + 1, pass == 0 ? "cold" : "warm", percentile(us, 0.5), percentile(us, 0.99),
-                  percentile(us, 1.0), double(allowed_sum) / double(us.size()), masker->cache_entries());
-    }
+    // Pass 1 on a fresh masker is cold (its cache fills as the document goes); later passes are
+    // warm. Then a second masker is warmed up with random walks first, and walks the document.
+    auto masker = std::make_shared<const TokenMasker>(grammar, vocab, opt);
+    for (int pass = 0; pass < passes; ++pass) walk(*masker, ids, pass == 0 ? "cold" : "warm", pass + 1);
+    auto warmed = std::make_shared<const TokenMasker>(grammar, vocab, opt);
+    t0 = Clock::now();
+    const size_t built = warmed->warm_up(warm_tokens);
+    std::printf("warm_up(%d): %zu entries in %.0f ms\n", warm_tokens, built,
+                std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    walk(*warmed, ids, "after warm_up", 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_grammar: %s\n", e.what());
     return 1;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -333,6 +334,35 @@ class TokenMasker {
     if (v_->is_eog(id)) return m.is_complete();
     if (!in_trie(id)) return false;
     return m.accept_bytes(v_->token_bytes(id));
+  }
+
+  // Fills the cache before the first request, so its masks cost what later ones do: random walks
+  // through the grammar with this vocabulary's tokens (closing characters preferred half the
+  // time, so strings and objects end), max_tokens steps in all. Returns the entries built.
+  size_t warm_up(int max_tokens = 1000, uint64_t seed = 1) const {
+    std::mt19937_64 rng(seed);
+    const size_t before = cache_entries();
+    GrammarMatcher m = new_matcher();
+    TokenMask mask;
+    std::vector<int32_t> ids, closing;
+    for (int step = 0; step < max_tokens; ++step) {
+      fill_mask(m, mask);
+      ids.clear();
+      closing.clear();
+      for (int32_t id = 0; id < mask.size(); ++id) {
+        if (!mask.test(id) || v_->is_eog(id)) continue;
+        ids.push_back(id);
+        const char c = v_->token_bytes(id)[0];
+        if (c == '"' || c == '}' || c == ']' || c == ',' || (c >= '0' && c <= '9')) closing.push_back(id);
+      }
+      if (ids.empty() || (m.is_complete() && rng() % 4 == 0)) {
+        m.reset();
+        continue;
+      }
+      const std::vector<int32_t>& pick = !closing.empty() && rng() % 2 ? closing : ids;
+      if (!accept_token(m, pick[rng() % pick.size()])) m.reset();
+    }
+    return cache_entries() - before;
   }
 
   size_t cache_entries() const {
