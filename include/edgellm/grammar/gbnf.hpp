@@ -461,7 +461,8 @@ inline void Grammar::compile_terminals() {
     uint32_t q = p;
     do {
       if (elems_[q].type == GType::CharAny) {
-        term.ranges.push_back({0, 0x10FFFF});
+        // Any value, even past U+10FFFF (as llama.cpp: a 0xF5..0xFF lead byte is a 4-byte lead).
+        term.ranges.push_back({0, 0xFFFFFFFFu});
         q += 1;
       } else if (elems_[q + 1].type == GType::CharRngUpper) {
         term.ranges.push_back({elems_[q].value, elems_[q + 1].value});
