@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -442,6 +443,41 @@ TEST_CASE("grammar: token masks equal the token-by-token check (synthetic vocabu
   walk_and_compare(uncached, 5, 40, &mismatches);
   CHECK(mismatches == 0);
   CHECK(uncached.cache_entries() == 0);
+}
+
+TEST_CASE("grammar: one masker serves several threads, each with its own matcher") {
+  const auto vocab = synthetic_vocab(5, 800);
+  const auto g = compile(schema_gbnf(R"({"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string", "maxLength": 6}, "v": {"type": "integer"}}, "required": ["k"]}})"));
+  const TokenMasker shared(g, vocab);
+  // Each thread walks its own token sequence; the masks must equal those of a private masker.
+  std::vector<std::vector<int32_t>> walks(4);
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < walks.size(); ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(uint32_t(t) + 1);
+      const TokenMasker own(g, vocab);
+      GrammarMatcher m = shared.new_matcher();
+      for (int step = 0; step < 40; ++step) {
+        const TokenMask a = shared.allowed_tokens(m), b = own.allowed_tokens(m);
+        if (a != b) ++bad[t];
+        std::vector<int32_t> ids = a.ids();
+        ids.erase(std::remove(ids.begin(), ids.end(), vocab->n_vocab() - 1), ids.end());
+        if (ids.empty()) {  // complete: start another sentence
+          m.reset();
+          continue;
+        }
+        const int32_t id = ids[rng() % ids.size()];
+        if (!shared.accept_token(m, id)) ++bad[t];
+        walks[t].push_back(id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < walks.size(); ++t) {
+    CHECK(bad[t] == 0);
+    CHECK(walks[t].size() > 5);
+  }
 }
 
 TEST_CASE("grammar: EOG only where complete, excluded and foreign tokens never") {
