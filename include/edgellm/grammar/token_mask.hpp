@@ -182,14 +182,20 @@ class TrieWalk {
            Accept&& accept, Uncertain&& uncertain) {
     StackOps ops(g_, pool);
     frames_.resize(v_.max_depth() + 1);
-    frames_[0] = Frame{0, uint32_t(heads.size()), uint32_t(pool.size()), partial, false, has(heads, 0, heads.size(), kContext)};
+    Frame& root = frames_[0];
+    root.heads_begin = 0;
+    root.heads_end = uint32_t(heads.size());
+    root.partial = partial;
+    root.exited = false;
+    root.has_context = has(heads, 0, heads.size(), kContext);
+    open_memo(root, heads, pool);
     const uint32_t n_nodes = static_cast<uint32_t>(v_.n_nodes());
     uint32_t i = 1;
     while (i < n_nodes) {
       const uint32_t d = v_.depth(i);
-      const Frame& pf = frames_[d - 1];
-      pool.resize(pf.pool_size);
-      heads.resize(pf.heads_end);
+      Frame& pf = frames_[d - 1];
+      pool.resize(pf.memo_pool_end);  // drops the previous sibling's subtree, keeps memoized steps
+      heads.resize(pf.memo_heads_end);
       Frame& f = frames_[d];
       f.partial = pf.partial;
       f.exited = pf.exited || pf.has_context;
@@ -201,7 +207,6 @@ class TrieWalk {
       if (r == 0) {  // inside a multi-byte sequence: same stacks, is the sequence still possible?
         f.heads_begin = pf.heads_begin;
         f.heads_end = pf.heads_end;
-        f.pool_size = pf.pool_size;
         uint32_t lo = 0, hi = 0;
         ends_ok = false;
         if (partial_span(f.partial, &lo, &hi)) {
@@ -213,13 +218,10 @@ class TrieWalk {
           }
         }
       } else if (r == 1) {
-        f.heads_begin = uint32_t(heads.size());
-        ops.step(heads.data() + pf.heads_begin, pf.heads_end - pf.heads_begin, cp, heads);
-        f.heads_end = uint32_t(heads.size());
-        f.pool_size = uint32_t(pool.size());
+        step(ops, pf, f, cp, pool, heads);
         live = f.heads_end > f.heads_begin;
-        f.has_context = has(heads, f.heads_begin, f.heads_end, kContext);
       }
+      open_memo(f, heads, pool);
       const uint32_t t0 = v_.tok_begin(i), t1 = v_.tok_begin(i + 1);
       if (!live) {
         if (f.exited) uncertain(t0, v_.tok_begin(v_.end(i)));
@@ -242,13 +244,63 @@ class TrieWalk {
   }
 
  private:
+  // A child's stacks depend on its code point only through which of the parent's stacks accept
+  // it (each accepting stack continues the same way whatever the character): siblings with the
+  // same set share one step. That set is the memo key.
+  struct Memo {
+    uint64_t matched;  // bit k: the parent's k-th stack accepts the code point
+    uint32_t heads_begin, heads_end;
+    bool has_context;
+  };
   struct Frame {
     uint32_t heads_begin, heads_end;  // this prefix's stacks in the heads vector
-    uint32_t pool_size;               // pool size once they are built
     PartialUtf8 partial;
     bool exited;       // a path reached the context and went on consuming bytes
     bool has_context;  // a stack of this prefix is at the context (the suffix fully consumed)
+    // Children's memoized steps live in heads/pool below these marks, kept across siblings.
+    uint32_t memo_heads_end, memo_pool_end;
+    std::vector<Memo> memo;
   };
+
+  static void open_memo(Frame& f, const std::vector<uint32_t>& heads, const std::vector<StackNode>& pool) {
+    f.memo.clear();
+    f.memo_heads_end = uint32_t(heads.size());
+    f.memo_pool_end = uint32_t(pool.size());
+  }
+
+  // f's stacks: the parent's stacks advanced by cp.
+  void step(StackOps& ops, Frame& pf, Frame& f, uint32_t cp, std::vector<StackNode>& pool,
+            std::vector<uint32_t>& heads) {
+    const uint32_t n = pf.heads_end - pf.heads_begin;
+    uint64_t matched = 0;
+    if (n <= 64) {
+      for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t h = heads[pf.heads_begin + k];
+        if (h > kContext && g_.terminal(pool[h].pos).matches(cp)) matched |= uint64_t(1) << k;
+      }
+      if (matched == 0) {
+        f.heads_begin = f.heads_end = 0;
+        return;
+      }
+      for (const Memo& m : pf.memo)
+        if (m.matched == matched) {
+          f.heads_begin = m.heads_begin;
+          f.heads_end = m.heads_end;
+          f.has_context = m.has_context;
+          return;
+        }
+    }
+    f.heads_begin = uint32_t(heads.size());
+    ops.step(heads.data() + pf.heads_begin, n, cp, heads);
+    f.heads_end = uint32_t(heads.size());
+    f.has_context = has(heads, f.heads_begin, f.heads_end, kContext);
+    if (n <= 64) {  // keep it for the siblings
+      pf.memo.push_back(Memo{matched, f.heads_begin, f.heads_end, f.has_context});
+      pf.memo_heads_end = uint32_t(heads.size());
+      pf.memo_pool_end = uint32_t(pool.size());
+    }
+  }
+
   static bool has(const std::vector<uint32_t>& h, size_t b, size_t e, uint32_t x) {
     for (size_t k = b; k < e; ++k)
       if (h[k] == x) return true;
