@@ -662,6 +662,7 @@ TEST_CASE("grammar: unsupported JSON Schema features are errors that name them")
       {R"({"type": "integer", "minimum": 1e300})", "beyond"},
       {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "required property 'b' is not in properties"},
       {R"({"type": "array", "maxItems": 1, "minItems": 2})", "maxItems < minItems"},
+      {R"({"type": "object", "required": ["id"]})", "required without properties"},
       {"false", "accepts nothing"},
       {"[1]", "must be an object"},
   };

@@ -448,6 +448,9 @@ class JsonSchemaConverter {
     const Json* props = s.find("properties");
     const Json* addl = s.find("additionalProperties");
     if (props && !props->is_object()) fail(path, "properties must be an object");
+    const Json* req_list = s.find("required");
+    if ((!props || props->size() == 0) && req_list && req_list->is_array() && req_list->size() > 0)
+      fail(path, "required without properties is not supported");
     if ((!props || props->size() == 0) && (!addl || (addl->is_bool() && addl->as_bool())))
       return primitive("object");  // {"type": "object"}: any object
     std::set<std::string> required;
