@@ -338,7 +338,7 @@ class GrammarMatcher {
       return false;
     }
     heads_.swap(next_);
-    if (pool_.size() > kCompactAbove || heads_.size() > kMergeAbove) compact();
+    if (pool_.size() > compact_at_ || heads_.size() > kMergeAbove) compact();
     return true;
   }
 
@@ -370,6 +370,7 @@ class GrammarMatcher {
     }
     heads_.swap(heads);
     pool_.swap(out);
+    compact_at_ = std::max(kCompactAbove, 2 * pool_.size());  // deep stacks: amortized, not per step
   }
 
   static constexpr size_t kCompactAbove = 1024;  // pool nodes before garbage is dropped
@@ -379,6 +380,7 @@ class GrammarMatcher {
   std::vector<grammar_detail::StackNode> pool_;  // [n_nodes] nodes 0 and 1 are the sentinels
   std::vector<uint32_t> heads_;                  // [n_stacks] top node of each stack
   grammar_detail::PartialUtf8 partial_;
+  size_t compact_at_ = kCompactAbove;
   std::vector<uint32_t> next_;  // scratch
 };
 
