@@ -1,5 +1,5 @@
 // edgellm umbrella header: includes every library header. Each also compiles on its own.
-// Layers, bottom up: core, runtime, gguf, quant, kernels, kv / text, model, engine; a header
+// Layers, bottom up: core, runtime, gguf, quant, kernels, kv / text, grammar / model, engine; a header
 // includes only its own layer and those below (tests/layers checks it). The tools layer
 // (include/edgellm/tools/: JSON, bench statistics, synthetic models, eval task files) sits on top,
 // is installed too, and is not included here.
@@ -45,6 +45,10 @@
 #include "edgellm/text/sampler.hpp"
 #include "edgellm/text/chat_template.hpp"
 #include "edgellm/text/chat.hpp"
+
+#include "edgellm/grammar/gbnf.hpp"
+#include "edgellm/grammar/matcher.hpp"
+#include "edgellm/grammar/token_mask.hpp"
 
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/memory_plan.hpp"

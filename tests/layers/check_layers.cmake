@@ -1,6 +1,6 @@
 # Checks that every header under include/edgellm includes only headers of its own layer or below,
 # and that the umbrella header includes no tools header. Run: cmake -DINCLUDE_DIR=<include> -P this.
-# Layers, bottom up (docs/ARCHITECTURE.md "Layers"): a folder's rank; kv and text are peers.
+# Layers, bottom up (docs/ARCHITECTURE.md "Layers"): a folder's rank; kv and text are peers, so are grammar and model.
 set(rank_config 0)
 set(rank_version 0)
 set(rank_core 0)
@@ -11,6 +11,7 @@ set(rank_quant 3)
 set(rank_kernels 4)
 set(rank_kv 5)
 set(rank_text 5)
+set(rank_grammar 6)  # grammar engine: core + text (vocabulary, sampler)
 set(rank_model 6)
 set(rank_engine 7)
 set(rank_tools 8)
