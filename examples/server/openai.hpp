@@ -61,6 +61,11 @@ struct ApiLimits {
   int max_stop = 16;             // stop strings per request
   int max_n_probs = 20;
   size_t max_messages = 4096;
+  // The request body's JSON: members of any one object and values in all (413 past either, found
+  // while parsing, before the body's remaining bytes are read). logit_bias is the largest object a
+  // request needs (OpenAI caps it at 300 tokens); 4096 messages of a few values each fit.
+  size_t max_object_members = 4096;
+  size_t max_json_values = 1 << 17;
   double max_deadline_ms = 1e9;
   SpeculativeParams speculative;  // a request's speculative decoding unless it says otherwise
 };
@@ -186,7 +191,13 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
   using namespace detail;
   Json j;
   try {
-    j = Json::parse(body, 64);
+    JsonLimits jl;
+    jl.max_depth = 64;
+    jl.max_members = lim.max_object_members;
+    jl.max_values = lim.max_json_values;
+    j = Json::parse(body, jl);
+  } catch (const JsonLimitError& e) {
+    throw ApiError(413, std::string("request body is too large a JSON document: ") + e.what());
   } catch (const Error& e) {
     throw ApiError(400, std::string("request body is not valid JSON: ") + e.what());
   }
