@@ -47,6 +47,10 @@ struct Limits {
   int body_timeout_s = 600;     // the body arrives within this after the head
   int idle_timeout_s = 30;      // a keep-alive connection waits this long for its next request
   int write_timeout_s = 600;    // a write that makes no progress for this long closes the connection
+  // A stream's socket send buffer (SO_SNDBUF; the kernel doubles it; 0: the kernel's autotuning, up
+  // to 4 MiB on Linux). Token streams need little; kept small, a client that stops reading fills it
+  // soon and is cut after write_timeout_s, instead of the generation running on into the buffer.
+  int stream_sndbuf = 128 * 1024;
   size_t max_head_bytes = 32 * 1024;
   size_t max_headers = 100;
   size_t max_body = 1 << 20;    // decoded body bytes
@@ -590,8 +594,8 @@ class Server {
   // The reply of a heavy request (its own thread): writes to the socket with a deadline.
   class DirectReply : public Reply {
    public:
-    DirectReply(int fd, int minor, bool keep_alive, int timeout_s)
-        : fd_(fd), minor_(minor), keep_alive_(keep_alive), timeout_s_(timeout_s) {}
+    DirectReply(int fd, int minor, bool keep_alive, int timeout_s, int stream_sndbuf)
+        : fd_(fd), minor_(minor), keep_alive_(keep_alive), timeout_s_(timeout_s), stream_sndbuf_(stream_sndbuf) {}
     void send(int status, const std::string& type, const std::string& body, const Headers& extra) override {
       const std::string all = detail::response_head(status, type, static_cast<long long>(body.size()), keep_alive_, minor_, extra) + body;
       ok_ = detail::write_all(fd_, all.data(), all.size(), timeout_s_);
@@ -599,6 +603,7 @@ class Server {
     }
     bool begin_stream(int status, const std::string& type, const Headers& extra) override {
       if (minor_ < 1) keep_alive_ = false;  // HTTP/1.0: the stream ends with the connection
+      if (stream_sndbuf_ > 0) setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &stream_sndbuf_, sizeof(stream_sndbuf_));
       const std::string h = detail::response_head(status, type, -1, keep_alive_, minor_, extra);
       sent_ = streaming_ = true;
       ok_ = detail::write_all(fd_, h.data(), h.size(), timeout_s_);
@@ -632,7 +637,7 @@ class Server {
    private:
     int fd_, minor_;
     bool keep_alive_;
-    int timeout_s_;
+    int timeout_s_, stream_sndbuf_;
     bool ok_ = true, sent_ = false, streaming_ = false, ended_ = false;
   };
 
@@ -817,10 +822,10 @@ class Server {
     auto req = std::make_shared<Request>(std::move(c.parser->request()));
     const int fd = c.fd;
     const uint64_t id = c.id;
-    const int wt = lim_.write_timeout_s;
+    const int wt = lim_.write_timeout_s, sndbuf = lim_.stream_sndbuf;
     ++active_;
-    std::thread([this, req, fd, id, keep, wt] {
-      DirectReply reply(fd, req->minor, keep, wt);
+    std::thread([this, req, fd, id, keep, wt, sndbuf] {
+      DirectReply reply(fd, req->minor, keep, wt, sndbuf);
       call_handler(*req, reply);
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -50,8 +50,10 @@ const char* kUsage =
     "                         address get 403 (DNS rebinding)\n"
     "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; * for any) call\n"
     "                         the API; repeatable. Other cross-origin requests get 403 (default: none)\n"
-    "  --timeout-s N          a request body must arrive, and a write must make progress, within N s\n"
-    "                         (default 600)\n"
+    "  --timeout-s N          a request body must arrive within N s (default 600)\n"
+    "  --write-timeout-s N    an answer's write that makes no progress for N s (the client stopped reading:\n"
+    "                         its window and our send buffer stay full) closes the connection; a stream is\n"
+    "                         cancelled and its slot freed (default 60)\n"
     "  --head-timeout-s N     a request line and headers must arrive within N s (default 10; then 408)\n"
     "  --idle-timeout-s N     an idle keep-alive connection is closed after N s (default 30)\n"
     "  --max-connections N    open connections (default 512); at the cap the longest-waiting idle or\n"
@@ -359,7 +361,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> cors;
     int port = 8080;
     edgellm::http::Limits hl;
-    hl.body_timeout_s = hl.write_timeout_s = 600;
+    hl.body_timeout_s = 600;
+    hl.write_timeout_s = 60;
     long long max_body_kb = 1024, max_header_kb = 32;
     bool repack = true, strict_model = false, prompt_special = true;
     edgellm::SchedulerParams p;
@@ -380,7 +383,8 @@ int main(int argc, char** argv) {
       else if (f == "--parallel" || f == "-np") p.n_parallel = args.integer32(f, 1, 256);
       else if (f == "--max-queue") p.max_queue = args.integer32(f, 0, 1 << 20);
       else if (f == "--api-key") api_key = args.value(f);
-      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = hl.write_timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--write-timeout-s") hl.write_timeout_s = args.integer32(f, 1, 86400);
       else if (f == "--head-timeout-s") hl.head_timeout_s = args.integer32(f, 1, 3600);
       else if (f == "--idle-timeout-s") hl.idle_timeout_s = args.integer32(f, 1, 86400);
       else if (f == "--max-connections") hl.max_connections = static_cast<size_t>(args.integer32(f, 1, 65536));
