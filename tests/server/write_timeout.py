@@ -10,21 +10,14 @@ import socket
 import sys
 import time
 
-from server_util import fail, ok, start_server
+from server_util import exchange, fail, ok, start_server
 
 SKIP = 77
 WRITE_TIMEOUT_S = 1
 
 
 def health(port):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            part = s.recv(65536)
-            if not part:
-                break
-            data += part
+    data = exchange(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", timeout=10)
     return json.loads(data.split(b"\r\n\r\n", 1)[1])
 
 
