@@ -11,7 +11,7 @@ pkgs="cmake g++"
 for a in "$@"; do
   case "$a" in
     --tests)
-      pkgs="$pkgs doctest-dev"
+      pkgs="$pkgs doctest-dev pkg-config"  # pkg-config: the consumer test of edgellm.pc
       command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
       [ -f /usr/include/node/node_api.h ] || pkgs="$pkgs libnode-dev" ;;
     --server) ;;  # kept for old command lines: the server tools need no library
