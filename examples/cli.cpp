@@ -13,7 +13,7 @@
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/memory_plan.hpp>
-#include <edgellm/text/chat_template.hpp>
+#include <edgellm/text/chat.hpp>
 #include <edgellm/tools/bench_stats.hpp>
 #include <edgellm/tools/synthetic.hpp>
 #include <edgellm/version.hpp>
@@ -35,7 +35,11 @@ const char* kUsage =
     "  --temp X --top-k K --top-p P --min-p P --repeat-penalty X --repeat-last-n N\n"
     "  --frequency-penalty X --presence-penalty X --seed S   sampling (defaults: temp 0.8, top-k 40,\n"
     "                         top-p 0.95, min-p 0.05, seed 24301; temp 0 = greedy, top-k 0 = off)\n"
-    "  --chat                 apply the model's chat template (--chat-template NAME to choose, --system TEXT)\n"
+    "  --chat                 apply the model's own chat template (Jinja), --system TEXT for a system turn\n"
+    "  --chat-template NAME   a built-in format (chatml, llama3, ...) or Jinja source instead (implies --chat)\n"
+    "  --chat-template-file F a Jinja chat template file (implies --chat)\n"
+    "  --chat-template-kwargs JSON  template variables, e.g. '{\"enable_thinking\": false}'\n"
+    "  --reasoning-budget N   -1 (default): unrestricted; 0: thinking off where the template supports it\n"
     "  --stop TEXT            stop string (repeatable)\n"
     "  --deadline-ms MS       wall-clock budget: the answer ends before it\n"
     "  --ignore-eos           keep generating past end-of-generation tokens\n"
@@ -67,7 +71,8 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     tool::ModelFlags m;
-    std::string prompt, chat_template, system_prompt;
+    std::string prompt, system_prompt;
+    tool::ChatFlags chat_flags;
     bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
     int n_parallel = 1;
     bool display_prompt = true;
@@ -100,7 +105,8 @@ int main(int argc, char** argv) {
       else if (f == "--presence-penalty") gp.sampler.presence_penalty = static_cast<float>(args.number(f, -1e6, 1e6));
       else if (f == "--seed" || f == "-s") gp.sampler.seed = static_cast<uint64_t>(args.integer(f, 0, INT64_MAX));
       else if (f == "--chat" || f == "-cnv") chat = true;
-      else if (f == "--chat-template") { chat_template = args.value(f); chat = true; }
+      else if (f == "--chat-template" || f == "--chat-template-file") { tool::chat_flag(args, f, chat_flags); chat = true; }
+      else if (tool::chat_flag(args, f, chat_flags)) continue;
       else if (f == "--system") system_prompt = args.value(f);
       else if (f == "--stop") gp.stop.push_back(args.value(f));
       else if (f == "--deadline-ms") gp.deadline_ms = args.number(f, 0, 1e12);
@@ -233,29 +239,37 @@ int main(int argc, char** argv) {
       report(r, true);
       return 0;
     }
-    // Chat: the model's template (or --chat-template), one user turn from -p, or turns from stdin.
-    if (chat_template.empty()) chat_template = tool::model_chat_template(model->file().get_string_or("tokenizer.chat_template", ""));
-    std::vector<edgellm::ChatMessage> msgs;
-    if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
-    std::string fed;  // the conversation text already in the KV cache
+    // Chat: the model's own template (or --chat-template / --chat-template-file), one user turn
+    // from -p, or turns from stdin. What the user types is tokenized as text: "<|im_end|>" typed
+    // in a message is those characters, not the control token.
+    const edgellm::ChatTemplate tmpl =
+        tool::chat_template_of(chat_flags, model->file().get_string_or("tokenizer.chat_template", ""), *tok);
+    edgellm::ChatRequest req;
+    req.kwargs = chat_flags.kwargs;
+    if (!system_prompt.empty()) req.messages.push_back({"system", system_prompt});
     auto turn = [&](const std::string& user) {
-      msgs.push_back({"user", user});
-      const std::string full = edgellm::render_chat(chat_template, msgs, true);
-      std::string delta = full;
-      if (!fed.empty() && full.compare(0, fed.size(), fed) == 0) delta = full.substr(fed.size());
-      else session.reset();
+      req.messages.push_back({"user", user});
+      const std::vector<int32_t> full = tmpl.tokenize(req, *tok);
+      // Only the new tokens are read when the cache holds the conversation so far.
+      const std::vector<int32_t>& held = session.history();
+      std::vector<int32_t> delta = full;
+      if (!held.empty() && held.size() < full.size() && std::equal(held.begin(), held.end(), full.begin()))
+        delta.assign(full.begin() + static_cast<long>(held.size()), full.end());
+      else
+        session.reset();
       const auto r = session.generate(delta, gp, emit);
       std::fputc('\n', stdout);
       report(r, true);
-      msgs.push_back({"assistant", r.text});
-      fed = full + r.text;
+      req.messages.push_back({"assistant", r.text});
     };
     if (have_prompt) {
       turn(prompt);
       return 0;
     }
     const bool interactive = stdout_is_terminal && ::isatty(STDIN_FILENO);
-    if (interactive) std::fprintf(stderr, "chat (%s template): type a message and Enter; Ctrl-D or an empty line ends\n", chat_template.c_str());
+    if (interactive)
+      std::fprintf(stderr, "chat (%s template): type a message and Enter; Ctrl-D or an empty line ends\n",
+                   tmpl.is_jinja() ? "the model's Jinja" : tmpl.name().c_str());
     for (std::string line;;) {
       if (interactive) {
         std::fputs("> ", stdout);

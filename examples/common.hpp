@@ -16,7 +16,9 @@
 
 #include <edgellm/core/dtype.hpp>
 #include <edgellm/core/error.hpp>
+#include <edgellm/text/chat.hpp>
 #include <edgellm/text/chat_template.hpp>
+#include <edgellm/text/reasoning.hpp>
 #include <edgellm/version.hpp>
 
 namespace tool {
@@ -190,13 +192,83 @@ inline bool model_flag(Args& args, const std::string& f, ModelFlags& m) {
   return true;
 }
 
-// The chat template named by a GGUF's tokenizer.chat_template source (cli --chat, server): the
-// recognised format, else chatml with a note on stderr.
-inline std::string model_chat_template(const std::string& gguf_source) {
-  const std::string name = gguf_source.empty() ? "" : edgellm::detect_chat_template(gguf_source);
-  if (!name.empty()) return name;
-  std::fprintf(stderr, "chat template not recognised or absent: using chatml (choose with --chat-template)\n");
-  return "chatml";
+// Chat template flags (edgellm-cli --chat, edgellm-server), llama.cpp's names:
+//   --chat-template NAME|SOURCE  a built-in format (chatml, llama3, ...) or Jinja source
+//   --chat-template-file F       a Jinja template file
+//   --chat-template-kwargs JSON  extra template variables, e.g. '{"enable_thinking": false}'
+//   --jinja                      the model's own template through the Jinja engine (the default)
+//   --reasoning-budget N         -1: unrestricted; 0: thinking off (enable_thinking = false)
+//   --reasoning-format F         none | deepseek | deepseek-legacy | auto (server answers)
+struct ChatFlags {
+  std::string tmpl, file;
+  edgellm::Json kwargs = edgellm::Json::object();
+  int reasoning_budget = -1;
+  edgellm::ReasoningFormat reasoning_format = edgellm::ReasoningFormat::Deepseek;
+};
+inline bool chat_flag(Args& args, const std::string& f, ChatFlags& c) {
+  if (f == "--chat-template") {
+    c.tmpl = args.value(f);
+  } else if (f == "--chat-template-file") {
+    c.file = args.value(f);
+  } else if (f == "--chat-template-kwargs") {
+    const std::string v = args.value(f);
+    edgellm::Json j;
+    try {
+      j = edgellm::Json::parse(v, 64);
+    } catch (const edgellm::Error& e) {
+      edgellm::throw_error("option ", f, ": not JSON: ", e.what());
+    }
+    if (!j.is_object()) edgellm::throw_error("option ", f, ": expected a JSON object, e.g. '{\"enable_thinking\": false}'");
+    for (const auto& kv : j.as_object()) c.kwargs.set(kv.first, kv.second);
+  } else if (f == "--jinja") {
+    // the default: the model's own template is rendered by the Jinja engine
+  } else if (f == "--reasoning-budget") {
+    c.reasoning_budget = args.integer32(f, -1, 0);
+  } else if (f == "--reasoning-format") {
+    try {
+      c.reasoning_format = edgellm::parse_reasoning_format(args.value(f));
+    } catch (const edgellm::Error& e) {
+      edgellm::throw_error("option ", f, ": ", e.what());
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The chat template the flags choose for a model: --chat-template-file, --chat-template, else the
+// GGUF's tokenizer.chat_template rendered by the Jinja engine (chatml when the file has none).
+// A file template that does not parse is reported, and the built-in format it resembles (or
+// chatml) is used instead; a template given by flag that does not parse is an error.
+inline edgellm::ChatTemplate chat_template_of(ChatFlags& c, const std::string& gguf_source, const edgellm::Tokenizer& tok) {
+  if (c.reasoning_budget == 0 && !c.kwargs.contains("enable_thinking")) c.kwargs.set("enable_thinking", false);
+  auto named = [](const std::string& what, auto make) {
+    try {
+      return make();
+    } catch (const edgellm::jinja::TemplateError& e) {
+      edgellm::throw_error(what, ": ", e.what());
+    }
+  };
+  if (!c.file.empty()) {
+    const std::string src = read_text_file(c.file, "--chat-template-file");
+    return named("chat template " + c.file, [&] {
+      return edgellm::ChatTemplate::jinja(src, tok);
+    });
+  }
+  if (!c.tmpl.empty()) return named("option --chat-template", [&] { return edgellm::ChatTemplate::from_flag(c.tmpl, tok); });
+  if (gguf_source.empty()) {
+    std::fprintf(stderr, "the model has no chat template: using chatml (choose with --chat-template)\n");
+    return edgellm::ChatTemplate::builtin("chatml");
+  }
+  try {
+    return edgellm::ChatTemplate::from_model(gguf_source, tok);
+  } catch (const edgellm::jinja::TemplateError& e) {
+    std::string name = edgellm::detect_chat_template(gguf_source);
+    if (name.empty()) name = "chatml";
+    std::fprintf(stderr, "warning: the model's chat template does not parse (%s): using the built-in format %s "
+                         "(choose with --chat-template or --chat-template-file)\n", e.what(), name.c_str());
+    return edgellm::ChatTemplate::builtin(name);
+  }
 }
 
 [[noreturn]] inline void unknown(const std::string& flag) { edgellm::throw_error("unknown option ", flag, " (see --help)"); }

@@ -37,11 +37,14 @@
 #include "edgellm/kernels/select.hpp"
 #include "edgellm/kernels/matmul.hpp"
 
+#include "edgellm/jinja/template.hpp"
+
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/text/vocab.hpp"
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/text/sampler.hpp"
 #include "edgellm/text/chat_template.hpp"
+#include "edgellm/text/chat.hpp"
 
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/memory_plan.hpp"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,13 @@ std::string chunked(const std::string& body, size_t chunk) {
 }
 
 const char* kGet = "GET /health HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n";
+
+// CPU time of the calling thread, in seconds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 }  // namespace
 
@@ -263,11 +271,11 @@ TEST_CASE("http parser: a chunked body's cost is linear in its bytes however the
   // took 3.3 s of CPU. Timing is reported; what is checked is the growth (8x the bytes must cost
   // far less than 64x, what a quadratic decoder costs), so the check holds on any machine.
   auto seconds = [](const std::string& wire, size_t piece) {
-    double best = 1e9;
-    for (int rep = 0; rep < 3; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
+    double best = 1e9;  // the least CPU time of this thread (not wall time: other processes do not count)
+    for (int rep = 0; rep < 5; ++rep) {
+      const double t0 = thread_cpu_seconds();
       const Outcome o = parse(wire, Limits(), piece);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best, thread_cpu_seconds() - t0);
       REQUIRE(o.state == State::Done);
     }
     return best;
@@ -279,7 +287,7 @@ TEST_CASE("http parser: a chunked body's cost is linear in its bytes however the
     MESSAGE("1 MiB body in 1-byte chunks (", big.size(), " bytes on the wire), fed in ",
             piece ? std::to_string(piece) + "-byte reads" : std::string("one read"), ": ", tb * 1e3, " ms (128 KiB: ",
             ts * 1e3, " ms)");
-    CHECK(tb < 24 * std::max(ts, 1e-4));
+    CHECK(tb < 32 * std::max(ts, 1e-4));
   }
   CHECK(parse(big).body == body);
 }

@@ -74,13 +74,13 @@ TEST_CASE("a chat request with every field maps onto GenerateParams") {
   CHECK_FALSE(r.cache_prompt);
   CHECK(r.gp.deadline_ms == 1500);
   CHECK(r.gp.ignore_eos);
-  CHECK(prompt_text(r, "chatml").find("<|im_start|>user\nHi there<|im_end|>") != std::string::npos);
+  CHECK(prompt_text(r, ChatTemplate::builtin("chatml")).find("<|im_start|>user\nHi there<|im_end|>") != std::string::npos);
 }
 
 TEST_CASE("defaults: llama-server's sampler, no token limit, no streaming, the prompt cached") {
   const ApiRequest r = completion(R"({"prompt": "Once upon a time"})");
   CHECK(r.prompt == "Once upon a time");
-  CHECK(prompt_text(r, "chatml") == "Once upon a time");
+  CHECK(prompt_text(r, ChatTemplate::builtin("chatml")) == "Once upon a time");
   CHECK(r.gp.max_tokens == -1);
   CHECK(r.gp.sampler.temperature == SamplerParams().temperature);
   CHECK(r.gp.sampler.top_k == SamplerParams().top_k);
@@ -270,4 +270,90 @@ TEST_CASE("openai api: a body's JSON is capped in members per object and values 
   CHECK(parse_request(msgs, Endpoint::Chat, lim).messages.size() == 400);
   // Duplicate keys stay 400 (malformed), not 413.
   check_refused(R"({"prompt": "x", "prompt": "y"})", Endpoint::Completion, "", 400);
+}
+
+TEST_CASE("openai api: chat messages keep tool calls, names and parts for the template, arguments as objects") {
+  const ApiRequest r = chat(R"({"messages": [
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "21"}],
+      "chat_template_kwargs": {"enable_thinking": false}, "reasoning_format": "none"})");
+  REQUIRE(r.messages.size() == 3);
+  CHECK(r.messages[0].content == "ab");
+  CHECK(r.messages[0].extra["content"].size() == 2);
+  const Json& args = r.messages[1].extra["tool_calls"].at(0)["function"]["arguments"];
+  REQUIRE(args.is_object());
+  CHECK(args["city"].as_string() == "Paris");
+  CHECK(r.messages[2].extra["tool_call_id"].as_string() == "c1");
+  CHECK(r.chat_kwargs["enable_thinking"].as_bool() == false);
+  CHECK(r.has_reasoning_format);
+  CHECK(r.reasoning == ReasoningFormat::None);
+  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 3})", Endpoint::Chat, "chat_template_kwargs");
+  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_format": "loud"})", Endpoint::Chat, "reasoning_format");
+  check_refused(R"({"messages": [{"role": "assistant", "tool_calls": 5}]})", Endpoint::Chat, "messages");
+}
+
+TEST_CASE("openai api: /apply-template requests render messages and tools with the template") {
+  const ApiRequest r = parse_request(R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false,
+      "tools": [{"type": "function", "function": {"name": "f"}}], "chat_template_kwargs": {"x": 1}})",
+                                     Endpoint::ApplyTemplate, limits());
+  const ChatTemplate t = ChatTemplate::jinja(
+      "{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}{{ tools|length }}{{ x }}{{ y }}"
+      "{% if add_generation_prompt %}>{% endif %}", "<s>", "</s>");
+  CHECK(prompt_text(r, t, Json::parse(R"({"x": 0, "y": 2})")) == "user=hi;112");
+  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", Endpoint::ApplyTemplate, "tools");
+  check_refused(R"({"add_generation_prompt": true})", Endpoint::ApplyTemplate, "messages");
+  // The completion endpoints still refuse tools (their calls are not parsed yet).
+  check_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", Endpoint::Chat, "tools");
+}
+
+TEST_CASE("openai api: thoughts go to reasoning_content, whole and streamed") {
+  const edgellm_test::Loaded& m = edgellm_test::synthetic();
+  ApiRequest req = chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  req.reasoning = ReasoningFormat::Deepseek;
+  ResponseId rid{"chatcmpl-1", 1700000000, "m"};
+  JobResult r;
+  r.text = "<think>\nThe user greets.\n</think>\n\nHello!";
+  r.reason = StopReason::EndOfGeneration;
+  Json j = Json::parse(response_json(req, rid, r, {}, *m.tok).dump());
+  CHECK(j["choices"].at(0)["message"]["content"].as_string() == "Hello!");
+  CHECK(j["choices"].at(0)["message"]["reasoning_content"].as_string() == "The user greets.");
+  req.reasoning = ReasoningFormat::DeepseekLegacy;
+  j = Json::parse(response_json(req, rid, r, {}, *m.tok).dump());
+  CHECK(j["choices"].at(0)["message"]["content"].as_string() == r.text);
+  CHECK(j["choices"].at(0)["message"]["reasoning_content"].as_string() == "The user greets.");
+  req.reasoning = ReasoningFormat::None;
+  j = Json::parse(response_json(req, rid, r, {}, *m.tok).dump());
+  CHECK(j["choices"].at(0)["message"]["content"].as_string() == r.text);
+  CHECK_FALSE(j["choices"].at(0)["message"].contains("reasoning_content"));
+
+  // Streamed token by token (pieces cut inside the tags): the deltas add up to the same split,
+  // and no delta carries a tag.
+  req.reasoning = ReasoningFormat::Deepseek;
+  const std::vector<std::string> pieces = {"<th", "ink>", "\nThe ", "user greets.\n</", "think>", "\n\n", "Hel", "lo!"};
+  StreamEvents ev(req, rid, *m.tok);
+  std::string events;
+  for (const auto& p : pieces) events += ev.piece(p);
+  events += ev.finish(r);
+  std::string reasoning, content;
+  size_t n_events = 0;
+  for (size_t b = 0; (b = events.find("data: ", b)) != std::string::npos; ++n_events) {
+    const size_t e = events.find("\n\n", b);
+    const Json chunk = Json::parse(events.substr(b + 6, e - b - 6));
+    const Json& delta = chunk["choices"].at(0)["delta"];
+    if (n_events == 0) CHECK(delta["role"].as_string() == "assistant");
+    if (const Json* x = delta.find("reasoning_content")) reasoning += x->as_string();
+    if (const Json* x = delta.find("content")) content += x->as_string();
+    b = e;
+  }
+  CHECK(reasoning == "The user greets.");
+  CHECK(content == "Hello!");
+  CHECK(events.find("think>") == std::string::npos);
+  // A template that opened <think> in the prompt: the answer starts inside the thoughts.
+  req.thinking_open = true;
+  r.text = "Hmm.</think>Hi";
+  j = Json::parse(response_json(req, rid, r, {}, *m.tok).dump());
+  CHECK(j["choices"].at(0)["message"]["reasoning_content"].as_string() == "Hmm.");
+  CHECK(j["choices"].at(0)["message"]["content"].as_string() == "Hi");
 }

@@ -20,6 +20,7 @@
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/memory_plan.hpp>
+#include <edgellm/text/chat.hpp>
 #include <edgellm/text/chat_template.hpp>
 #include <edgellm/version.hpp>
 
@@ -179,6 +180,26 @@ napi_value element(napi_env env, napi_value arr, uint32_t i) {
   return v;
 }
 
+// A JS value as JSON, through the engine's own JSON.stringify (objects, arrays, strings, numbers,
+// booleans, null; functions and undefined members are dropped as JSON.stringify drops them).
+edgellm::Json json_of(napi_env env, napi_value v, const std::string& what) {
+  napi_value global, json, stringify, out;
+  check(env, napi_get_global(env, &global));
+  check(env, napi_get_named_property(env, global, "JSON", &json));
+  check(env, napi_get_named_property(env, json, "stringify", &stringify));
+  if (napi_call_function(env, json, stringify, 1, &v, &out) != napi_ok) {
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending) {
+      napi_value ignored;
+      napi_get_and_clear_last_exception(env, &ignored);
+    }
+    edgellm::throw_error(what, " cannot be written as JSON (a cycle or a BigInt?)");
+  }
+  if (type_of(env, out) != napi_string) edgellm::throw_error(what, " cannot be written as JSON");
+  return edgellm::Json::parse(string_of(env, out, what), 64);
+}
+
 // Up to N arguments and `this`.
 template <size_t N>
 struct Args {
@@ -198,15 +219,16 @@ struct ModelState {
   std::shared_ptr<const edgellm::LlamaModel> model;
   std::shared_ptr<const edgellm::Tokenizer> tok;
   edgellm::SessionParams defaults;  // n_ctx, n_threads, kv_type from loadModel's options
-  std::string chat_template;        // the file's template when recognised, else chatml
+  edgellm::ChatTemplate chat;       // the file's own (Jinja) template, else chatml
   std::string path;
 };
 
 struct SessionState {
   std::shared_ptr<ModelState> model;  // keeps the weights alive while this session lives
   std::unique_ptr<edgellm::Session> session;
-  std::string system_prompt, chat_template;
-  std::string fed;              // chat text already in the KV cache (messages calls)
+  std::string system_prompt;
+  edgellm::ChatTemplate chat;
+  edgellm::Json chat_kwargs;    // chatTemplateKwargs: extra template variables
   std::atomic<bool> cancel{false};
   bool busy = false;            // a generate() is running (JS thread only)
 };
@@ -317,8 +339,12 @@ void load_execute(napi_env, void* data) {
     st->defaults = w->defaults;
     if (st->defaults.n_ctx == 0) st->defaults.n_ctx = edgellm::default_context(st->model->config());
     const std::string src = st->model->file().get_string_or("tokenizer.chat_template", "");
-    st->chat_template = src.empty() ? "" : edgellm::detect_chat_template(src);
-    if (st->chat_template.empty()) st->chat_template = "chatml";
+    try {
+      st->chat = edgellm::ChatTemplate::from_model(src, *st->tok);
+    } catch (const edgellm::jinja::TemplateError&) {  // unparsable: the built-in format it resembles
+      const std::string name = edgellm::detect_chat_template(src);
+      st->chat = edgellm::ChatTemplate::builtin(name.empty() ? "chatml" : name);
+    }
     st->path = w->path;
     w->result = std::move(st);
   } catch (const std::exception& e) {
@@ -377,8 +403,13 @@ napi_value ModelCreateSession(napi_env env, napi_callback_info info) {
     auto st = std::make_shared<SessionState>();
     st->model = box->s;
     st->system_prompt = o.text("systemPrompt", "");
-    st->chat_template = o.text("chatTemplate", box->s->chat_template);
-    edgellm::render_chat(st->chat_template, {{"user", ""}}, true);  // an unknown name fails here, naming the known ones
+    // A built-in format's name or Jinja source; an unknown name fails here, naming the known ones.
+    const std::string tmpl = o.text("chatTemplate", "");
+    st->chat = tmpl.empty() ? box->s->chat : edgellm::ChatTemplate::from_flag(tmpl, *box->s->tok);
+    if (napi_value kw = o.get("chatTemplateKwargs")) {
+      st->chat_kwargs = json_of(env, kw, o.field("chatTemplateKwargs"));
+      if (!st->chat_kwargs.is_object()) edgellm::throw_error(o.field("chatTemplateKwargs"), " must be an object");
+    }
     st->session = std::make_unique<edgellm::Session>(st->model->model, st->model->tok, session_params(o, st->model->defaults));
     auto* sbox = new SessionBox{std::move(st)};
     try {
@@ -454,7 +485,7 @@ napi_value ModelDescribe(napi_env env, napi_callback_info info) {
     set(env, def, "threads", make_number(env, m.defaults.n_threads > 0 ? m.defaults.n_threads : edgellm::default_thread_count()));
     set(env, def, "kvType", make_string(env, edgellm::dtype_name(m.defaults.kv_type)));
     set(env, out, "defaults", def);
-    set(env, out, "chatTemplate", make_string(env, m.chat_template));
+    set(env, out, "chatTemplate", make_string(env, m.chat.name()));
     set(env, out, "kernels", make_string(env, edgellm::describe_kernels(m.model->kernel_table())));
     set(env, out, "repacked", make_string(env, m.model->weights().describe_repack()));
     set(env, out, "residency", make_string(env, m.model->weights().describe_residency()));
@@ -477,8 +508,7 @@ napi_value ModelClose(napi_env env, napi_callback_info info) {
 struct GenerateWork {
   std::shared_ptr<SessionState> st;
   std::string prompt;     // the text evaluated after the session's history
-  bool reset = false;     // messages whose rendering does not extend the text already fed
-  std::string chat_full;  // messages: the whole rendered conversation ("" for a plain prompt)
+  std::vector<int32_t> tokens;  // messages: the whole conversation, tokenized
   bool chat = false;
   edgellm::GenerateParams gp;
   napi_threadsafe_function tsfn = nullptr;
@@ -511,15 +541,27 @@ void generate_execute(napi_env, void* data) {
       w->result.reason = edgellm::StopReason::Cancelled;
       return;
     }
-    if (w->reset) st.session->reset();
-    w->result = st.session->generate(w->prompt, w->gp, [w](const std::string& piece) {
+    auto on_piece = [w](const std::string& piece) {
       if (w->tsfn) {
         auto* p = new std::string(piece);
         // Blocking on a queue of one: decoding runs at most a piece ahead of the JS callback.
         if (napi_call_threadsafe_function(w->tsfn, p, napi_tsfn_blocking) != napi_ok) delete p;
       }
       return !w->st->cancel.load();
-    });
+    };
+    if (w->chat) {
+      // The conversation so far is in the KV cache when the new tokens extend it: only the new
+      // turns are evaluated. Otherwise (an edited history, a plain prompt between) start over.
+      const std::vector<int32_t>& held = st.session->history();
+      std::vector<int32_t> delta = w->tokens;
+      if (!held.empty() && held.size() < w->tokens.size() && std::equal(held.begin(), held.end(), w->tokens.begin()))
+        delta.assign(w->tokens.begin() + static_cast<long>(held.size()), w->tokens.end());
+      else
+        st.session->reset();
+      w->result = st.session->generate(delta, w->gp, on_piece);
+    } else {
+      w->result = st.session->generate(w->prompt, w->gp, on_piece);
+    }
   } catch (const std::exception& e) {
     w->error = e.what();
   }
@@ -553,7 +595,6 @@ void generate_settle(napi_env env, GenerateWork* w) {
     napi_reject_deferred(env, w->deferred, err);
     return;
   }
-  if (w->error.empty() && w->chat) w->st->fed = w->chat_full + w->result.text;
   napi_value value = nullptr;
   if (w->error.empty()) {
     try {
@@ -599,6 +640,8 @@ void stream_call(napi_env env, napi_value cb, void* context, void* data) {
   }
 }
 
+// Messages as the template sees them: role and content (a string), and the other members as
+// they are (tool_calls, name, tool_call_id, reasoning_content, content parts) for Jinja templates.
 std::vector<edgellm::ChatMessage> messages_of(napi_env env, napi_value arr) {
   const uint32_t n = array_length(env, arr, "generate: messages");
   std::vector<edgellm::ChatMessage> msgs;
@@ -606,8 +649,26 @@ std::vector<edgellm::ChatMessage> messages_of(napi_env env, napi_value arr) {
     const std::string where = "generate: messages[" + std::to_string(i) + "]";
     const Options m(env, element(env, arr, i), where);
     if (!m.obj) edgellm::throw_error(where, " must be an object {role, content}");
-    msgs.push_back({m.text("role", ""), m.text("content", "")});
-    if (msgs.back().role.empty()) edgellm::throw_error(where, ".role must be a non-empty string");
+    edgellm::ChatMessage msg{m.text("role", ""), ""};
+    if (msg.role.empty()) edgellm::throw_error(where, ".role must be a non-empty string");
+    const edgellm::Json j = json_of(env, m.obj, where);
+    for (const auto& kv : j.as_object()) {
+      if (kv.first == "role") continue;
+      if (kv.first == "content" && kv.second.is_string()) {
+        msg.content = kv.second.as_string();
+        continue;
+      }
+      if (kv.first == "content" && kv.second.is_array()) {  // text parts: their text is the content
+        for (const edgellm::Json& part : kv.second.as_array())
+          if (const edgellm::Json* t = part.is_object() ? part.find("text") : nullptr; t && t->is_string())
+            msg.content += t->as_string();
+      } else if (kv.first == "content" && !kv.second.is_null()) {
+        edgellm::throw_error(where, ".content must be a string or an array of {type: 'text', text} parts");
+      }
+      if (msg.extra.is_null()) msg.extra = edgellm::Json::object();
+      msg.extra.set(kv.first, kv.second);
+    }
+    msgs.push_back(std::move(msg));
   }
   if (msgs.empty()) edgellm::throw_error("generate: messages is empty");
   return msgs;
@@ -645,14 +706,13 @@ napi_value SessionGenerate(napi_env env, napi_callback_info info) {
       std::vector<edgellm::ChatMessage> msgs = messages_of(env, a.argv[0]);
       if (!st->system_prompt.empty() && msgs.front().role != "system") msgs.insert(msgs.begin(), {"system", st->system_prompt});
       w->chat = true;
-      w->chat_full = edgellm::render_chat(st->chat_template, msgs, true);
-      // The conversation so far is in the KV cache when the new rendering extends it: only the
-      // new turns are evaluated. Otherwise (an edited history, another session's messages) start over.
-      const bool extends = !st->fed.empty() && w->chat_full.compare(0, st->fed.size(), st->fed) == 0;
-      w->reset = !extends;
-      w->prompt = extends ? w->chat_full.substr(st->fed.size()) : w->chat_full;
+      // Rendered with the template and tokenized with what people wrote kept as text: a
+      // "<|im_end|>" typed into a chat box is those characters, not the control token.
+      edgellm::ChatRequest req;
+      req.messages = std::move(msgs);
+      req.kwargs = st->chat_kwargs;
+      w->tokens = st->chat.tokenize(req, *st->model->tok);
     }
-    if (!w->chat) st->fed.clear();  // plain text breaks the chat bookkeeping
     if (a.argv[1] && !a.argv[2] && type_of(env, a.argv[1]) == napi_function) std::swap(a.argv[1], a.argv[2]);  // (prompt, onToken)
     w->gp = generate_params(Options(env, a.argv[1], "generate options"));
     if (a.argv[2] && type_of(env, a.argv[2]) != napi_undefined) {
@@ -699,7 +759,6 @@ napi_value SessionReset(napi_env env, napi_callback_info info) {
     std::shared_ptr<SessionState> st = open_session(env, a.self);
     if (st->busy) edgellm::throw_error("reset: the session is generating (cancel() and await it first)");
     st->session->reset();
-    st->fed.clear();
     return nullptr;
   });
 }

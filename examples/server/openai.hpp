@@ -13,7 +13,9 @@
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/batch_scheduler.hpp"
 #include "edgellm/engine/session.hpp"
+#include "edgellm/text/chat.hpp"
 #include "edgellm/text/chat_template.hpp"
+#include "edgellm/text/reasoning.hpp"
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/tools/bench_stats.hpp"
 #include "edgellm/core/json.hpp"
@@ -50,7 +52,7 @@ inline std::string error_body(int status, const std::string& message, const std:
 }
 inline std::string error_body(const ApiError& e) { return error_body(e.status(), e.what(), e.type(), e.param()); }
 
-enum class Endpoint { Chat, Completion };
+enum class Endpoint { Chat, Completion, ApplyTemplate };
 
 // What the server needs to check a request against.
 struct ApiLimits {
@@ -79,6 +81,18 @@ struct ApiRequest {
   bool include_usage = false;         // stream_options.include_usage
   bool cache_prompt = true;           // llama-server's extension
   int n_probs = 0;                    // llama-server's extension: alternatives per token
+  // Chat templates (llama-server's fields): tools (rendered by POST /apply-template; the
+  // completion endpoints refuse them until tool calls are parsed), chat_template_kwargs (extra
+  // template variables, e.g. {"enable_thinking": false}), add_generation_prompt (apply-template).
+  Json tools;
+  Json chat_kwargs;
+  bool add_generation_prompt = true;
+  // How the answer's thoughts are returned (reasoning_format; the server's default when unset),
+  // with the tags and whether the prompt opened them (filled in by the server after rendering).
+  bool has_reasoning_format = false;
+  ReasoningFormat reasoning = ReasoningFormat::None;
+  ReasoningTags reasoning_tags;
+  bool thinking_open = false;
 };
 
 namespace detail {
@@ -139,7 +153,32 @@ inline void parse_messages(const Json& v, const ApiLimits& lim, std::vector<Chat
     if (r != "system" && r != "user" && r != "assistant" && r != "developer" && r != "tool")
       throw bad("messages", "unknown message role '" + r + "'");
     const Json* content = m.find("content");
-    out.push_back({r == "developer" ? "system" : r, content ? content_text(*content) : std::string()});
+    ChatMessage msg{r == "developer" ? "system" : r, content ? content_text(*content) : std::string()};
+    // The other members go to the template as they came (Hugging Face's message shape): name,
+    // tool_call_id, reasoning_content, tool_calls, content parts. Function arguments sent as a
+    // JSON string (OpenAI's way) are given to the template as the object they hold.
+    for (const auto& kv : m.as_object()) {
+      if (kv.first == "role" || (kv.first == "content" && !kv.second.is_array())) continue;
+      Json v = kv.second;
+      if (kv.first == "tool_calls") {
+        if (!v.is_array()) throw bad("messages", "'tool_calls' must be an array");
+        for (Json& call : v.as_array()) {
+          Json* fn = call.is_object() ? call.find("function") : nullptr;
+          if (!fn || !fn->is_object()) throw bad("messages", "each tool call needs a 'function' object");
+          Json* args = fn->find("arguments");
+          if (args && args->is_string()) {
+            try {
+              Json parsed = Json::parse(args->as_string(), 64);
+              if (parsed.is_object()) *args = std::move(parsed);
+            } catch (const Error&) {  // not JSON: the template gets the string
+            }
+          }
+        }
+      }
+      if (msg.extra.is_null()) msg.extra = Json::object();
+      msg.extra.set(kv.first, std::move(v));
+    }
+    out.push_back(std::move(msg));
   }
 }
 
@@ -221,6 +260,34 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
                        "invalid_request_error", "model");
     }
   }
+  if (const Json* v = j.find("chat_template_kwargs"); v && !v->is_null()) {
+    if (!v->is_object()) throw bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    r.chat_kwargs = *v;
+  }
+  if (const Json* v = j.find("reasoning_format"); v && !v->is_null()) {
+    try {
+      r.reasoning = parse_reasoning_format(string(*v, "reasoning_format"));
+    } catch (const ApiError&) {
+      throw;
+    } catch (const Error& e) {
+      throw bad("reasoning_format", e.what());
+    }
+    r.has_reasoning_format = true;
+  }
+  if (endpoint == Endpoint::ApplyTemplate) {
+    const Json* msgs = j.find("messages");
+    if (!msgs) throw bad("messages", "'messages' is required");
+    parse_messages(*msgs, lim, r.messages);
+    if (const Json* v = j.find("tools"); v && !v->is_null()) {
+      if (!v->is_array()) throw bad("tools", "'tools' must be an array");
+      for (const Json& t : v->as_array())
+        if (!t.is_object()) throw bad("tools", "each tool must be an object");
+      r.tools = *v;
+    }
+    if (const Json* v = j.find("add_generation_prompt"); v && !v->is_null())
+      r.add_generation_prompt = boolean(*v, "add_generation_prompt");
+    return r;
+  }
   // Fields this server cannot honour are refused rather than silently ignored.
   for (const char* key : {"tools", "functions", "tool_choice", "function_call"}) {
     const Json* v = j.find(key);
@@ -293,19 +360,34 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
   return r;
 }
 
-// The prompt text: the chat rendered with the template (assistant turn opened), or the raw prompt.
-inline std::string prompt_text(const ApiRequest& r, const std::string& chat_template) {
-  return r.endpoint == Endpoint::Chat ? render_chat(chat_template, r.messages, true) : r.prompt;
+// What the template renders for a request: its messages and tools, the server's template
+// kwargs (--chat-template-kwargs) overlaid by the request's chat_template_kwargs.
+inline ChatRequest chat_request(const ApiRequest& r, const Json& server_kwargs) {
+  ChatRequest c;
+  c.messages = r.messages;
+  c.tools = r.tools;
+  c.add_generation_prompt = r.endpoint == Endpoint::ApplyTemplate ? r.add_generation_prompt : true;
+  c.kwargs = Json::object();
+  if (server_kwargs.is_object())
+    for (const auto& kv : server_kwargs.as_object()) c.kwargs.set(kv.first, kv.second);
+  if (r.chat_kwargs.is_object())
+    for (const auto& kv : r.chat_kwargs.as_object()) c.kwargs.set(kv.first, kv.second);
+  return c;
 }
 
-// The prompt's tokens. A chat: the template's markup becomes control tokens, the messages'
-// contents stay text (a "</s>" a user writes is the tokens of those four characters, not EOS).
-// A raw prompt: control-token text becomes the token when prompt_special (llama-server's way).
-inline std::vector<int32_t> prompt_tokens(const ApiRequest& r, const std::string& chat_template, const Tokenizer& tok,
-                                          bool prompt_special) {
-  if (r.endpoint != Endpoint::Chat) return tok.encode(r.prompt, tok.add_bos(), prompt_special);
-  const RenderedChat rc = render_chat_marked(chat_template, r.messages, true);
-  return tok.encode_protected(rc.text, tok.add_bos(), rc.contents);
+// The prompt text: the chat rendered with the template, or the raw prompt.
+inline std::string prompt_text(const ApiRequest& r, const ChatTemplate& tmpl, const Json& server_kwargs = Json()) {
+  return r.endpoint == Endpoint::Completion ? r.prompt : tmpl.apply(chat_request(r, server_kwargs));
+}
+
+// The prompt's tokens. A chat: the template's markup becomes control tokens, what people wrote
+// stays text (a "</s>" a user writes is the tokens of those four characters, not EOS). A raw
+// prompt: control-token text becomes the token when prompt_special (llama-server's way).
+// `text`, when given, receives the rendered chat.
+inline std::vector<int32_t> prompt_tokens(const ApiRequest& r, const ChatTemplate& tmpl, const Json& server_kwargs,
+                                          const Tokenizer& tok, bool prompt_special, std::string* text = nullptr) {
+  if (r.endpoint == Endpoint::Completion) return tok.encode(r.prompt, tok.add_bos(), prompt_special);
+  return tmpl.tokenize(chat_request(r, server_kwargs), tok, text);
 }
 
 // 400 when the tokenized prompt and max_tokens do not fit the context together.
@@ -418,7 +500,13 @@ inline Json response_json(const ApiRequest& req, const ResponseId& rid, const Jo
   if (req.endpoint == Endpoint::Chat) {
     Json msg = Json::object();
     msg.set("role", "assistant");
-    msg.set("content", r.text);
+    if (req.reasoning == ReasoningFormat::None) {
+      msg.set("content", r.text);
+    } else {
+      const ReasoningSplitter::Delta d = ReasoningSplitter::split(r.text, req.reasoning_tags, req.thinking_open);
+      msg.set("content", req.reasoning == ReasoningFormat::DeepseekLegacy ? r.text : d.content);
+      if (!d.reasoning.empty()) msg.set("reasoning_content", d.reasoning);
+    }
     choice.set("message", std::move(msg));
   } else {
     choice.set("text", r.text);
@@ -435,17 +523,19 @@ inline Json response_json(const ApiRequest& req, const ResponseId& rid, const Jo
 }
 
 // One streamed chunk: a piece of text (final = nullptr), or the last chunk with finish_reason,
-// timings, and usage when stream_options.include_usage asked for it.
+// timings, and usage when stream_options.include_usage asked for it. A chat piece may carry
+// thoughts (`reasoning`, as delta.reasoning_content) instead of or besides its content.
 inline Json chunk_json(const ApiRequest& req, const ResponseId& rid, const std::string& text,
                        const std::vector<TokenAlternatives>& probs, const Tokenizer& tok, const JobResult* final,
-                       bool first = false) {
+                       bool first = false, const std::string& reasoning = std::string()) {
   Json o = envelope(req, rid, true);
   Json choice = Json::object();
   choice.set("index", 0);
   if (req.endpoint == Endpoint::Chat) {
     Json delta = Json::object();
     if (first) delta.set("role", "assistant");
-    if (!final) delta.set("content", text);
+    if (!final && !reasoning.empty()) delta.set("reasoning_content", reasoning);
+    if (!final && (!text.empty() || reasoning.empty())) delta.set("content", text);
     choice.set("delta", std::move(delta));
   } else {
     choice.set("text", text);
@@ -465,6 +555,48 @@ inline Json chunk_json(const ApiRequest& req, const ResponseId& rid, const std::
 
 // One server-sent event carrying JSON: "data: {...}\n\n".
 inline std::string sse_event(const Json& j) { return "data: " + j.dump() + "\n\n"; }
+
+// The events of a streamed answer, one per generated piece (the first chat chunk carries the
+// role). A chat answer's thoughts go to delta.reasoning_content as they arrive (req.reasoning);
+// what the splitter holds back (a possible tag, whitespace) comes out before the last chunk.
+class StreamEvents {
+ public:
+  StreamEvents(const ApiRequest& req, const ResponseId& rid, const Tokenizer& tok)
+      : req_(req), rid_(rid), tok_(tok), split_(req.endpoint == Endpoint::Chat && req.reasoning != ReasoningFormat::None),
+        splitter_(req.reasoning_tags, req.thinking_open) {}
+
+  // The event for a piece of text (and its n_probs alternatives); "" when there is nothing to send.
+  std::string piece(const std::string& text, const std::vector<TokenAlternatives>& probs = {}) {
+    if (!split_) return event(text, "", probs);
+    const ReasoningSplitter::Delta d = splitter_.feed(text);
+    return event(req_.reasoning == ReasoningFormat::DeepseekLegacy ? text : d.content, d.reasoning, probs);
+  }
+  // The held-back text and the last chunk (finish_reason, timings, usage).
+  std::string finish(const JobResult& final) {
+    std::string out;
+    if (split_) {
+      const ReasoningSplitter::Delta d = splitter_.finish();
+      out = event(req_.reasoning == ReasoningFormat::DeepseekLegacy ? std::string() : d.content, d.reasoning, {});
+    }
+    out += sse_event(chunk_json(req_, rid_, "", {}, tok_, &final, first_));
+    first_ = false;
+    return out;
+  }
+
+ private:
+  const ApiRequest& req_;
+  const ResponseId& rid_;
+  const Tokenizer& tok_;
+  bool split_, first_ = true;
+  ReasoningSplitter splitter_;
+
+  std::string event(const std::string& content, const std::string& reasoning, const std::vector<TokenAlternatives>& probs) {
+    if (content.empty() && reasoning.empty() && probs.empty()) return std::string();
+    std::string e = sse_event(chunk_json(req_, rid_, content, probs, tok_, nullptr, first_, reasoning));
+    first_ = false;
+    return e;
+  }
+};
 
 }  // namespace openai
 }  // namespace edgellm

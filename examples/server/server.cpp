@@ -74,7 +74,15 @@ const char* kUsage =
     "  --no-prompt-special    /v1/completions: control-token text in a prompt (e.g. </s>) stays text (by\n"
     "                         default it becomes the token, as llama-server does; chat message contents\n"
     "                         always stay text)\n"
-    "  --chat-template NAME   chat format (default: recognised from the GGUF, else chatml)\n"
+    "  --chat-template NAME   a built-in chat format (chatml, llama3, ...) or Jinja source instead of the\n"
+    "                         model's own template (default: the GGUF's, rendered by the Jinja engine)\n"
+    "  --chat-template-file F a Jinja chat template file\n"
+    "  --chat-template-kwargs JSON  template variables for every request, e.g. '{\"enable_thinking\": false}'\n"
+    "                         (a request's chat_template_kwargs add to and override them)\n"
+    "  --reasoning-format F   thoughts (<think>...</think>) of chat answers: deepseek / auto (default) put\n"
+    "                         them in reasoning_content, deepseek-legacy also keeps them in the content,\n"
+    "                         none leaves them in the content; requests may say reasoning_format\n"
+    "  --reasoning-budget N   -1 (default): unrestricted; 0: thinking off where the template supports it\n"
     "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
     "  --prefill-chunk N      prompt tokens a new request evaluates per step, in the same forward pass\n"
     "                         as the next token of every running request (default 64, at most -b;\n"
@@ -94,7 +102,8 @@ const char* kUsage =
     "Requests take OpenAI's fields (messages / prompt, max_tokens, temperature, top_p, seed, stop,\n"
     "stream, stream_options.include_usage, logit_bias) and llama-server's top_k, min_p, repeat_penalty, n_probs,\n"
     "cache_prompt, plus deadline_ms: the answer ends before this budget (finish_reason \"deadline\").\n"
-    "tools and response_format other than {\"type\": \"text\"} are refused (400): not supported.\n";
+    "POST /apply-template renders messages (and tools) with the chat template: {\"prompt\": ...}.\n"
+    "tools in completions and response_format other than {\"type\": \"text\"} are refused (400): not supported.\n";
 
 using edgellm::openai::ApiError;
 using edgellm::openai::Endpoint;
@@ -102,7 +111,10 @@ using edgellm::openai::Endpoint;
 struct Server {
   std::unique_ptr<edgellm::BatchScheduler> sched;
   std::shared_ptr<const edgellm::Tokenizer> tok;
-  std::string chat_template;
+  edgellm::ChatTemplate chat;        // the model's Jinja template or a built-in format
+  edgellm::Json chat_kwargs;         // --chat-template-kwargs (and --reasoning-budget 0)
+  edgellm::ReasoningFormat reasoning = edgellm::ReasoningFormat::Deepseek;
+  edgellm::ReasoningTags reasoning_tags;
   std::string model_id;
   std::string api_key;
   std::string host;                  // --host, for the Host check
@@ -310,8 +322,8 @@ edgellm::Json props_json(const Server& s) {
   p.set("endpoint_slots", false);
   p.set("endpoint_props", false);
   p.set("endpoint_metrics", s.metrics);
-  p.set("chat_template", s.chat_template_source);
-  p.set("chat_template_name", s.chat_template);  // the format used (the file's template recognised, or --chat-template)
+  p.set("chat_template", s.chat.is_jinja() ? s.chat.source() : s.chat_template_source);  // the template in use
+  p.set("chat_template_name", s.chat.name());  // "jinja" or the built-in format's name
   p.set("bos_token", piece(s.tok->bos()));
   p.set("eos_token", piece(s.tok->eos()));
   p.set("build_info", std::string("edgellm ") + EDGELLM_VERSION_STRING);
@@ -362,7 +374,13 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
   };
   try {
     r = edgellm::openai::parse_request(req.body, ep, s.limits);
-    std::vector<int32_t> toks = edgellm::openai::prompt_tokens(r, s.chat_template, *s.tok, s.prompt_special);
+    std::string rendered;
+    std::vector<int32_t> toks = edgellm::openai::prompt_tokens(r, s.chat, s.chat_kwargs, *s.tok, s.prompt_special, &rendered);
+    if (ep == Endpoint::Chat) {
+      if (!r.has_reasoning_format) r.reasoning = s.reasoning;
+      r.reasoning_tags = s.reasoning_tags;
+      r.thinking_open = edgellm::ReasoningSplitter::prompt_opens(rendered, s.reasoning_tags);
+    }
     if (toks.empty()) throw ApiError(400, "the prompt has no tokens", "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt");
     edgellm::openai::check_fits(r, toks.size(), s.limits.n_ctx);
     try {
@@ -409,17 +427,16 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
     job->cancel();
     return;
   }
-  bool first = true;
+  edgellm::openai::StreamEvents stream(r, rid, *s.tok);
   for (;;) {
     auto out = job->wait(std::chrono::milliseconds(100));
-    // One event per token, as llama-server streams (the first chat chunk carries the role).
+    // One event per token, as llama-server streams.
     std::string events;
     for (const auto& piece : out.pieces) {
       std::vector<edgellm::TokenAlternatives> probs;
       if (piece.probs.id >= 0) probs.push_back(piece.probs);
       if (piece.text.empty() && probs.empty()) continue;
-      events += edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, piece.text, probs, *s.tok, nullptr, first));
-      first = false;
+      events += stream.piece(piece.text, probs);
     }
     if (!events.empty() && !rep.chunk(events)) break;  // the client went away (if the probe has not seen it yet)
     if (!out.done) continue;
@@ -428,7 +445,7 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
     if (client_left(jr)) break;
     std::string tail;
     if (!jr.error.empty()) tail = "data: " + error_json(500, jr.error, "server_error") + "\n\n";
-    else tail = edgellm::openai::sse_event(edgellm::openai::chunk_json(r, rid, "", {}, *s.tok, &jr, first));
+    else tail = stream.finish(jr);
     tail += "data: [DONE]\n\n";
     conn->detach();
     if (rep.chunk(tail)) rep.end_stream();
@@ -441,6 +458,21 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
 // llama-server's tokenizer endpoints (POST; on a thread of their own, as completions: a long
 // content takes a while).
 bool tokenizer_path(const std::string& path) { return path == "/tokenize" || path == "/detokenize"; }
+
+// POST /apply-template (llama-server's): the chat rendered by the template, {"prompt": "..."}.
+// A template that refuses the conversation (its raise_exception) or fails is a 400 with its message.
+void apply_template(Server& s, const Request& req, Reply& rep, const Headers& hdrs) {
+  try {
+    const edgellm::openai::ApiRequest r = edgellm::openai::parse_request(req.body, Endpoint::ApplyTemplate, s.limits);
+    edgellm::Json o = edgellm::Json::object();
+    o.set("prompt", edgellm::openai::prompt_text(r, s.chat, s.chat_kwargs));
+    rep.send(200, "application/json", o.dump(), hdrs);
+  } catch (const ApiError& e) {
+    rep.send(e.status(), "application/json", error_json(e.status(), e.what(), e.type(), e.param()), hdrs);
+  } catch (const edgellm::Error& e) {
+    rep.send(400, "application/json", error_json(400, e.what(), "invalid_request_error", "messages"), hdrs);
+  }
+}
 
 bool completion_path(const std::string& path, Endpoint& ep) {
   if (path == "/v1/chat/completions" || path == "/chat/completions") return ep = Endpoint::Chat, true;
@@ -491,6 +523,11 @@ void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog&
     }
   }
   if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs, log);
+  if (req.path == "/apply-template" || req.path == "/v1/apply-template") {
+    if (req.method == "POST") return apply_template(s, req, rep, hdrs);
+    hdrs.emplace_back("Allow", "POST, OPTIONS");
+    return reply_error(405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error");
+  }
   if (is_get || is_completion) {
     hdrs.emplace_back("Allow", is_get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
     return reply_error(405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error");
@@ -504,8 +541,9 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     tool::ModelFlags m;
-    std::string host = "127.0.0.1", chat_template, alias, api_key, api_key_file, log_format = "text";
+    std::string host = "127.0.0.1", alias, api_key, api_key_file, log_format = "text";
     bool metrics = false;
+    tool::ChatFlags chat;
     std::vector<std::string> cors;
     int port = 8080;
     edgellm::http::Limits hl;
@@ -545,7 +583,7 @@ int main(int argc, char** argv) {
       else if (f == "--strict-model") strict_model = true;
       else if (f == "--no-prompt-special") prompt_special = false;
       else if (f == "--alias" || f == "-a") alias = args.value(f);
-      else if (f == "--chat-template") chat_template = args.value(f);
+      else if (tool::chat_flag(args, f, chat)) continue;
       else if (f == "--no-repack") repack = false;
       else tool::unknown(f);
     }
@@ -569,7 +607,8 @@ int main(int argc, char** argv) {
         hl.max_connections = static_cast<size_t>(rl.rlim_cur - 64);
       }
     }
-    if (!chat_template.empty()) edgellm::render_chat(chat_template, {}, true);  // an unknown name fails here, naming the known ones
+    if (!chat.tmpl.empty() && chat.tmpl.find("{%") == std::string::npos && chat.tmpl.find("{{") == std::string::npos)
+      edgellm::ChatTemplate::builtin(chat.tmpl);  // an unknown name fails before the model loads, naming the known ones
     p.session.n_threads = m.threads;
     tool::check_speculative(spec, draft);
     p.draft = tool::load_draft(draft);
@@ -589,7 +628,6 @@ int main(int argc, char** argv) {
     if (p.session.n_ctx == 0) p.session.n_ctx = std::min(cfg.n_ctx_train, 4096);
     if (p.session.n_ctx > cfg.n_ctx_train)
       std::fprintf(stderr, "warning: -c %d is above the model's training context %d\n", p.session.n_ctx, cfg.n_ctx_train);
-    if (chat_template.empty()) chat_template = tool::model_chat_template(model->file().get_string_or("tokenizer.chat_template", ""));
     if (alias.empty()) {
       alias = m.path;
       const size_t slash = alias.find_last_of('/');
@@ -599,14 +637,18 @@ int main(int argc, char** argv) {
     Server s;
     s.tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
     s.sched.reset(new edgellm::BatchScheduler(model, s.tok, p));
-    s.chat_template = chat_template;
+    const std::string gguf_template = model->file().get_string_or("tokenizer.chat_template", "");
+    s.chat = tool::chat_template_of(chat, gguf_template, *s.tok);
+    s.chat_kwargs = chat.kwargs;
+    s.reasoning = chat.reasoning_format;
+    s.reasoning_tags = edgellm::ReasoningTags::for_template(s.chat.source());
     s.model_id = alias;
     s.api_key = api_key;
     s.host = host;
     s.cors = cors;
     s.prompt_special = prompt_special;
     s.model_path = m.path;
-    s.chat_template_source = model->file().get_string_or("tokenizer.chat_template", "");
+    s.chat_template_source = gguf_template;
     s.metrics = metrics;
     s.log_json = log_format == "json";
     s.limits.model_id = alias;
@@ -646,9 +688,10 @@ int main(int argc, char** argv) {
           }
           finish(logged.status());
         },
-        [](const Request& req) {  // completions and tokenizing run on a thread of their own; the rest on the poll thread
-          Endpoint ep;
-          return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path));
+        [](const Request& req) {  // completions, tokenizing and templates run on a thread of their own; the rest on the poll thread
+          Endpoint ep;  // (a template renders on the request's thread too: it is bounded, not instant)
+          return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path) ||
+                                          req.path == "/apply-template" || req.path == "/v1/apply-template");
         },
         [&s](int status, const std::string& message) {  // a refusal before any handler: logged here
           ++s.http_requests;
@@ -671,7 +714,10 @@ int main(int argc, char** argv) {
     signals.detach();
     std::fprintf(stderr, "edgellm-server: model %s (%d layers, vocab %d), chat template %s, context %d per request, "
                          "%d parallel, KV %s\n",
-                 alias.c_str(), cfg.n_layer, cfg.n_vocab, chat_template.c_str(), p.session.n_ctx, p.n_parallel,
+                 alias.c_str(), cfg.n_layer, cfg.n_vocab,
+                 s.chat.is_jinja() ? (gguf_template.empty() || s.chat.source() != gguf_template ? "jinja (given)" : "jinja (the model's)")
+                                   : s.chat.name().c_str(),
+                 p.session.n_ctx, p.n_parallel,
                  edgellm::dtype_name(p.session.kv_type));
     std::fprintf(stderr, "edgellm-server: listening on http://%s:%d%s\n", host.c_str(), bound,
                  api_key.empty() ? "" : " (API key required)");

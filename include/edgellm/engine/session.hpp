@@ -143,10 +143,22 @@ class Session {
     cancel_.store(false);
     DecodeStream st;
     start_prompt(st, prompt, gp);
-    Host host(*this, [&](const DecodeStream&, const std::string& piece) { return on_text(piece); }, !on_text);
-    DecodeLoop loop = make_loop(host);
-    run(loop, {&st}, st);
-    return std::move(st.r);
+    return run_one(st, on_text);
+  }
+
+  // generate() for a prompt already tokenized (a chat rendered with ChatTemplate::tokenize, whose
+  // people's text stays text): the tokens are read after the history as they are (no BOS added).
+  GenerateResult generate(const std::vector<int32_t>& prompt_tokens, const GenerateParams& gp,
+                          const std::function<bool(const std::string&)>& on_text = {}) {
+    Sampler::validate(gp.sampler);
+    validate(gp.speculative);
+    for (int32_t id : prompt_tokens)
+      EDGELLM_CHECK(id >= 0 && id < tok_->n_vocab(), "generate: prompt token id ", id, " is not in the vocabulary of ",
+                    tok_->n_vocab());
+    cancel_.store(false);
+    DecodeStream st;
+    start_prompt(st, prompt_tokens, gp);
+    return run_one(st, on_text);
   }
 
   // n_seq continuations of one prompt, decoded together: the prompt is evaluated once, each
@@ -245,9 +257,19 @@ class Session {
   // A stream on the session's own sequence reading `prompt` after the history (which it holds
   // while it runs: run() gives it back). An empty prompt continues the history: its last token is
   // read again for its logits.
+  // Runs the one stream on the session's sequence to its end.
+  GenerateResult run_one(DecodeStream& st, const std::function<bool(const std::string&)>& on_text) {
+    Host host(*this, [&](const DecodeStream&, const std::string& piece) { return on_text(piece); }, !on_text);
+    DecodeLoop loop = make_loop(host);
+    run(loop, {&st}, st);
+    return std::move(st.r);
+  }
+
   void start_prompt(DecodeStream& st, const std::string& prompt, const GenerateParams& gp) {
     const bool use_bos = gp.add_bos && history_.empty() && tok_->add_bos();
-    std::vector<int32_t> toks = tok_->encode(prompt, use_bos, gp.parse_special);
+    start_prompt(st, tok_->encode(prompt, use_bos, gp.parse_special), gp);
+  }
+  void start_prompt(DecodeStream& st, std::vector<int32_t> toks, const GenerateParams& gp) {
     st.r.n_prompt = static_cast<int>(toks.size());
     if (toks.empty()) {
       EDGELLM_CHECK(!history_.empty(), "generate: the prompt is empty and there is no history to continue");

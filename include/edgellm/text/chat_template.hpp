@@ -7,12 +7,17 @@
 #include <vector>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/core/json.hpp"
 
 namespace edgellm {
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (other roles are passed through where the format allows)
+  std::string role;  // "system", "user", "assistant", "tool" (other roles are passed through where the format allows)
   std::string content;
+  // For Jinja templates (text/chat.hpp): the message's other members as OpenAI / Hugging Face
+  // write them (tool_calls with function.arguments as an object, name, tool_call_id,
+  // reasoning_content, content as a list of {type, text} parts). Null or an object.
+  Json extra = Json();
 };
 
 namespace chat_detail {
