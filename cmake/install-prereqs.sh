@@ -1,21 +1,20 @@
 #!/bin/sh
 # install-prereqs.sh [--tests] [--server]: the Debian / Ubuntu packages edgellm's build needs
-# (cmake, g++; with --tests also doctest-dev, edgellm-eval's HTTP client library, and node with
-# node_api.h for the Node-API module and its tests: nodejs + libnode-dev, unless a node and the
-# header are there already, e.g. NodeSource's nodejs; with --server libcpp-httplib-dev and
-# pkg-config for edgellm-eval --server (edgellm-server itself needs no library); npm for the
-# server's client test comes from elsewhere: it skips without it; python3-jinja2 for the chat
-# template tests' reference, Python's Jinja2), installed only when missing,
+# (cmake, g++; with --tests also doctest-dev, and node with node_api.h for the Node-API module and
+# its tests: nodejs + libnode-dev, unless a node and the header are there already, e.g.
+# NodeSource's nodejs; --server adds nothing now: edgellm-server and edgellm-eval --server need no
+# HTTP library; npm for the server's client test comes from elsewhere: it skips without it;
+# python3-jinja2 for the chat template tests' reference, Python's Jinja2), installed only when missing,
 # as root or through sudo. Used by README's commands and .ci/run.
 set -eu
 pkgs="cmake g++"
 for a in "$@"; do
   case "$a" in
     --tests)
-      pkgs="$pkgs doctest-dev libcpp-httplib-dev pkg-config python3-jinja2"
+      pkgs="$pkgs doctest-dev pkg-config python3-jinja2"  # pkg-config: the consumer test of edgellm.pc
       command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
       [ -f /usr/include/node/node_api.h ] || pkgs="$pkgs libnode-dev" ;;
-    --server) pkgs="$pkgs libcpp-httplib-dev pkg-config" ;;
+    --server) ;;  # kept for old command lines: the server tools need no library
     *) echo "install-prereqs.sh: unknown option $a (--tests, --server)" >&2; exit 1 ;;
   esac
 done

@@ -17,10 +17,7 @@
 #include <edgellm/runtime/timer.hpp>
 
 #include "common.hpp"
-
-#ifdef EDGELLM_HAVE_HTTPLIB
-#include <httplib.h>
-#endif
+#include "server/http_client.hpp"  // the project's HTTP client (examples/server/)
 
 namespace {
 
@@ -63,11 +60,7 @@ struct GenOutput {
 // Greedy generation through an OpenAI-compatible server, as the DAYU200 study's harness called it.
 class ServerClient {
  public:
-  ServerClient(const std::string& url, const std::string& api_key) : url_(url), api_key_(api_key) {
-#ifndef EDGELLM_HAVE_HTTPLIB
-    throw_error("--server: this edgellm-eval was built without cpp-httplib (apt-get install libcpp-httplib-dev, configure again)");
-#endif
-    if (url.rfind("http://", 0) != 0) throw_error("--server: expected http://HOST:PORT, got '", url, "'");
+  ServerClient(const std::string& url, const std::string& api_key) : url_(url), api_key_(api_key), client_(make_client(url)) {
     get("/v1/models");  // fails here, before any output, when nothing answers at url
   }
   GenOutput generate(const std::string& prompt, const GenerateParams& gp) {
@@ -103,22 +96,27 @@ class ServerClient {
   std::string get(const std::string& path) { return request(path, nullptr); }
   // POST body (or GET without one); the reply body of a 200, else Error naming the URL.
   std::string request(const std::string& path, const std::string* body) {
-#ifdef EDGELLM_HAVE_HTTPLIB
-    httplib::Client cli(url_);
-    cli.set_read_timeout(3600, 0);
-    httplib::Headers h;
-    if (!api_key_.empty()) h.emplace("Authorization", "Bearer " + api_key_);
-    const auto res = body ? cli.Post(path.c_str(), h, *body, "application/json") : cli.Get(path.c_str(), h);
-    if (!res) throw_error("--server ", url_, ": request failed (", httplib::to_string(res.error()), ")");
-    if (res->status != 200) throw_error("--server ", url_, path, ": HTTP ", res->status, ": ", res->body.substr(0, 300));
-    return res->body;
-#else
-    (void)path;
-    (void)body;
-    return {};
-#endif
+    std::vector<std::pair<std::string, std::string>> h;
+    if (body) h.emplace_back("Content-Type", "application/json");
+    if (!api_key_.empty()) h.emplace_back("Authorization", "Bearer " + api_key_);
+    http::Response res;
+    try {
+      res = client_.request(body ? "POST" : "GET", path, body, h);
+    } catch (const Error& e) {
+      throw_error("--server ", e.what());
+    }
+    if (res.status != 200) throw_error("--server ", url_, path, ": HTTP ", res.status, ": ", res.body.substr(0, 300));
+    return res.body;
+  }
+  static http::Client make_client(const std::string& url) {
+    try {
+      return http::Client(url, 3600);
+    } catch (const Error& e) {
+      throw_error("--server: ", e.what());
+    }
   }
   std::string url_, api_key_;
+  http::Client client_;
 };
 
 std::string read_file(const std::string& path) {

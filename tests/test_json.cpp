@@ -2,9 +2,11 @@
 // and the speed of reading a big array of floats (the reference logits files).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -114,6 +116,85 @@ TEST_CASE("json: strict errors carry the byte offset") {
   CHECK(error_of(deep).find("depth") != std::string::npos);
   CHECK_NOTHROW(Json::parse("[[[1]]]", 3));
   CHECK_THROWS_AS(Json::parse("[[[[1]]]]", 3), Error);
+}
+
+namespace {
+// {"k0": 0, "k1": 1, ...}: n members (keys of equal length from 1e6 up, so none is a prefix of
+// another), with key `dup` repeated at the end when given.
+std::string object_of(size_t n, long dup = -1) {
+  std::string t = "{";
+  for (size_t i = 0; i < n; ++i) t += (i ? ",\"" : "\"") + std::to_string(1000000 + i) + "\":" + std::to_string(i);
+  if (dup >= 0) t += ",\"" + std::to_string(1000000 + dup) + "\":0";
+  return t + "}";
+}
+
+// CPU time of the calling thread, in seconds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
+TEST_CASE("json: duplicate keys are found in small and large objects, in O(n log n)") {
+  for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(17), size_t(40), size_t(5000)}) {
+    CAPTURE(n);
+    CHECK(Json::parse(object_of(n)).size() == n);
+    for (long d : {0L, long(n / 2), long(n) - 1}) {
+      const std::string t = object_of(n, d);
+      CHECK(error_of(t).find("duplicate key in object at byte " + std::to_string(t.rfind(",\"") + 1)) != std::string::npos);
+    }
+  }
+  CHECK(error_of("{\"a\":{\"x\":1,\"x\":2}}").find("at byte 12") != std::string::npos);  // nested
+  CHECK_NOTHROW(Json::parse("[{\"x\":1},{\"x\":2}]"));                                    // per object
+  // Same members, same order as written.
+  const Json big = Json::parse(object_of(100));
+  CHECK(big.as_object()[0].first == "1000000");
+  CHECK(big.as_object()[99].first == "1000099");
+  CHECK(big["1000042"].as_int() == 42);
+  // 80k keys (~1.3 MB): each key was compared with every earlier one (40k keys took 4.8 s). Timing
+  // is reported; the check is on the growth: 8x the keys must cost far less than 64x.
+  auto seconds = [](const std::string& t) {
+    double best = 1e9;  // the least CPU time of this thread (not wall time: other processes do not count)
+    for (int rep = 0; rep < 5; ++rep) {
+      const double t0 = thread_cpu_seconds();
+      const Json v = Json::parse(t);
+      best = std::min(best, thread_cpu_seconds() - t0);
+      REQUIRE(v.is_object());
+    }
+    return best;
+  };
+  const double t10 = seconds(object_of(10000)), t80 = seconds(object_of(80000));
+  MESSAGE("an object of 80000 keys parsed in ", t80 * 1e3, " ms (10000 keys: ", t10 * 1e3, " ms)");
+  CHECK(t80 < 32 * std::max(t10, 1e-4));
+}
+
+TEST_CASE("json: limits on members and values refuse a document as soon as it passes them") {
+  edgellm::JsonLimits lim;
+  lim.max_members = 100;
+  CHECK_NOTHROW(Json::parse(object_of(100), lim));
+  CHECK_THROWS_AS(Json::parse(object_of(101), lim), edgellm::JsonLimitError);
+  // Found at the 101st key, however long the rest is (and before a syntax error after it).
+  std::string t = object_of(101);
+  t.insert(t.size() - 1, ",\"tail\":[1,2,");
+  try {
+    Json::parse(t, lim);
+    FAIL("no limit error");
+  } catch (const edgellm::JsonLimitError& e) {
+    CHECK(std::string(e.what()).find("more than 100 members at byte " + std::to_string(object_of(100).size())) !=
+          std::string::npos);
+  }
+  CHECK_NOTHROW(Json::parse("[" + std::string(150, '[') + std::string(150, ']') + "]", lim));  // arrays are not capped
+  // Every value counts: the outer array, 1, [2,3], 2, 3, the object, null: 7.
+  const std::string doc = "[1,[2,3],{\"a\":null}]";
+  edgellm::JsonLimits vals;
+  vals.max_values = 7;
+  CHECK(Json::parse(doc, vals) == Json::parse(doc));
+  vals.max_values = 6;
+  CHECK_THROWS_WITH_AS(Json::parse(doc, vals), doctest::Contains("more than 6 values at byte 14"), edgellm::JsonLimitError);
+  vals.max_depth = 1;
+  vals.max_values = 100;
+  CHECK_THROWS_WITH(Json::parse(doc, vals), doctest::Contains("depth"));
 }
 
 TEST_CASE("json: access errors name the key, index and types") {

@@ -2,6 +2,7 @@
 // / stream chunk / error JSON the server sends.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -235,6 +236,40 @@ TEST_CASE("openai api: logit_bias, tools and response_format") {
   ApiLimits small = limits();
   small.n_vocab = 6;
   CHECK_THROWS_AS(parse_request(R"({"prompt": "x", "logit_bias": {"6": 1}})", Endpoint::Completion, small), ApiError);
+}
+
+TEST_CASE("openai api: a body's JSON is capped in members per object and values in all (413, found while parsing)") {
+  // logit_bias is the one object a request may fill: 4096 members pass, 4097 are 413 at once.
+  auto bias = [](int n) {
+    std::string b = R"({"prompt": "x", "logit_bias": {)";
+    for (int i = 0; i < n; ++i) b += (i ? ",\"" : "\"") + std::to_string(i) + "\": 1";
+    return b + "}}";
+  };
+  ApiLimits lim = limits();
+  CHECK(parse_request(bias(4096), Endpoint::Completion, lim).gp.sampler.logit_bias.size() == 4096);
+  check_refused(bias(4097), Endpoint::Completion, "", 413);
+  // 80k keys: refused at the 4097th, in far less time than the 200 ms the issue allows.
+  const std::string big = bias(80000);
+  const auto t0 = std::chrono::steady_clock::now();
+  check_refused(big, Endpoint::Completion, "", 413);
+  MESSAGE("an 80000-key logit_bias (", big.size(), " bytes) refused in ",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3, " ms");
+  // Values in all: many small objects (400 messages: 1202 values) within the member cap.
+  lim.max_json_values = 1000;
+  std::string msgs = R"({"messages": [)";
+  for (int i = 0; i < 400; ++i) msgs += std::string(i ? "," : "") + R"({"role": "user", "content": "hi"})";
+  msgs += "]}";
+  try {
+    parse_request(msgs, Endpoint::Chat, lim);
+    FAIL("accepted");
+  } catch (const ApiError& e) {
+    CHECK(e.status() == 413);
+    CHECK(std::string(e.what()).find("more than 1000 values") != std::string::npos);
+  }
+  lim.max_json_values = 1 << 17;
+  CHECK(parse_request(msgs, Endpoint::Chat, lim).messages.size() == 400);
+  // Duplicate keys stay 400 (malformed), not 413.
+  check_refused(R"({"prompt": "x", "prompt": "y"})", Endpoint::Completion, "", 400);
 }
 
 TEST_CASE("openai api: chat messages keep tool calls, names and parts for the template, arguments as objects") {

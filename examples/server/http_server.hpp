@@ -47,9 +47,15 @@ struct Limits {
   int body_timeout_s = 600;     // the body arrives within this after the head
   int idle_timeout_s = 30;      // a keep-alive connection waits this long for its next request
   int write_timeout_s = 600;    // a write that makes no progress for this long closes the connection
+  // A stream's socket send buffer (SO_SNDBUF; the kernel doubles it; 0: the kernel's autotuning, up
+  // to 4 MiB on Linux). Token streams need little; kept small, a client that stops reading fills it
+  // soon and is cut after write_timeout_s, instead of the generation running on into the buffer.
+  int stream_sndbuf = 128 * 1024;
   size_t max_head_bytes = 32 * 1024;
   size_t max_headers = 100;
   size_t max_body = 1 << 20;    // decoded body bytes
+  size_t chunk_framing_per_byte = 8;        // chunked: framing bytes allowed per body byte ...
+  size_t chunk_framing_allowance = 64 * 1024;  // ... plus this many
   size_t max_connections = 512;
 };
 
@@ -165,7 +171,9 @@ inline bool write_all(int fd, const char* data, size_t n, int timeout_s) {
 
 // Parses one request out of a connection's input, incrementally. feed() consumes what it can;
 // state() says whether more input is needed, a request is complete, or the request is refused
-// (status to answer with; the connection is closed after that answer).
+// (status to answer with; the connection is closed after that answer). The cost is linear in the
+// bytes fed however they are split: each feed reads on from where the last one stopped (a partial
+// head or chunk-size line is not scanned again) and erases what it used from the input once.
 class RequestParser {
  public:
   enum class State { Head, Body, Chunked, Done, Error };
@@ -181,15 +189,17 @@ class RequestParser {
 
   // Consumes bytes from in (erasing what it used). Returns the state after.
   State feed(std::string& in) {
-    if (state_ == State::Head) parse_head(in);
+    size_t pos = 0;
+    if (state_ == State::Head) parse_head(in, pos);
     if (state_ == State::Body) {
-      const size_t take = std::min(in.size(), body_left_);
-      req_.body.append(in, 0, take);
-      in.erase(0, take);
+      const size_t take = std::min(in.size() - pos, body_left_);
+      req_.body.append(in, pos, take);
+      pos += take;
       body_left_ -= take;
       if (body_left_ == 0) state_ = State::Done;
     }
-    if (state_ == State::Chunked) parse_chunked(in);
+    if (state_ == State::Chunked) parse_chunked(in, pos);
+    in.erase(0, pos);
     return state_;
   }
 
@@ -200,30 +210,59 @@ class RequestParser {
     error_message_ = message;
   }
 
-  void parse_head(std::string& in) {
-    if (!in.empty()) started_ = true;
+  // A byte no field value, request target or chunk line may hold: NUL, CR, LF and the other
+  // controls but HTAB, and DEL (RFC 9110 section 5.5; obs-text, 0x80-0xFF, is allowed).
+  static bool is_ctl(char ch) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    return (c < 0x20 && c != '\t') || c == 0x7f;
+  }
+  static bool has_ctl(const std::string& s, size_t from = 0) {
+    for (size_t i = from; i < s.size(); ++i)
+      if (is_ctl(s[i])) return true;
+    return false;
+  }
+  // name ":" OWS value OWS, for header and trailer lines.
+  bool field_line(const std::string& l, std::string& name, std::string& value) {
+    if (l.empty() || l[0] == ' ' || l[0] == '\t') return fail(400, "obsolete header line folding"), false;
+    const size_t colon = l.find(':');
+    if (colon == std::string::npos || colon == 0) return fail(400, "malformed header line"), false;
+    for (size_t k = 0; k < colon; ++k)
+      if (!detail::is_tchar(l[k])) return fail(400, "malformed header name"), false;
+    name = detail::lower(l.substr(0, colon));
+    if (has_ctl(l, colon + 1)) return fail(400, "control character (NUL, CR, ...) in the value of header '" + name + "'"), false;
+    value = detail::trim_ows(l.substr(colon + 1));
+    return true;
+  }
+
+  void parse_head(const std::string& in, size_t& pos) {
+    if (pos < in.size()) started_ = true;
     // Empty lines before a request are allowed (RFC 9112 section 2.2).
-    size_t skip = 0;
-    while (skip < in.size() && (in[skip] == '\r' || in[skip] == '\n') && head_seen_ == 0) ++skip;
-    if (skip) in.erase(0, skip);
+    if (head_scanned_ == 0)
+      while (pos < in.size() && (in[pos] == '\r' || in[pos] == '\n')) ++pos;
     // The method must be a token: a TLS hello or other binary stops here, at once.
-    for (size_t i = 0; i < in.size() && i < 32; ++i) {
+    for (size_t i = pos; i < in.size() && i < pos + 32; ++i) {
       if (in[i] == ' ') break;
       if (!detail::is_tchar(in[i])) return fail(400, "not an HTTP request");
     }
-    size_t end = in.find("\r\n\r\n");
-    size_t end_len = 4;
-    const size_t lf = in.find("\n\n");
-    if (lf != std::string::npos && (end == std::string::npos || lf < end)) end = lf, end_len = 2;
+    // The end of the head: the first empty line, searched for in the bytes not searched yet.
+    size_t end = std::string::npos, end_len = 0;
+    for (size_t i = pos + (head_scanned_ > 3 ? head_scanned_ - 3 : 0); i < in.size(); ++i) {
+      if (in[i] != '\n') continue;
+      if (i + 1 < in.size() && in[i + 1] == '\n') { end = i, end_len = 2; break; }
+      if (i + 2 < in.size() && in[i + 1] == '\r' && in[i + 2] == '\n') { end = i, end_len = 3; break; }
+    }
     if (end == std::string::npos) {
-      if (in.size() > lim_->max_head_bytes) return fail(431, "request head is larger than " + std::to_string(lim_->max_head_bytes) + " bytes");
-      size_t lines = static_cast<size_t>(std::count(in.begin(), in.end(), '\n'));
-      if (lines > lim_->max_headers + 1) return fail(431, "more than " + std::to_string(lim_->max_headers) + " header lines");
+      const size_t have = in.size() - pos;
+      for (size_t i = pos + head_scanned_; i < in.size(); ++i) head_lines_ += in[i] == '\n';
+      head_scanned_ = have;
+      if (have > lim_->max_head_bytes) return fail(431, "request head is larger than " + std::to_string(lim_->max_head_bytes) + " bytes");
+      if (head_lines_ > lim_->max_headers + 1) return fail(431, "more than " + std::to_string(lim_->max_headers) + " header lines");
       return;
     }
-    if (end + end_len > lim_->max_head_bytes) return fail(431, "request head is larger than " + std::to_string(lim_->max_head_bytes) + " bytes");
-    const std::string head = in.substr(0, end);
-    in.erase(0, end + end_len);
+    // `end` is the '\n' that ends the last line; the head is what comes before it.
+    if (end + end_len - pos > lim_->max_head_bytes) return fail(431, "request head is larger than " + std::to_string(lim_->max_head_bytes) + " bytes");
+    const std::string head = in.substr(pos, end - pos);
+    pos = end + end_len;
     std::vector<std::string> lines;
     for (size_t b = 0; b <= head.size();) {
       size_t e = head.find('\n', b);
@@ -236,39 +275,44 @@ class RequestParser {
     if (lines.size() > lim_->max_headers + 1) return fail(431, "more than " + std::to_string(lim_->max_headers) + " header lines");
     // Request line: METHOD SP target SP HTTP/1.x
     const std::string& rl = lines[0];
+    if (has_ctl(rl)) return fail(400, "control character (NUL, CR, ...) in the request line");
     const size_t s1 = rl.find(' '), s2 = rl.rfind(' ');
     if (s1 == std::string::npos || s2 == s1 || s1 == 0) return fail(400, "malformed request line");
     req_.method = rl.substr(0, s1);
+    for (char ch : req_.method)
+      if (!detail::is_tchar(ch)) return fail(400, "malformed method");
     req_.target = rl.substr(s1 + 1, s2 - s1 - 1);
     const std::string version = rl.substr(s2 + 1);
     if (version == "HTTP/1.1") req_.minor = 1;
     else if (version == "HTTP/1.0") req_.minor = 0;
     else return fail(version.rfind("HTTP/", 0) == 0 ? 505 : 400, "unsupported HTTP version");
-    if (req_.target.empty() || req_.target.find(' ') != std::string::npos) return fail(400, "malformed request target");
+    if (req_.target.empty()) return fail(400, "malformed request target");
+    for (char ch : req_.target)  // no white space or controls (HTAB passed the line's check)
+      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return fail(400, "malformed request target");
     const size_t q = req_.target.find('?');
     req_.path = req_.target.substr(0, q);
     if (q != std::string::npos) req_.query = req_.target.substr(q + 1);
+    size_t n_host = 0, n_te = 0, n_cl = 0;
     for (size_t i = 1; i < lines.size(); ++i) {
-      const std::string& l = lines[i];
-      if (l.empty() || l[0] == ' ' || l[0] == '\t') return fail(400, "obsolete header line folding");
-      const size_t colon = l.find(':');
-      if (colon == std::string::npos || colon == 0) return fail(400, "malformed header line");
-      for (size_t k = 0; k < colon; ++k)
-        if (!detail::is_tchar(l[k])) return fail(400, "malformed header name");
-      req_.headers.emplace_back(detail::lower(l.substr(0, colon)), detail::trim_ows(l.substr(colon + 1)));
+      std::string name, value;
+      if (!field_line(lines[i], name, value)) return;
+      n_host += name == "host";
+      n_te += name == "transfer-encoding";
+      n_cl += name == "content-length";
+      req_.headers.emplace_back(std::move(name), std::move(value));
     }
     // Connection persistence (RFC 9112 section 9.3).
     const std::string conn = detail::lower(req_.header_or("connection"));
     keep_alive_ = req_.minor >= 1 ? conn.find("close") == std::string::npos : conn.find("keep-alive") != std::string::npos;
-    if (req_.minor >= 1 && !req_.header("host")) return fail(400, "HTTP/1.1 request without Host");
+    if (req_.minor >= 1 && n_host == 0) return fail(400, "HTTP/1.1 request without Host");
+    if (n_host > 1) return fail(400, "more than one Host");  // RFC 9112 section 3.2
     if (const std::string* ce = req_.header("content-encoding"))
       if (detail::lower(*ce) != "identity") return fail(415, "request Content-Encoding '" + *ce + "' is not accepted: send the body uncompressed");
     const std::string* te = req_.header("transfer-encoding");
     const std::string* cl = req_.header("content-length");
-    size_t n_cl = 0;
-    for (const auto& h : req_.headers) n_cl += h.first == "content-length";
     if (te) {
       if (cl) return fail(400, "both Transfer-Encoding and Content-Length");
+      if (n_te > 1) return fail(400, "more than one Transfer-Encoding");
       if (req_.minor < 1) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
       if (detail::lower(*te) != "chunked") return fail(415, "request Transfer-Encoding '" + *te + "' is not accepted (only chunked)");
       state_ = State::Chunked;
@@ -288,49 +332,75 @@ class RequestParser {
   }
 
   // chunk = size [;ext] CRLF data CRLF ... 0 CRLF [trailers] CRLF. The decoded size is checked
-  // against the cap as the sizes arrive, before any data is kept.
-  void parse_chunked(std::string& in) {
+  // against the cap as the sizes arrive, before any data is kept; the framing (size lines,
+  // extensions, CRLFs) may cost at most Limits::chunk_framing_per_byte bytes per body byte, plus
+  // chunk_framing_allowance (tiny chunks or long extensions: 400).
+  void parse_chunked(const std::string& in, size_t& pos) {
     for (;;) {
       if (chunk_left_ > 0) {
-        const size_t take = std::min(in.size(), chunk_left_);
-        req_.body.append(in, 0, take);
-        in.erase(0, take);
+        const size_t take = std::min(in.size() - pos, chunk_left_);
+        req_.body.append(in, pos, take);
+        pos += take;
         chunk_left_ -= take;
         if (chunk_left_ > 0) return;
         need_crlf_ = true;
       }
       if (need_crlf_) {
-        if (in.size() < 2 && !(in.size() == 1 && in[0] == '\n')) {
-          if (!in.empty() && in[0] != '\r') return fail(400, "malformed chunk");
-          return;
+        if (pos >= in.size()) return;
+        if (in[pos] == '\n') {
+          pos += 1, framing_ += 1;
+        } else if (in[pos] == '\r') {
+          if (pos + 1 >= in.size()) return;
+          if (in[pos + 1] != '\n') return fail(400, "malformed chunk");
+          pos += 2, framing_ += 2;
+        } else {
+          return fail(400, "malformed chunk");
         }
-        if (in.compare(0, 2, "\r\n") == 0) in.erase(0, 2);
-        else if (in[0] == '\n') in.erase(0, 1);
-        else return fail(400, "malformed chunk");
         need_crlf_ = false;
       }
-      const size_t eol = in.find('\n');
+      // A line's length is checked the same whether it is complete or still arriving, so the
+      // answer does not depend on how the bytes were split.
+      const size_t eol = in.find('\n', pos + line_scanned_);
+      const size_t len = eol == std::string::npos ? in.size() - pos : eol - pos;  // without the '\n'
+      if (in_trailers_ && trailer_bytes_ + len + (eol != std::string::npos) > lim_->max_head_bytes)
+        return fail(431, "chunked trailers too large");
+      if (!in_trailers_ && len > 1024) return fail(400, "chunk header line too long");
       if (eol == std::string::npos) {
-        if (in.size() > 1024) return fail(400, "chunk header line too long");
+        line_scanned_ = len;
         return;
       }
-      std::string line = in.substr(0, eol);
-      in.erase(0, eol + 1);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      line_scanned_ = 0;
+      size_t b = pos, e = pos + len;  // the line without its '\n' (and '\r'), read in place
+      pos = eol + 1;
+      if (e > b && in[e - 1] == '\r') --e;
       if (in_trailers_) {
-        trailer_bytes_ += line.size() + 2;
-        if (trailer_bytes_ > lim_->max_head_bytes) return fail(431, "chunked trailers too large");
-        if (line.empty()) {
+        trailer_bytes_ += len + 1;
+        if (e == b) {
           state_ = State::Done;
           return;
         }
+        std::string name, value;  // checked as header lines are, then dropped
+        if (!field_line(in.substr(b, e - b), name, value)) return;
         continue;
       }
-      const size_t semi = line.find(';');
-      const std::string hex = detail::trim_ows(line.substr(0, semi));
-      if (hex.empty() || hex.size() > 15 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-        return fail(400, "malformed chunk size");
-      const unsigned long long n = std::stoull(hex, nullptr, 16);
+      framing_ += e - b + 2;
+      if (framing_ > lim_->chunk_framing_allowance + lim_->chunk_framing_per_byte * req_.body.size())
+        return fail(400, "chunked framing is more than " + std::to_string(lim_->chunk_framing_per_byte) +
+                             " bytes per body byte: send larger chunks");
+      for (size_t i = b; i < e; ++i)
+        if (is_ctl(in[i])) return fail(400, "control character (NUL, CR, ...) in a chunk header line");
+      // chunk-size [BWS ";" extension]: hex digits, at most 15.
+      while (b < e && (in[b] == ' ' || in[b] == '\t')) ++b;
+      unsigned long long n = 0;
+      size_t digits = 0;
+      for (; b < e && digits <= 15; ++b, ++digits) {
+        const char ch = in[b];
+        const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0) break;
+        n = n * 16 + static_cast<unsigned>(d);
+      }
+      while (b < e && (in[b] == ' ' || in[b] == '\t')) ++b;
+      if (digits == 0 || digits > 15 || (b < e && in[b] != ';')) return fail(400, "malformed chunk size");
       if (n == 0) {
         in_trailers_ = true;
         continue;
@@ -347,7 +417,10 @@ class RequestParser {
   int error_status_ = 0;
   std::string error_message_;
   bool keep_alive_ = true, expect_continue_ = false, started_ = false;
-  size_t body_left_ = 0, chunk_left_ = 0, trailer_bytes_ = 0, head_seen_ = 0;
+  size_t body_left_ = 0, chunk_left_ = 0, trailer_bytes_ = 0;
+  size_t head_scanned_ = 0, head_lines_ = 0;  // bytes of a partial head already searched, '\n's in them
+  size_t line_scanned_ = 0;                   // bytes of a partial chunk line already searched
+  size_t framing_ = 0;                        // chunk framing bytes so far
   bool need_crlf_ = false, in_trailers_ = false;
 };
 
@@ -521,8 +594,8 @@ class Server {
   // The reply of a heavy request (its own thread): writes to the socket with a deadline.
   class DirectReply : public Reply {
    public:
-    DirectReply(int fd, int minor, bool keep_alive, int timeout_s)
-        : fd_(fd), minor_(minor), keep_alive_(keep_alive), timeout_s_(timeout_s) {}
+    DirectReply(int fd, int minor, bool keep_alive, int timeout_s, int stream_sndbuf)
+        : fd_(fd), minor_(minor), keep_alive_(keep_alive), timeout_s_(timeout_s), stream_sndbuf_(stream_sndbuf) {}
     void send(int status, const std::string& type, const std::string& body, const Headers& extra) override {
       const std::string all = detail::response_head(status, type, static_cast<long long>(body.size()), keep_alive_, minor_, extra) + body;
       ok_ = detail::write_all(fd_, all.data(), all.size(), timeout_s_);
@@ -530,6 +603,7 @@ class Server {
     }
     bool begin_stream(int status, const std::string& type, const Headers& extra) override {
       if (minor_ < 1) keep_alive_ = false;  // HTTP/1.0: the stream ends with the connection
+      if (stream_sndbuf_ > 0) setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &stream_sndbuf_, sizeof(stream_sndbuf_));
       const std::string h = detail::response_head(status, type, -1, keep_alive_, minor_, extra);
       sent_ = streaming_ = true;
       ok_ = detail::write_all(fd_, h.data(), h.size(), timeout_s_);
@@ -563,7 +637,7 @@ class Server {
    private:
     int fd_, minor_;
     bool keep_alive_;
-    int timeout_s_;
+    int timeout_s_, stream_sndbuf_;
     bool ok_ = true, sent_ = false, streaming_ = false, ended_ = false;
   };
 
@@ -748,10 +822,10 @@ class Server {
     auto req = std::make_shared<Request>(std::move(c.parser->request()));
     const int fd = c.fd;
     const uint64_t id = c.id;
-    const int wt = lim_.write_timeout_s;
+    const int wt = lim_.write_timeout_s, sndbuf = lim_.stream_sndbuf;
     ++active_;
-    std::thread([this, req, fd, id, keep, wt] {
-      DirectReply reply(fd, req->minor, keep, wt);
+    std::thread([this, req, fd, id, keep, wt, sndbuf] {
+      DirectReply reply(fd, req->minor, keep, wt, sndbuf);
       call_handler(*req, reply);
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -63,6 +63,11 @@ struct ApiLimits {
   int max_stop = 16;             // stop strings per request
   int max_n_probs = 20;
   size_t max_messages = 4096;
+  // The request body's JSON: members of any one object and values in all (413 past either, found
+  // while parsing, before the body's remaining bytes are read). logit_bias is the largest object a
+  // request needs (OpenAI caps it at 300 tokens); 4096 messages of a few values each fit.
+  size_t max_object_members = 4096;
+  size_t max_json_values = 1 << 17;
   double max_deadline_ms = 1e9;
   SpeculativeParams speculative;  // a request's speculative decoding unless it says otherwise
 };
@@ -208,6 +213,25 @@ inline void parse_logit_bias(const Json& v, const ApiLimits& lim, std::vector<st
 
 }  // namespace detail
 
+// A request body as a JSON object, read under the limits: 413 past a cap, 400 when malformed or
+// not an object.
+inline Json parse_body(std::string_view body, const ApiLimits& lim) {
+  Json j;
+  try {
+    JsonLimits jl;
+    jl.max_depth = 64;
+    jl.max_members = lim.max_object_members;
+    jl.max_values = lim.max_json_values;
+    j = Json::parse(body, jl);
+  } catch (const JsonLimitError& e) {
+    throw ApiError(413, std::string("request body is too large a JSON document: ") + e.what());
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError(400, std::string("request body must be a JSON object, got ") + detail::kind_name(j));
+  return j;
+}
+
 // Parses and checks a request body. Throws ApiError (400) naming the parameter for malformed JSON,
 // wrong types, values out of range, an unknown model, max_tokens beyond the context; unknown
 // fields are ignored, as OpenAI's own clients send some (e.g. "user").
@@ -223,13 +247,7 @@ inline ApiRequest parse_request(std::string_view body, Endpoint endpoint, const 
 }
 inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
   using namespace detail;
-  Json j;
-  try {
-    j = Json::parse(body, 64);
-  } catch (const Error& e) {
-    throw ApiError(400, std::string("request body is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw ApiError(400, std::string("request body must be a JSON object, got ") + kind_name(j));
+  const Json j = parse_body(body, lim);
   ApiRequest r;
   r.endpoint = endpoint;
   r.gp.max_tokens = -1;

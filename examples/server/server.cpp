@@ -32,6 +32,7 @@
 #include "common.hpp"  // examples/ (the tools' shared flags)
 #include "http_server.hpp"
 #include "openai.hpp"
+#include "operator_api.hpp"
 #include "speculative_flags.hpp"
 
 namespace {
@@ -47,11 +48,19 @@ const char* kUsage =
     "  --max-queue N          requests waiting beyond --parallel before 503 (default 256)\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' on every endpoint but /health; without a\n"
     "                         key, requests whose Host is not this server's address, localhost or an IP\n"
-    "                         address get 403 (DNS rebinding)\n"
+    "                         address get 403 (DNS rebinding). On the command line other users of the\n"
+    "                         machine can read it (/proc/PID/cmdline): prefer --api-key-file\n"
+    "  --api-key-file FILE    the key from FILE (one line); without either flag: $EDGELLM_API_KEY\n"
+    "  --metrics              serve GET /metrics (Prometheus text: requests, tokens, prompt and decode\n"
+    "                         seconds, slots busy, KV blocks, weight bytes streamed)\n"
+    "  --log-format F         the line logged per request on stderr (method, path, status, duration,\n"
+    "                         tokens; never message text): text (default) or json\n"
     "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; * for any) call\n"
     "                         the API; repeatable. Other cross-origin requests get 403 (default: none)\n"
-    "  --timeout-s N          a request body must arrive, and a write must make progress, within N s\n"
-    "                         (default 600)\n"
+    "  --timeout-s N          a request body must arrive within N s (default 600)\n"
+    "  --write-timeout-s N    an answer's write that makes no progress for N s (the client stopped reading:\n"
+    "                         its window and our send buffer stay full) closes the connection; a stream is\n"
+    "                         cancelled and its slot freed (default 60)\n"
     "  --head-timeout-s N     a request line and headers must arrive within N s (default 10; then 408)\n"
     "  --idle-timeout-s N     an idle keep-alive connection is closed after N s (default 30)\n"
     "  --max-connections N    open connections (default 512); at the cap the longest-waiting idle or\n"
@@ -88,6 +97,8 @@ const char* kUsage =
     "                         the draft parameters their default (requests: speculative.n_max, .n_min,\n"
     "                         .p_min as llama-server, and \"lookup\": true for prompt lookup)\n"
     "  --version              print the version\n"
+    "Also as llama-server: POST /tokenize {\"content\", \"add_special\", \"parse_special\", \"with_pieces\"},\n"
+    "POST /detokenize {\"tokens\"}, GET /props.\n"
     "Requests take OpenAI's fields (messages / prompt, max_tokens, temperature, top_p, seed, stop,\n"
     "stream, stream_options.include_usage, logit_bias) and llama-server's top_k, min_p, repeat_penalty, n_probs,\n"
     "cache_prompt, plus deadline_ms: the answer ends before this budget (finish_reason \"deadline\").\n"
@@ -110,6 +121,13 @@ struct Server {
   std::vector<std::string> cors;     // --cors origins ("*": any)
   bool prompt_special = true;        // /v1/completions prompts: control-token text becomes the token
   edgellm::openai::ApiLimits limits;
+  std::string model_path, chat_template_source;  // for /props: the file, its tokenizer.chat_template
+  bool metrics = false;                          // --metrics: GET /metrics
+  bool log_json = false;                         // --log-format json
+  // For /metrics: over the completions that ended (prompt tokens evaluated and taken from the cache,
+  // tokens generated, their prefill and decode time in microseconds); HTTP requests answered.
+  std::atomic<uint64_t> prompt_tokens{0}, prompt_tokens_cached{0}, completion_tokens{0}, prompt_us{0}, decode_us{0};
+  std::atomic<uint64_t> http_requests{0};
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> n_requests{0}, n_refused{0};  // HTTP requests to the completion endpoints; refused with 4xx/503
 };
@@ -117,6 +135,48 @@ struct Server {
 using edgellm::http::Headers;
 using edgellm::http::Reply;
 using edgellm::http::Request;
+
+// A completion's counts into the metrics and its log line.
+void account(Server& s, const edgellm::JobResult& jr, edgellm::ops::RequestLog& log) {
+  s.prompt_tokens += static_cast<uint64_t>(jr.n_prompt);
+  s.prompt_tokens_cached += static_cast<uint64_t>(jr.n_cached);
+  s.completion_tokens += jr.tokens.size();
+  s.prompt_us += static_cast<uint64_t>(jr.prefill_ms * 1e3);
+  s.decode_us += static_cast<uint64_t>(jr.decode_ms * 1e3);
+  log.prompt_tokens = jr.n_prompt + jr.n_cached;
+  log.completion_tokens = static_cast<int>(jr.tokens.size());
+}
+
+// The Reply a handler writes to, remembering the status for the request's log line (499: no
+// answer, the client went away).
+class LoggedReply : public Reply {
+ public:
+  explicit LoggedReply(Reply& r) : r_(r) {}
+  void send(int status, const std::string& type, const std::string& body, const Headers& extra) override {
+    status_ = status;
+    r_.send(status, type, body, extra);
+  }
+  bool begin_stream(int status, const std::string& type, const Headers& extra) override {
+    status_ = status;
+    return r_.begin_stream(status, type, extra);
+  }
+  bool chunk(const std::string& data) override { return r_.chunk(data); }
+  void end_stream() override { r_.end_stream(); }
+  void abort() override {
+    status_ = 499;
+    r_.abort();
+  }
+  int status() const { return status_; }
+
+ private:
+  Reply& r_;
+  int status_ = 0;
+};
+
+void write_log(const Server& s, const edgellm::ops::RequestLog& log) {
+  const std::string line = edgellm::ops::log_line(log, s.log_json);
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines of concurrent requests do not mix
+}
 
 std::string error_json(int status, const std::string& message, const std::string& type, const std::string& param = "") {
   return edgellm::openai::error_body(status, message, type, param);
@@ -231,8 +291,76 @@ edgellm::Json models_json(const Server& s) {
   return o;
 }
 
+// GET /props, as llama-server shapes it (what this server has of it).
+edgellm::Json props_json(const Server& s) {
+  const edgellm::SamplerParams sp;
+  auto f = [](float v) { return std::stod(edgellm::json_format_float(v)); };  // 0.8, not 0.800000011920929
+  edgellm::Json params = edgellm::Json::object();
+  params.set("temperature", f(sp.temperature));
+  params.set("top_k", sp.top_k);
+  params.set("top_p", f(sp.top_p));
+  params.set("min_p", f(sp.min_p));
+  params.set("repeat_penalty", f(sp.repeat_penalty));
+  params.set("repeat_last_n", sp.penalty_last_n);
+  params.set("presence_penalty", f(sp.presence_penalty));
+  params.set("frequency_penalty", f(sp.frequency_penalty));
+  params.set("seed", static_cast<int64_t>(sp.seed));
+  params.set("n_predict", -1);
+  edgellm::Json gen = edgellm::Json::object();
+  gen.set("n_ctx", s.limits.n_ctx);
+  gen.set("params", std::move(params));
+  edgellm::Json modalities = edgellm::Json::object();
+  modalities.set("vision", false);
+  modalities.set("audio", false);
+  auto piece = [&](int32_t id) { return id >= 0 && id < s.tok->n_vocab() ? s.tok->token_to_piece(id, true) : std::string(); };
+  edgellm::Json p = edgellm::Json::object();
+  p.set("default_generation_settings", std::move(gen));
+  p.set("total_slots", s.sched->params().n_parallel);
+  p.set("model_alias", s.model_id);
+  p.set("model_path", s.model_path);
+  p.set("modalities", std::move(modalities));
+  p.set("endpoint_slots", false);
+  p.set("endpoint_props", false);
+  p.set("endpoint_metrics", s.metrics);
+  p.set("chat_template", s.chat.is_jinja() ? s.chat.source() : s.chat_template_source);  // the template in use
+  p.set("chat_template_name", s.chat.name());  // "jinja" or the built-in format's name
+  p.set("bos_token", piece(s.tok->bos()));
+  p.set("eos_token", piece(s.tok->eos()));
+  p.set("build_info", std::string("edgellm ") + EDGELLM_VERSION_STRING);
+  p.set("is_sleeping", false);
+  return p;
+}
+
+// GET /metrics (--metrics): Prometheus text.
+std::string metrics_text(const Server& s) {
+  const auto st = s.sched->stats();
+  const edgellm::WeightStream* ws = s.sched->model().weight_stream();
+  using M = edgellm::ops::Metric;
+  return edgellm::ops::prometheus_text({
+      M{"http_requests_total", "counter", "HTTP requests answered (refusals included)", double(s.http_requests.load())},
+      M{"requests_total", "counter", "Completion requests received", double(s.n_requests.load())},
+      M{"requests_refused_total", "counter", "Completion requests refused (4xx, 503)", double(s.n_refused.load())},
+      M{"requests_finished_total", "counter", "Completions ended, for any reason", double(st.finished)},
+      M{"requests_cancelled_total", "counter", "Completions cancelled (the client went away or stopped reading)", double(st.cancelled)},
+      M{"requests_failed_total", "counter", "Completions failed", double(st.failed)},
+      M{"prompt_tokens_total", "counter", "Prompt tokens evaluated (cached ones excluded)", double(s.prompt_tokens.load())},
+      M{"prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache", double(s.prompt_tokens_cached.load())},
+      M{"prompt_seconds_total", "counter", "Time spent evaluating prompts, summed over requests", s.prompt_us.load() / 1e6},
+      M{"tokens_predicted_total", "counter", "Tokens generated", double(s.completion_tokens.load())},
+      M{"tokens_predicted_seconds_total", "counter", "Time spent generating, summed over requests", s.decode_us.load() / 1e6},
+      M{"decode_steps_total", "counter", "Forward passes of the batch", double(st.steps)},
+      M{"slots_total", "gauge", "Requests decoded together at most (--parallel)", double(s.sched->params().n_parallel)},
+      M{"requests_processing", "gauge", "Slots busy", double(st.slots_busy)},
+      M{"requests_deferred", "gauge", "Requests waiting for a slot", double(st.queued)},
+      M{"kv_blocks_used", "gauge", "KV cache blocks in use", double(st.kv_blocks_used)},
+      M{"kv_blocks_allocated", "gauge", "KV cache blocks allocated", double(st.kv_blocks_allocated)},
+      M{"weights_streamed_bytes_total", "counter", "Weight bytes read from storage (models larger than memory; 0 when resident)",
+        ws ? double(ws->stats().bytes_read) : 0.0},
+  });
+}
+
 // A completion request, on a thread of its own (the transport hands it over complete).
-void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs) {
+void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs, edgellm::ops::RequestLog& log) {
   ++s.n_requests;
   edgellm::openai::ApiRequest r;
   std::shared_ptr<edgellm::Job> job;
@@ -286,6 +414,7 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
     std::vector<edgellm::TokenAlternatives> probs;
     for (auto& piece : job->wait(std::chrono::milliseconds(0)).pieces)
       if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
+    account(s, jr, log);
     if (!jr.error.empty()) return send_error(500, jr.error, "server_error", "");
     rep.send(200, "application/json", edgellm::openai::response_json(r, rid, jr, probs, *s.tok).dump(), hdrs);
     return;
@@ -312,6 +441,7 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
     if (!events.empty() && !rep.chunk(events)) break;  // the client went away (if the probe has not seen it yet)
     if (!out.done) continue;
     const edgellm::JobResult& jr = job->result();
+    account(s, jr, log);
     if (client_left(jr)) break;
     std::string tail;
     if (!jr.error.empty()) tail = "data: " + error_json(500, jr.error, "server_error") + "\n\n";
@@ -324,6 +454,10 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
   conn->detach();
   job->cancel();
 }
+
+// llama-server's tokenizer endpoints (POST; on a thread of their own, as completions: a long
+// content takes a while).
+bool tokenizer_path(const std::string& path) { return path == "/tokenize" || path == "/detokenize"; }
 
 // POST /apply-template (llama-server's): the chat rendered by the template, {"prompt": "..."}.
 // A template that refuses the conversation (its raise_exception) or fails is a 400 with its message.
@@ -347,7 +481,7 @@ bool completion_path(const std::string& path, Endpoint& ep) {
 }
 
 // Every request: the browser guards, then authentication, then the endpoint.
-void handle(Server& s, const Request& req, Reply& rep) {
+void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog& log) {
   Headers hdrs;
   auto reply_error = [&](int status, const std::string& message, const std::string& type) {
     rep.send(status, "application/json", error_json(status, message, type), hdrs);
@@ -359,8 +493,9 @@ void handle(Server& s, const Request& req, Reply& rep) {
     return reply_error(403, "cross-origin request from '" + req.header_or("origin") + "' refused (allow it with --cors ORIGIN)",
                        "permission_error");
   Endpoint ep = Endpoint::Chat;
-  const bool is_completion = completion_path(req.path, ep);
-  const bool is_get = req.path == "/health" || req.path == "/v1/models" || req.path == "/models";
+  const bool is_completion = completion_path(req.path, ep) || tokenizer_path(req.path);
+  const bool is_get = req.path == "/health" || req.path == "/v1/models" || req.path == "/models" || req.path == "/props" ||
+                      req.path == "/metrics";
   if (req.method == "OPTIONS") {  // CORS preflight (or a plain OPTIONS): allowed origins only, checked above
     hdrs.emplace_back("Allow", is_completion ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
     if (req.header("origin") && req.header("access-control-request-method")) {
@@ -372,8 +507,22 @@ void handle(Server& s, const Request& req, Reply& rep) {
   }
   if (req.path != "/health" && !authorized(s, req)) return reply_error(401, "Invalid API Key", "authentication_error");
   auto json_reply = [&](const edgellm::Json& j) { rep.send(200, "application/json", j.dump(), hdrs); };
-  if (is_get && (req.method == "GET" || req.method == "HEAD")) return json_reply(req.path == "/health" ? health_json(s) : models_json(s));
-  if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs);
+  if (is_get && (req.method == "GET" || req.method == "HEAD")) {
+    if (req.path == "/metrics") {
+      if (!s.metrics) return reply_error(501, "this server does not serve /metrics: start it with --metrics", "not_supported_error");
+      return rep.send(200, "text/plain; version=0.0.4", metrics_text(s), hdrs);
+    }
+    return json_reply(req.path == "/health" ? health_json(s) : req.path == "/props" ? props_json(s) : models_json(s));
+  }
+  if (is_completion && req.method == "POST" && tokenizer_path(req.path)) {
+    try {
+      return json_reply(req.path == "/tokenize" ? edgellm::ops::tokenize(req.body, *s.tok, s.limits)
+                                                : edgellm::ops::detokenize(req.body, *s.tok, s.limits));
+    } catch (const ApiError& e) {
+      return rep.send(e.status(), "application/json", edgellm::openai::error_body(e), hdrs);
+    }
+  }
+  if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs, log);
   if (req.path == "/apply-template" || req.path == "/v1/apply-template") {
     if (req.method == "POST") return apply_template(s, req, rep, hdrs);
     hdrs.emplace_back("Allow", "POST, OPTIONS");
@@ -392,12 +541,14 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     tool::ModelFlags m;
-    std::string host = "127.0.0.1", alias, api_key;
+    std::string host = "127.0.0.1", alias, api_key, api_key_file, log_format = "text";
+    bool metrics = false;
     tool::ChatFlags chat;
     std::vector<std::string> cors;
     int port = 8080;
     edgellm::http::Limits hl;
-    hl.body_timeout_s = hl.write_timeout_s = 600;
+    hl.body_timeout_s = 600;
+    hl.write_timeout_s = 60;
     long long max_body_kb = 1024, max_header_kb = 32;
     bool repack = true, strict_model = false, prompt_special = true;
     edgellm::SchedulerParams p;
@@ -418,7 +569,11 @@ int main(int argc, char** argv) {
       else if (f == "--parallel" || f == "-np") p.n_parallel = args.integer32(f, 1, 256);
       else if (f == "--max-queue") p.max_queue = args.integer32(f, 0, 1 << 20);
       else if (f == "--api-key") api_key = args.value(f);
-      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = hl.write_timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--api-key-file") api_key_file = args.value(f);
+      else if (f == "--metrics") metrics = true;
+      else if (f == "--log-format") log_format = args.value(f);
+      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = args.integer32(f, 1, 86400);
+      else if (f == "--write-timeout-s") hl.write_timeout_s = args.integer32(f, 1, 86400);
       else if (f == "--head-timeout-s") hl.head_timeout_s = args.integer32(f, 1, 3600);
       else if (f == "--idle-timeout-s") hl.idle_timeout_s = args.integer32(f, 1, 86400);
       else if (f == "--max-connections") hl.max_connections = static_cast<size_t>(args.integer32(f, 1, 65536));
@@ -435,7 +590,8 @@ int main(int argc, char** argv) {
     args.no_positional();
     if (m.path.empty()) edgellm::throw_error("-m MODEL.gguf is required");
     if (host.empty()) edgellm::throw_error("option --host: empty address");
-    if (!api_key.empty() && api_key.size() < 8) edgellm::throw_error("option --api-key: use at least 8 characters");
+    api_key = edgellm::ops::choose_api_key(api_key, api_key_file, std::getenv("EDGELLM_API_KEY"));
+    if (log_format != "text" && log_format != "json") edgellm::throw_error("option --log-format: '", log_format, "' is not text or json");
     for (const std::string& o : cors)
       if (o != "*" && (o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0))
         edgellm::throw_error("option --cors: '", o, "' is not an origin (scheme://host[:port], or *)");
@@ -491,6 +647,10 @@ int main(int argc, char** argv) {
     s.host = host;
     s.cors = cors;
     s.prompt_special = prompt_special;
+    s.model_path = m.path;
+    s.chat_template_source = gguf_template;
+    s.metrics = metrics;
+    s.log_json = log_format == "json";
     s.limits.model_id = alias;
     s.limits.strict_model = strict_model;
     s.limits.n_vocab = cfg.n_vocab;
@@ -507,13 +667,37 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
 
     edgellm::http::Server http(
-        hl, [&s](const Request& req, Reply& rep) { handle(s, req, rep); },
-        [](const Request& req) {  // completions run on a thread of their own; the rest on the poll thread
-          Endpoint ep;  // (a template renders on the request's thread too: it is bounded, not instant)
-          return req.method == "POST" &&
-                 (completion_path(req.path, ep) || req.path == "/apply-template" || req.path == "/v1/apply-template");
+        hl,
+        [&s](const Request& req, Reply& rep) {  // every request, then its log line
+          const auto t0 = std::chrono::steady_clock::now();
+          LoggedReply logged(rep);
+          edgellm::ops::RequestLog log;
+          log.method = req.method;
+          log.path = req.path;
+          log.remote = req.remote_ip;
+          auto finish = [&](int status) {
+            ++s.http_requests;
+            log.status = status;
+            log.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            write_log(s, log);
+          };
+          try {
+            handle(s, req, logged, log);
+          } catch (const std::exception& e) {  // answered here (not by the transport), so logged once
+            if (!logged.status()) logged.send(500, "application/json", error_json(500, e.what(), "server_error"), {});
+          }
+          finish(logged.status());
         },
-        [](int status, const std::string& message) {
+        [](const Request& req) {  // completions, tokenizing and templates run on a thread of their own; the rest on the poll thread
+          Endpoint ep;  // (a template renders on the request's thread too: it is bounded, not instant)
+          return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path) ||
+                                          req.path == "/apply-template" || req.path == "/v1/apply-template");
+        },
+        [&s](int status, const std::string& message) {  // a refusal before any handler: logged here
+          ++s.http_requests;
+          edgellm::ops::RequestLog log;
+          log.status = status;
+          write_log(s, log);
           return std::make_pair(std::string("application/json"),
                                 error_json(status, message, status == 413 || status == 415 || status == 431 || status == 400
                                                                 ? "invalid_request_error" : "server_error"));

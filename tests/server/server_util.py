@@ -27,3 +27,16 @@ def start_server(cmd):
             return proc, int(m.group(1))
     proc.wait(timeout=30)
     fail("edgellm-server did not say its port")
+
+
+def exchange(port, data, timeout=30):
+    """Sends data on a new connection to 127.0.0.1:port and returns every byte until the server closes."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        resp = b""
+        while True:
+            part = s.recv(65536)
+            if not part:
+                return resp
+            resp += part

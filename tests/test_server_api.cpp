@@ -1,0 +1,126 @@
+// The server's operator functions (examples/server/operator_api.hpp) tested without a server: the
+// API key from a file or the environment, /tokenize and /detokenize as llama-server shapes them,
+// the Prometheus text of /metrics, the request log line. The synthetic model's tokenizer (no
+// shared data).
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "operator_api.hpp"  // examples/server/
+#include "session_fixtures.hpp"
+
+using edgellm::Error;
+using edgellm::Json;
+namespace ops = edgellm::ops;
+
+namespace {
+
+std::string temp_file(const std::string& name, const std::string& content) {
+  const std::string path = std::string(EDGELLM_BINARY_DIR) + "/test_server_api_" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+int refusal_status(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const edgellm::openai::ApiError& e) {
+    return e.status();
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("server api: the API key from --api-key, --api-key-file or EDGELLM_API_KEY") {
+  CHECK(ops::read_api_key_file(temp_file("key1", "  s3cret-key-1 \n")) == "s3cret-key-1");
+  CHECK(ops::read_api_key_file(temp_file("key2", "\n\ns3cret-key-2\r\n\n")) == "s3cret-key-2");
+  CHECK_THROWS_WITH_AS(ops::read_api_key_file(temp_file("key3", "\n \n")), doctest::Contains("holds no key"), Error);
+  CHECK_THROWS_WITH_AS(ops::read_api_key_file(temp_file("key4", "aaaaaaaa\nbbbbbbbb\n")), doctest::Contains("more than one line"), Error);
+  CHECK_THROWS_WITH_AS(ops::read_api_key_file(std::string(EDGELLM_BINARY_DIR) + "/no/such/key"), doctest::Contains("cannot read"), Error);
+  const std::string file = temp_file("key5", "from-the-file\n");
+  CHECK(ops::choose_api_key("", "", nullptr).empty());
+  CHECK(ops::choose_api_key("", "", "").empty());
+  CHECK(ops::choose_api_key("", "", "from-the-env") == "from-the-env");
+  CHECK(ops::choose_api_key("", file, "from-the-env") == "from-the-file");
+  CHECK(ops::choose_api_key("from-the-flag", "", "from-the-env") == "from-the-flag");
+  CHECK_THROWS_WITH_AS(ops::choose_api_key("from-the-flag", file, nullptr), doctest::Contains("one of --api-key and --api-key-file"), Error);
+  CHECK_THROWS_WITH_AS(ops::choose_api_key("", "", "short"), doctest::Contains("EDGELLM_API_KEY: use at least 8"), Error);
+  CHECK_THROWS_WITH_AS(ops::choose_api_key("", temp_file("key6", "short\n"), nullptr), doctest::Contains("--api-key-file: use at least 8"), Error);
+}
+
+TEST_CASE("server api: /tokenize and /detokenize as llama-server") {
+  const auto& m = edgellm_test::synthetic();
+  const edgellm::Tokenizer& tok = *m.tok;
+  const edgellm::openai::ApiLimits lim;
+  const std::string text = "Once upon a time";
+  const Json t = ops::tokenize(R"({"content": "Once upon a time"})", tok, lim);
+  const std::vector<int32_t> ids = tok.encode(text, false, true);
+  REQUIRE(t["tokens"].size() == ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) CHECK(t["tokens"].at(i).as_int() == ids[i]);
+  // add_special: BOS when the vocabulary adds one.
+  const Json b = ops::tokenize(R"({"content": "Once", "add_special": true})", tok, lim);
+  CHECK(b["tokens"].size() == tok.encode("Once", tok.add_bos(), true).size());
+  // with_pieces: each id with its text (bytes when not valid UTF-8 alone); the pieces join to the text.
+  const Json p = ops::tokenize(R"({"content": "Once upon a time", "with_pieces": true})", tok, lim);
+  std::string joined;
+  for (const Json& e : p["tokens"].as_array()) {
+    CHECK(e["id"].is_int());
+    if (e["piece"].is_string()) {
+      joined += e["piece"].as_string();
+    } else {  // not valid UTF-8 alone (a byte token): its bytes
+      for (const Json& byte : e["piece"].as_array()) joined += static_cast<char>(byte.as_int());
+    }
+  }
+  CHECK(joined == tok.decode(ids));
+  // detokenize(tokenize(x)) == x; control tokens' text included.
+  std::string body = "{\"tokens\": [";
+  for (size_t i = 0; i < ids.size(); ++i) body += (i ? "," : "") + std::to_string(ids[i]);
+  CHECK(ops::detokenize(body + "]}", tok, lim)["content"].as_string() == tok.decode(ids));
+  CHECK(ops::detokenize(R"({"tokens": []})", tok, lim)["content"].as_string().empty());
+  CHECK(ops::detokenize(R"({})", tok, lim)["content"].as_string().empty());
+  // Refusals: 400 for wrong shapes, 413 past the JSON caps.
+  CHECK(refusal_status([&] { ops::tokenize(R"({})", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::tokenize(R"({"content": 5})", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::tokenize(R"({"content": "x", "with_pieces": "yes"})", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::tokenize(R"(["x"])", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::tokenize("{", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::detokenize(R"({"tokens": [-1]})", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::detokenize("{\"tokens\": [" + std::to_string(tok.n_vocab()) + "]}", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::detokenize(R"({"tokens": [1.5]})", tok, lim); }) == 400);
+  CHECK(refusal_status([&] { ops::detokenize(R"({"tokens": "1 2"})", tok, lim); }) == 400);
+  edgellm::openai::ApiLimits small;
+  small.max_json_values = 10;
+  CHECK(refusal_status([&] { ops::detokenize(R"({"tokens": [1,2,3,4,5,6,7,8,9,10]})", tok, small); }) == 413);
+}
+
+TEST_CASE("server api: Prometheus text and the request log line") {
+  const std::string t = ops::prometheus_text({{"requests_total", "counter", "Requests", 3}, {"kv_blocks_used", "gauge", "Blocks", 0.5}});
+  CHECK(t == "# HELP edgellm_requests_total Requests\n# TYPE edgellm_requests_total counter\nedgellm_requests_total 3\n"
+             "# HELP edgellm_kv_blocks_used Blocks\n# TYPE edgellm_kv_blocks_used gauge\nedgellm_kv_blocks_used 0.5\n");
+  ops::RequestLog r;
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.remote = "127.0.0.1";
+  r.status = 200;
+  r.ms = 12.345;
+  r.prompt_tokens = 7;
+  r.completion_tokens = 9;
+  CHECK(ops::log_line(r, false) == "request POST /v1/chat/completions 200 12.3 ms prompt_tokens=7 completion_tokens=9 remote=127.0.0.1\n");
+  const Json j = Json::parse(ops::log_line(r, true));
+  CHECK(j["event"].as_string() == "request");
+  CHECK(j["method"].as_string() == "POST");
+  CHECK(j["status"].as_int() == 200);
+  CHECK(j["duration_ms"].as_number() == doctest::Approx(12.3));
+  CHECK(j["prompt_tokens"].as_int() == 7);
+  CHECK(j["completion_tokens"].as_int() == 9);
+  ops::RequestLog refused;  // a transport refusal: no method or path
+  refused.status = 431;
+  CHECK(ops::log_line(refused, false) == "request - - 431 0.0 ms remote=-\n");
+  const Json rj = Json::parse(ops::log_line(refused, true));
+  CHECK(rj["method"].as_string() == "-");
+  CHECK(rj["status"].as_int() == 431);
+  CHECK_FALSE(rj.contains("prompt_tokens"));
+}
