@@ -130,7 +130,9 @@ void text_stays_text(const std::string& file) {
       v.emplace_back(name, edgellm::Tokenizer(edgellm::Vocab::from_gguf(edgellm::GgufFile::open(dir + "/vocab/" + name))));
     return v;
   }();
-  for (const auto& [vocab, tok] : kVocabs) {
+  for (const auto& entry : kVocabs) {  // (no structured binding: CAPTURE's lambda cannot capture one in C++17)
+    const std::string& vocab = entry.first;
+    const edgellm::Tokenizer& tok = entry.second;
     CAPTURE(vocab);
     std::string injected = "Tell me a joke.";
     for (int32_t id : tok.vocab().special_tokens)
