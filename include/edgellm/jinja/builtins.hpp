@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -988,26 +989,23 @@ inline bool starts_or_ends(const Value& self, CallArgs& a, bool ends, const char
 
 inline Value str_method(Interpreter& in, const Value& self, const std::string& name, CallArgs& a) {
   const std::string& s = self.str();
-  auto opt_str = [&](size_t i, const char* nm) -> const std::string* {
-    if (!a.has(i, nm)) return nullptr;
-    static thread_local std::string holder;
-    const Value v = a.get(i, nm);
-    if (v.is_none()) return nullptr;
-    holder = need_str(v, nm);
-    return &holder;
+  // An optional string argument (absent or None: not given).
+  auto opt_str = [&](size_t i, const char* nm) -> std::optional<std::string> {
+    const Value v = a.get(i, nm, Value::none());
+    if (v.is_none()) return std::nullopt;
+    return need_str(v, nm);
   };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     a.expect(name.c_str(), 1);
-    const std::string* chars = opt_str(0, "chars");
-    return Value(py::strip(s, name != "rstrip", name != "lstrip", chars));
+    const std::optional<std::string> chars = opt_str(0, "chars");
+    return Value(py::strip(s, name != "rstrip", name != "lstrip", chars ? &*chars : nullptr));
   }
   if (name == "split" || name == "rsplit") {
     a.expect(name.c_str(), 2, "sep,maxsplit");
-    const std::string* sep = opt_str(0, "sep");
-    const std::string sep_copy = sep ? *sep : std::string();
+    const std::optional<std::string> sep = opt_str(0, "sep");
     const int64_t maxsplit = need_int(a.get(1, "maxsplit", Value(int64_t(-1))), "maxsplit");
     std::vector<Value> out;
-    for (auto& p : py::split(s, sep ? &sep_copy : nullptr, maxsplit, name == "rsplit")) out.emplace_back(std::move(p));
+    for (auto& p : py::split(s, sep ? &*sep : nullptr, maxsplit, name == "rsplit")) out.emplace_back(std::move(p));
     return Value::list(std::move(out));
   }
   if (name == "startswith" || name == "endswith") return Value(starts_or_ends(self, a, name == "endswith", name.c_str()));

@@ -168,7 +168,7 @@ class Value {
 
   // Python's bool(): empty strings / containers, 0 and None are false; Undefined is false.
   bool truthy() const;
-  // Python's str() and repr(); `to_json` is json.dumps(ensure_ascii=False, ...).
+  // Python's str() and repr(); json.dumps is builtins.hpp's dump_json.
   std::string to_str() const;
   void repr_to(std::string& out) const;
   std::string repr() const { std::string s; repr_to(s); return s; }
@@ -568,8 +568,13 @@ inline void str_repr(std::string& out, std::string_view s) {
   out += q;
 }
 
-// json.dumps's string form with ensure_ascii (\uXXXX for all non-ASCII) or without.
+// json.dumps's string form with ensure_ascii (\uXXXX for all non-ASCII) or without; without, it
+// is RFC 8259's escaping, which core/json.hpp already writes.
 inline void json_str(std::string& out, std::string_view s, bool ensure_ascii) {
+  if (!ensure_ascii) {
+    json_escape_to(out, s);
+    return;
+  }
   out += '"';
   for (size_t i = 0; i < s.size();) {
     const uint32_t c = next_cp(s, i);
@@ -583,7 +588,7 @@ inline void json_str(std::string& out, std::string_view s, bool ensure_ascii) {
       case '\f': out += "\\f"; break;
       default: {
         char buf[16];
-        if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
+        if (c < 0x20 || c >= 0x7F) {
           if (c >= 0x10000) {
             const uint32_t v = c - 0x10000;
             std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", unsigned(0xD800 + (v >> 10)), unsigned(0xDC00 + (v & 0x3FF)));
