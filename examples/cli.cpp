@@ -41,6 +41,8 @@ const char* kUsage =
     "  --chat-template-kwargs JSON  template variables, e.g. '{\"enable_thinking\": false}'\n"
     "  --reasoning-budget N   -1 (default): unrestricted; 0: thinking off where the template supports it\n"
     "  --stop TEXT            stop string (repeatable)\n"
+    "  --grammar GBNF, --grammar-file F   the answer must match this GBNF grammar (llama.cpp's syntax)\n"
+    "  --json-schema JSON, --json-schema-file F   the answer must be JSON valid for this schema\n"
     "  --deadline-ms MS       wall-clock budget: the answer ends before it\n"
     "  --ignore-eos           keep generating past end-of-generation tokens\n"
     "  --kv-block N           KV cache block size in tokens (default 16)\n"
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
     tool::ModelFlags m;
     std::string prompt, system_prompt;
     tool::ChatFlags chat_flags;
+    tool::GrammarFlags grammar;
     bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
     int n_parallel = 1;
     bool display_prompt = true;
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
       else if (tool::chat_flag(args, f, chat_flags)) continue;
       else if (f == "--system") system_prompt = args.value(f);
       else if (f == "--stop") gp.stop.push_back(args.value(f));
+      else if (tool::grammar_flag(args, f, grammar)) continue;
       else if (f == "--deadline-ms") gp.deadline_ms = args.number(f, 0, 1e12);
       else if (f == "--ignore-eos") gp.ignore_eos = true;
       else if (tool::kv_flag(args, f, sp)) continue;
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
     }
     const auto& cfg = model->config();
     auto tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
+    gp.grammar = tool::grammar_params(grammar, *tok);
     if (sp.n_ctx == 0) sp.n_ctx = std::min(cfg.n_ctx_train, 4096);
     if (sp.n_ctx > cfg.n_ctx_train)
       std::fprintf(stderr, "warning: -c %d is above the model's training context %d\n", sp.n_ctx, cfg.n_ctx_train);

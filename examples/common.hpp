@@ -16,6 +16,9 @@
 
 #include <edgellm/core/dtype.hpp>
 #include <edgellm/core/error.hpp>
+#include <edgellm/core/json.hpp>
+#include <edgellm/grammar/constrained_sampler.hpp>
+#include <edgellm/grammar/json_schema.hpp>
 #include <edgellm/text/chat.hpp>
 #include <edgellm/text/chat_template.hpp>
 #include <edgellm/text/reasoning.hpp>
@@ -269,6 +272,45 @@ inline edgellm::ChatTemplate chat_template_of(ChatFlags& c, const std::string& g
                          "(choose with --chat-template or --chat-template-file)\n", e.what(), name.c_str());
     return edgellm::ChatTemplate::builtin(name);
   }
+}
+
+// Constrained output (edgellm-cli, edgellm-bench), llama.cpp's names:
+//   --grammar GBNF, --grammar-file F, --json-schema JSON, --json-schema-file F
+struct GrammarFlags {
+  std::string gbnf;
+  std::string flag;  // the flag that gave it, for errors
+};
+inline bool grammar_flag(Args& args, const std::string& f, GrammarFlags& g) {
+  std::string text;
+  if (f == "--grammar") text = args.value(f);
+  else if (f == "--grammar-file") text = read_text_file(args.value(f), f);
+  else if (f == "--json-schema") text = args.value(f);
+  else if (f == "--json-schema-file") text = read_text_file(args.value(f), f);
+  else return false;
+  if (!g.flag.empty()) edgellm::throw_error("option ", f, ": ", g.flag, " already gives the grammar");
+  g.flag = f;
+  if (f.rfind("--json-schema", 0) == 0) {
+    try {
+      g.gbnf = edgellm::json_schema_to_gbnf(edgellm::Json::parse(text, 256));
+    } catch (const edgellm::Error& e) {
+      edgellm::throw_error("option ", f, ": ", e.what());
+    }
+  } else {
+    g.gbnf = text;
+  }
+  return true;
+}
+// The flags' grammar compiled for a vocabulary (none: unconstrained).
+inline edgellm::GrammarParams grammar_params(const GrammarFlags& g, const edgellm::Tokenizer& tok) {
+  edgellm::GrammarParams p;
+  if (g.flag.empty()) return p;
+  try {
+    p.masker = std::make_shared<const edgellm::TokenMasker>(
+        std::make_shared<const edgellm::Grammar>(edgellm::Grammar::parse(g.gbnf)), edgellm::grammar_vocab_of(tok));
+  } catch (const edgellm::Error& e) {
+    edgellm::throw_error("option ", g.flag, ": ", e.what());
+  }
+  return p;
 }
 
 [[noreturn]] inline void unknown(const std::string& flag) { edgellm::throw_error("unknown option ", flag, " (see --help)"); }

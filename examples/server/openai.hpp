@@ -6,6 +6,7 @@
 // target call these directly. Part of edgellm-server (examples/server/), not of the library.
 #pragma once
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/batch_scheduler.hpp"
 #include "edgellm/engine/session.hpp"
+#include "edgellm/grammar/json_schema.hpp"
+#include "edgellm/grammar/tool_calls.hpp"
 #include "edgellm/text/chat.hpp"
 #include "edgellm/text/chat_template.hpp"
 #include "edgellm/text/reasoning.hpp"
@@ -81,9 +84,9 @@ struct ApiRequest {
   bool include_usage = false;         // stream_options.include_usage
   bool cache_prompt = true;           // llama-server's extension
   int n_probs = 0;                    // llama-server's extension: alternatives per token
-  // Chat templates (llama-server's fields): tools (rendered by POST /apply-template; the
-  // completion endpoints refuse them until tool calls are parsed), chat_template_kwargs (extra
-  // template variables, e.g. {"enable_thinking": false}), add_generation_prompt (apply-template).
+  // Chat templates (llama-server's fields): tools (rendered by the template), chat_template_kwargs
+  // (extra template variables, e.g. {"enable_thinking": false}), add_generation_prompt
+  // (apply-template).
   Json tools;
   Json chat_kwargs;
   bool add_generation_prompt = true;
@@ -93,7 +96,20 @@ struct ApiRequest {
   ReasoningFormat reasoning = ReasoningFormat::None;
   ReasoningTags reasoning_tags;
   bool thinking_open = false;
+  // Constrained output: a GBNF grammar (llama-server's `grammar`, or `json_schema` /
+  // response_format converted), or tool calls: the tools' functions, tool_choice,
+  // parallel_tool_calls, and the format the server's template writes calls in (set by the server).
+  std::string grammar;
+  std::vector<ToolFunction> functions;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  ToolCallFormat tool_format = ToolCallFormat::None;
 };
+
+// Whether the answer may hold tool calls (a chat with tools, tool_choice not "none").
+inline bool wants_tool_calls(const ApiRequest& r) {
+  return r.endpoint == Endpoint::Chat && !r.functions.empty() && r.tool_choice.mode != ToolChoice::None;
+}
 
 namespace detail {
 
@@ -236,6 +252,97 @@ inline Json parse_body(std::string_view body, const ApiLimits& lim) {
 // wrong types, values out of range, an unknown model, max_tokens beyond the context; unknown
 // fields are ignored, as OpenAI's own clients send some (e.g. "user").
 inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint, const ApiLimits& lim);
+
+// A JSON Schema as GBNF; a schema the converter refuses is a 400 naming `param`.
+inline std::string schema_grammar(const Json& schema, const char* param) {
+  using namespace detail;
+  try {
+    return json_schema_to_gbnf(schema);
+  } catch (const Error& e) {
+    throw bad(param, e.what());
+  }
+}
+
+// tools / functions (the legacy shape) / tool_choice / parallel_tool_calls, response_format,
+// json_schema and grammar: what the answer must match.
+inline void parse_constraints(const Json& j, ApiRequest& r) {
+  using namespace detail;
+  const Json* tools = j.find("tools");
+  if (tools && tools->is_null()) tools = nullptr;
+  Json legacy;  // functions: [{name, description, parameters}] as tools
+  if (const Json* f = j.find("functions"); f && !f->is_null()) {
+    if (tools) throw bad("functions", "'functions' and 'tools' cannot both be given");
+    if (!f->is_array()) throw bad("functions", "'functions' must be an array");
+    legacy = Json::array();
+    for (const Json& fn : f->as_array()) {
+      Json t = Json::object();
+      t.set("type", "function");
+      t.set("function", fn);
+      legacy.push_back(std::move(t));
+    }
+    tools = &legacy;
+  }
+  if (tools) {
+    try {
+      r.functions = tool_functions(*tools);
+    } catch (const Error& e) {
+      throw bad("tools", e.what());
+    }
+    if (!r.functions.empty()) {
+      if (r.endpoint != Endpoint::Chat) throw bad("tools", "'tools' are for /v1/chat/completions");
+      r.tools = *tools;
+    }
+  }
+  for (const char* key : {"tool_choice", "function_call"}) {
+    const Json* v = j.find(key);
+    if (!v || v->is_null()) continue;
+    try {
+      r.tool_choice = ToolChoice::parse(*v);
+    } catch (const Error& e) {
+      throw bad(key, e.what());
+    }
+    if (r.tool_choice.mode != ToolChoice::None && r.tool_choice.mode != ToolChoice::Auto && r.functions.empty())
+      throw bad(key, std::string("'") + key + "' asks for a call but no tools are given");
+    if (r.tool_choice.mode == ToolChoice::Named) {
+      bool known = false;
+      for (const ToolFunction& f : r.functions) known = known || f.name == r.tool_choice.name;
+      if (!known) throw bad(key, "function '" + r.tool_choice.name + "' is not among the tools");
+    }
+  }
+  if (const Json* v = j.find("parallel_tool_calls"); v && !v->is_null()) r.parallel_tool_calls = boolean(*v, "parallel_tool_calls");
+  const char* grammar_from = nullptr;
+  auto set_grammar = [&](const char* key, std::string g) {
+    if (grammar_from) throw bad(key, std::string("'") + key + "' and '" + grammar_from + "' cannot both be given");
+    grammar_from = key;
+    r.grammar = std::move(g);
+  };
+  if (const Json* v = j.find("response_format"); v && !v->is_null()) {
+    const Json* t = v->is_object() ? v->find("type") : nullptr;
+    if (!t || !t->is_string()) throw bad("response_format", "'response_format' must be an object with a string 'type'");
+    const std::string& type = t->as_string();
+    if (type == "json_object") {
+      // llama-server also takes {"type": "json_object", "schema": {...}}.
+      const Json* schema = v->find("schema");
+      set_grammar("response_format", schema && !schema->is_null() ? schema_grammar(*schema, "response_format") : json_object_gbnf());
+    } else if (type == "json_schema") {
+      const Json* js = v->find("json_schema");
+      const Json* schema = js && js->is_object() ? js->find("schema") : v->find("schema");
+      if (!schema || schema->is_null())
+        throw bad("response_format", "'response_format' of type json_schema needs 'json_schema': {\"schema\": {...}}");
+      set_grammar("response_format", schema_grammar(*schema, "response_format"));
+    } else if (type != "text") {
+      throw bad("response_format", "'response_format' type '" + type + "' is not one of text, json_object, json_schema");
+    }
+  }
+  if (const Json* v = j.find("json_schema"); v && !v->is_null()) set_grammar("json_schema", schema_grammar(*v, "json_schema"));
+  if (const Json* v = j.find("grammar"); v && !v->is_null()) {
+    const std::string& g = string(*v, "grammar");
+    if (!g.empty()) set_grammar("grammar", g);
+  }
+  if (grammar_from && wants_tool_calls(r))
+    throw bad(grammar_from, std::string("'") + grammar_from + "' and tool calls cannot both constrain the answer (tool_choice \"none\" allows it)");
+}
+
 inline ApiRequest parse_request(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
   try {
     return parse_request_checked(body, endpoint, lim);
@@ -288,18 +395,7 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
       r.add_generation_prompt = boolean(*v, "add_generation_prompt");
     return r;
   }
-  // Fields this server cannot honour are refused rather than silently ignored.
-  for (const char* key : {"tools", "functions", "tool_choice", "function_call"}) {
-    const Json* v = j.find(key);
-    if (!v || v->is_null() || (v->is_array() && v->size() == 0)) continue;
-    if (v->is_string() && (v->as_string() == "none")) continue;
-    throw bad(key, std::string("'") + key + "' is not supported: this server does not call tools");
-  }
-  if (const Json* v = j.find("response_format"); v && !v->is_null()) {
-    const Json* t = v->is_object() ? v->find("type") : nullptr;
-    if (!t || !t->is_string() || t->as_string() != "text")
-      throw bad("response_format", "'response_format' other than {\"type\": \"text\"} is not supported (no JSON mode or schemas)");
-  }
+  parse_constraints(j, r);
   if (const Json* v = j.find("logit_bias"); v && !v->is_null()) parse_logit_bias(*v, lim, r.gp.sampler.logit_bias);
   if (endpoint == Endpoint::Chat) {
     const Json* msgs = j.find("messages");
@@ -491,28 +587,57 @@ inline Json envelope(const ApiRequest& req, const ResponseId& rid, bool chunk) {
   return o;
 }
 
+// OpenAI's tool_calls: [{id, type: "function", function: {name, arguments}}] (with `index` in a
+// streamed delta); ids the model did not write are made up.
+inline Json tool_call_json(const ToolCall& c, ToolCallFormat format, int64_t index = -1) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  Json fn = Json::object();
+  fn.set("name", c.name);
+  fn.set("arguments", c.arguments);
+  Json o = Json::object();
+  if (index >= 0) o.set("index", index);
+  o.set("id", c.id.empty() ? new_tool_call_id(format, rng) : c.id);
+  o.set("type", "function");
+  o.set("function", std::move(fn));
+  return o;
+}
+inline Json tool_calls_json(const std::vector<ToolCall>& calls, ToolCallFormat format) {
+  Json a = Json::array();
+  for (const ToolCall& c : calls) a.push_back(tool_call_json(c, format));
+  return a;
+}
+
 // The whole (non-streamed) response.
 inline Json response_json(const ApiRequest& req, const ResponseId& rid, const JobResult& r,
                           const std::vector<TokenAlternatives>& probs, const Tokenizer& tok) {
   Json o = envelope(req, rid, false);
   Json choice = Json::object();
   choice.set("index", 0);
+  bool tool_calls = false;
   if (req.endpoint == Endpoint::Chat) {
     Json msg = Json::object();
     msg.set("role", "assistant");
-    if (req.reasoning == ReasoningFormat::None) {
-      msg.set("content", r.text);
-    } else {
+    std::string content = r.text;
+    if (req.reasoning != ReasoningFormat::None) {
       const ReasoningSplitter::Delta d = ReasoningSplitter::split(r.text, req.reasoning_tags, req.thinking_open);
-      msg.set("content", req.reasoning == ReasoningFormat::DeepseekLegacy ? r.text : d.content);
+      if (req.reasoning != ReasoningFormat::DeepseekLegacy) content = d.content;
       if (!d.reasoning.empty()) msg.set("reasoning_content", d.reasoning);
     }
+    if (wants_tool_calls(req)) {
+      ParsedToolCalls p = parse_tool_calls(req.tool_format, content);
+      if (!p.calls.empty()) {
+        msg.set("content", p.content.empty() ? Json() : Json(p.content));
+        msg.set("tool_calls", tool_calls_json(p.calls, req.tool_format));
+        tool_calls = true;
+      }
+    }
+    if (!tool_calls) msg.set("content", content);
     choice.set("message", std::move(msg));
   } else {
     choice.set("text", r.text);
   }
   choice.set("logprobs", Json());
-  choice.set("finish_reason", finish_reason(r.reason));
+  choice.set("finish_reason", tool_calls && r.reason != StopReason::MaxTokens ? "tool_calls" : finish_reason(r.reason));
   Json choices = Json::array();
   choices.push_back(std::move(choice));
   o.set("choices", std::move(choices));
@@ -524,10 +649,12 @@ inline Json response_json(const ApiRequest& req, const ResponseId& rid, const Jo
 
 // One streamed chunk: a piece of text (final = nullptr), or the last chunk with finish_reason,
 // timings, and usage when stream_options.include_usage asked for it. A chat piece may carry
-// thoughts (`reasoning`, as delta.reasoning_content) instead of or besides its content.
+// thoughts (`reasoning`, as delta.reasoning_content) instead of or besides its content; or
+// `tool_calls` (the delta's calls; on the last chunk: finish_reason "tool_calls").
 inline Json chunk_json(const ApiRequest& req, const ResponseId& rid, const std::string& text,
                        const std::vector<TokenAlternatives>& probs, const Tokenizer& tok, const JobResult* final,
-                       bool first = false, const std::string& reasoning = std::string()) {
+                       bool first = false, const std::string& reasoning = std::string(),
+                       const Json* tool_calls = nullptr) {
   Json o = envelope(req, rid, true);
   Json choice = Json::object();
   choice.set("index", 0);
@@ -535,13 +662,17 @@ inline Json chunk_json(const ApiRequest& req, const ResponseId& rid, const std::
     Json delta = Json::object();
     if (first) delta.set("role", "assistant");
     if (!final && !reasoning.empty()) delta.set("reasoning_content", reasoning);
-    if (!final && (!text.empty() || reasoning.empty())) delta.set("content", text);
+    if (tool_calls && !final) delta.set("tool_calls", *tool_calls);
+    else if (!final && (!text.empty() || reasoning.empty())) delta.set("content", text);
     choice.set("delta", std::move(delta));
   } else {
     choice.set("text", text);
   }
   choice.set("logprobs", Json());
-  choice.set("finish_reason", final ? Json(finish_reason(final->reason)) : Json());
+  Json finish;
+  if (final)
+    finish = tool_calls && final->reason != StopReason::MaxTokens ? "tool_calls" : finish_reason(final->reason);
+  choice.set("finish_reason", std::move(finish));
   Json choices = Json::array();
   choices.push_back(std::move(choice));
   o.set("choices", std::move(choices));
@@ -559,26 +690,41 @@ inline std::string sse_event(const Json& j) { return "data: " + j.dump() + "\n\n
 // The events of a streamed answer, one per generated piece (the first chat chunk carries the
 // role). A chat answer's thoughts go to delta.reasoning_content as they arrive (req.reasoning);
 // what the splitter holds back (a possible tag, whitespace) comes out before the last chunk.
+// With tools, content that may be a call is held back; the calls go out as one delta each
+// before the last chunk (finish_reason "tool_calls").
 class StreamEvents {
  public:
   StreamEvents(const ApiRequest& req, const ResponseId& rid, const Tokenizer& tok)
       : req_(req), rid_(rid), tok_(tok), split_(req.endpoint == Endpoint::Chat && req.reasoning != ReasoningFormat::None),
-        splitter_(req.reasoning_tags, req.thinking_open) {}
+        splitter_(req.reasoning_tags, req.thinking_open), tools_(wants_tool_calls(req)),
+        calls_(req.tool_format, req.tool_choice.mode != ToolChoice::Auto) {}
 
   // The event for a piece of text (and its n_probs alternatives); "" when there is nothing to send.
   std::string piece(const std::string& text, const std::vector<TokenAlternatives>& probs = {}) {
-    if (!split_) return event(text, "", probs);
+    if (!split_) return event(content(text), "", probs);
     const ReasoningSplitter::Delta d = splitter_.feed(text);
-    return event(req_.reasoning == ReasoningFormat::DeepseekLegacy ? text : d.content, d.reasoning, probs);
+    return event(content(req_.reasoning == ReasoningFormat::DeepseekLegacy ? text : d.content), d.reasoning, probs);
   }
-  // The held-back text and the last chunk (finish_reason, timings, usage).
+  // The held-back text, the calls, and the last chunk (finish_reason, timings, usage).
   std::string finish(const JobResult& final) {
     std::string out;
     if (split_) {
       const ReasoningSplitter::Delta d = splitter_.finish();
-      out = event(req_.reasoning == ReasoningFormat::DeepseekLegacy ? std::string() : d.content, d.reasoning, {});
+      out = event(content(req_.reasoning == ReasoningFormat::DeepseekLegacy ? std::string() : d.content), d.reasoning, {});
     }
-    out += sse_event(chunk_json(req_, rid_, "", {}, tok_, &final, first_));
+    Json calls;
+    if (tools_) {
+      const ParsedToolCalls p = calls_.finish();
+      out += event(p.content, "", {});
+      for (size_t i = 0; i < p.calls.size(); ++i) {
+        Json one = Json::array();
+        one.push_back(tool_call_json(p.calls[i], req_.tool_format, static_cast<int64_t>(i)));
+        out += sse_event(chunk_json(req_, rid_, "", {}, tok_, nullptr, first_, "", &one));
+        first_ = false;
+        calls = Json::array();
+      }
+    }
+    out += sse_event(chunk_json(req_, rid_, "", {}, tok_, &final, first_, "", calls.is_array() ? &calls : nullptr));
     first_ = false;
     return out;
   }
@@ -589,7 +735,10 @@ class StreamEvents {
   const Tokenizer& tok_;
   bool split_, first_ = true;
   ReasoningSplitter splitter_;
+  bool tools_;
+  ToolCallStream calls_;
 
+  std::string content(const std::string& text) { return tools_ ? calls_.push(text) : text; }
   std::string event(const std::string& content, const std::string& reasoning, const std::vector<TokenAlternatives>& probs) {
     if (content.empty() && reasoning.empty() && probs.empty()) return std::string();
     std::string e = sse_event(chunk_json(req_, rid_, content, probs, tok_, nullptr, first_, reasoning));

@@ -103,7 +103,10 @@ const char* kUsage =
     "stream, stream_options.include_usage, logit_bias) and llama-server's top_k, min_p, repeat_penalty, n_probs,\n"
     "cache_prompt, plus deadline_ms: the answer ends before this budget (finish_reason \"deadline\").\n"
     "POST /apply-template renders messages (and tools) with the chat template: {\"prompt\": ...}.\n"
-    "tools in completions and response_format other than {\"type\": \"text\"} are refused (400): not supported.\n";
+    "Constrained answers: response_format {\"type\": \"json_object\"} or {\"type\": \"json_schema\", \"json_schema\":\n"
+    "{\"schema\": ...}}, llama-server's \"json_schema\" and \"grammar\" (GBNF); tool calls: \"tools\", \"tool_choice\"\n"
+    "(auto / none / required / {\"type\": \"function\", \"function\": {\"name\"}}), \"parallel_tool_calls\", in the\n"
+    "format the chat template teaches (Hermes / Qwen, Llama 3.x, Mistral, Functionary v3.1; /props says which).\n";
 
 using edgellm::openai::ApiError;
 using edgellm::openai::Endpoint;
@@ -115,6 +118,8 @@ struct Server {
   edgellm::Json chat_kwargs;         // --chat-template-kwargs (and --reasoning-budget 0)
   edgellm::ReasoningFormat reasoning = edgellm::ReasoningFormat::Deepseek;
   edgellm::ReasoningTags reasoning_tags;
+  edgellm::ToolCallFormat tool_format = edgellm::ToolCallFormat::None;  // read off the template
+  std::unique_ptr<edgellm::GrammarCache> grammars;                       // compiled grammars, shared by requests
   std::string model_id;
   std::string api_key;
   std::string host;                  // --host, for the Host check
@@ -324,6 +329,7 @@ edgellm::Json props_json(const Server& s) {
   p.set("endpoint_metrics", s.metrics);
   p.set("chat_template", s.chat.is_jinja() ? s.chat.source() : s.chat_template_source);  // the template in use
   p.set("chat_template_name", s.chat.name());  // "jinja" or the built-in format's name
+  p.set("tool_call_format", edgellm::tool_call_format_name(s.tool_format));
   p.set("bos_token", piece(s.tok->bos()));
   p.set("eos_token", piece(s.tok->eos()));
   p.set("build_info", std::string("edgellm ") + EDGELLM_VERSION_STRING);
@@ -359,6 +365,27 @@ std::string metrics_text(const Server& s) {
   });
 }
 
+// The request's grammar (its own, or its tools' calls in the template's format) compiled, with
+// the lazy triggers, into r.gp.grammar; a grammar that does not parse is a 400.
+void constrain(Server& s, edgellm::openai::ApiRequest& r) {
+  edgellm::ToolCallGrammar g;
+  const char* param = "grammar";
+  try {
+    if (edgellm::openai::wants_tool_calls(r)) {
+      r.tool_format = s.tool_format;
+      param = "tools";
+      g = edgellm::tool_call_grammar(r.tool_format, r.functions, r.tool_choice, r.parallel_tool_calls);
+    } else {
+      g.gbnf = r.grammar;
+    }
+    if (g.gbnf.empty()) return;
+    r.gp.grammar.masker = s.grammars->get(g.gbnf);
+    r.gp.grammar.triggers = g.triggers;
+  } catch (const edgellm::Error& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", param);
+  }
+}
+
 // A completion request, on a thread of its own (the transport hands it over complete).
 void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs, edgellm::ops::RequestLog& log) {
   ++s.n_requests;
@@ -381,6 +408,7 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
       r.reasoning_tags = s.reasoning_tags;
       r.thinking_open = edgellm::ReasoningSplitter::prompt_opens(rendered, s.reasoning_tags);
     }
+    constrain(s, r);
     if (toks.empty()) throw ApiError(400, "the prompt has no tokens", "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt");
     edgellm::openai::check_fits(r, toks.size(), s.limits.n_ctx);
     try {
@@ -642,6 +670,8 @@ int main(int argc, char** argv) {
     s.chat_kwargs = chat.kwargs;
     s.reasoning = chat.reasoning_format;
     s.reasoning_tags = edgellm::ReasoningTags::for_template(s.chat.source());
+    s.tool_format = edgellm::tool_call_format_of(s.chat.source());
+    s.grammars.reset(new edgellm::GrammarCache(*s.tok));
     s.model_id = alias;
     s.api_key = api_key;
     s.host = host;

@@ -21,6 +21,7 @@
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/speculative.hpp"
+#include "edgellm/grammar/constrained_sampler.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
 #include "edgellm/runtime/memory_stats.hpp"
@@ -39,6 +40,7 @@ struct GenerateParams {
   bool add_bos = true;             // prepend BOS when the vocabulary uses one (first call only)
   bool parse_special = true;       // match control tokens written in the prompt text
   SpeculativeParams speculative;   // drafts verified in one pass (engine/speculative.hpp)
+  GrammarParams grammar;           // what the text must match (grammar/constrained_sampler.hpp; none: free)
 };
 
 enum class StopReason { None, EndOfGeneration, StopString, MaxTokens, Deadline, ContextFull, Cancelled };
@@ -169,6 +171,7 @@ struct DecodeStream {
   std::exception_ptr error;
   std::vector<float> logits;     // the row the next token is sampled from
   std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<GrammarConstraint> grammar;  // gp.grammar's state for this stream (null: free)
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopMatcher> stops;
   int step = 0;                  // tokens sampled so far
@@ -281,6 +284,7 @@ class DecodeLoop {
     s.logits.assign(logits, logits + n_vocab_);
     s.r.prefill_ms = s.clock.ms();
     s.sampler.reset(new Sampler(s.gp.sampler));
+    s.grammar.reset(s.gp.grammar ? new GrammarConstraint(s.gp.grammar) : nullptr);
     for (int32_t t : s.held) s.sampler->accept(t);
     s.decoder.reset(new StreamDecoder(tok_));
     s.stops.reset(new StopMatcher(s.gp.stop));
@@ -388,10 +392,17 @@ class DecodeLoop {
       return false;
     }
     // A token sampled by the last pass's verification (the row that rejected a draft) is this one.
-    const int32_t id = s.pending >= 0 ? s.pending : s.sampler->sample(s.logits.data(), n_vocab_);
+    const float* row;
+    try {
+      row = constrained(s, s.logits.data());
+    } catch (const std::exception&) {
+      fail(s, std::current_exception());
+      return false;
+    }
+    const int32_t id = s.pending >= 0 ? s.pending : s.sampler->sample(row, n_vocab_);
     s.pending = -1;
     if (s.step == 0) s.r.ttft_ms = s.clock.ms();
-    if (!keep_token(s, s.logits.data(), id, kv_.n_tokens(s.seq))) {
+    if (!keep_token(s, row, id, kv_.n_tokens(s.seq))) {
       end(s, s.r.reason);
       return false;
     }
@@ -419,10 +430,23 @@ class DecodeLoop {
     TokenAlternatives alt;
     if (s.n_probs > 0) alt = alternatives(*s.sampler, row, n_vocab_, id, s.n_probs);
     s.sampler->accept(id);
+    if (s.grammar) {
+      try {
+        s.grammar->accept(id);
+      } catch (const std::exception&) {
+        fail(s, std::current_exception());
+        return false;
+      }
+    }
     const bool go_on = take_token(s.r, tok_, *s.decoder, *s.stops, s.gp, id, s.step, n_held, p_.n_ctx, false,
                                   [&](const std::string& piece) { return host_.emit(s, piece, s.n_probs > 0 ? &alt : nullptr); });
     ++s.step;
     return go_on;
+  }
+
+  // The row s samples from: its grammar's mask applied (refused tokens at -inf), or `row` itself.
+  const float* constrained(DecodeStream& s, const float* row) const {
+    return s.grammar ? s.grammar->apply(row, n_vocab_) : row;
   }
 
   // The drafts of a stream about to evaluate s.next: none unless it speculates (a draft source and
@@ -463,7 +487,9 @@ class DecodeLoop {
     s.r.n_drafted += k;
     int i = 0;
     for (; i < k; ++i) {
-      const float* row = ctx_.logits(x.first_row + i);
+      // With a grammar, the row is masked in the state the accepted drafts left: a draft the
+      // grammar refuses is never sampled, so it is rejected like any other disagreeing draft.
+      const float* row = constrained(s, ctx_.logits(x.first_row + i));
       const int32_t d = s.drafts[static_cast<size_t>(i)];
       int32_t id = d;
       if (s.draft_dist.empty())

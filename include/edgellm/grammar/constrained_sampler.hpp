@@ -1,9 +1,14 @@
 // Constrained sampling: the grammar's token mask applied to the logits (-inf) before the sampler
-// chain, and the grammar advanced on the chosen token. Also the GrammarVocab of a Tokenizer.
+// chain, and the grammar advanced on the chosen token (GrammarConstraint, what the decode loop
+// runs per sequence; ConstrainedSampler, a Sampler with it in front). Also the GrammarVocab of a
+// Tokenizer and a cache of compiled grammars.
 // Includes grammar/ and text/ (tokenizer, sampler).
 #pragma once
 #include <cstdint>
+#include <algorithm>
 #include <limits>
+#include <mutex>
+#include <string_view>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,68 +34,180 @@ inline std::shared_ptr<const GrammarVocab> grammar_vocab_of(const Tokenizer& tok
   return std::make_shared<const GrammarVocab>(std::move(bytes), tok.vocab().eog_ids, excluded);
 }
 
+// What a generation must match (GenerateParams::grammar): a compiled grammar, shareable across
+// requests and sequences (the masker and its cache are thread-safe), and lazy triggers.
+struct GrammarParams {
+  std::shared_ptr<const TokenMasker> masker;  // null: unconstrained
+  // Lazy: the text is free until one of these strings appears in it (control tokens' text
+  // included); the grammar then matches the text from the trigger's first byte on. Empty: the
+  // grammar holds from the first generated token.
+  std::vector<std::string> triggers;
+  explicit operator bool() const { return masker != nullptr; }
+};
+
+// One sequence's grammar state: the mask applied to a logits row, the grammar advanced on the
+// chosen token, and (lazy) the search for a trigger. Copyable (a draft, a fork).
+class GrammarConstraint {
+ public:
+  explicit GrammarConstraint(const GrammarParams& p)
+      : masker_(checked(p.masker)), triggers_(p.triggers), matcher_(masker_->new_matcher()),
+        active_(p.triggers.empty()) {
+    for (const std::string& t : triggers_) {
+      EDGELLM_CHECK(!t.empty(), "grammar: an empty trigger");
+      max_trigger_ = std::max(max_trigger_, t.size());
+    }
+  }
+
+  // Whether the grammar holds now (lazy: a trigger has appeared).
+  bool active() const { return active_; }
+  bool is_complete() const { return matcher_.is_complete(); }
+  // Whether the grammar allows token id next (always while inactive).
+  bool allows(int32_t id) const { return !active_ || masker_->can_accept_token(matcher_, id); }
+  const GrammarMatcher& matcher() const { return matcher_; }
+
+  // The row [n_vocab] with every token the grammar refuses at -inf (the row itself while
+  // inactive); valid until the next call. Throws Error when the grammar allows no token at all.
+  const float* apply(const float* logits, int n_vocab) {
+    EDGELLM_CHECK(logits != nullptr, "grammar: logits is null");
+    if (!active_) return logits;
+    const int n_grammar = masker_->vocab().n_vocab();
+    EDGELLM_CHECK(n_vocab >= n_grammar, "grammar: a logits row of ", n_vocab, " tokens for a vocabulary of ", n_grammar);
+    masker_->fill_mask(matcher_, mask_);
+    EDGELLM_CHECK(mask_.count() > 0, "grammar: no token can continue the text here");
+    const float kNegInf = -std::numeric_limits<float>::infinity();
+    row_.assign(logits, logits + n_vocab);
+    bool any_finite = false;
+    for (int i = 0; i < n_vocab; ++i) {
+      if (i >= n_grammar || !mask_.test(i)) row_[size_t(i)] = kNegInf;
+      else any_finite = any_finite || row_[size_t(i)] != kNegInf;
+    }
+    // Every allowed logit -inf (or NaN): a sampler would fall back to token 0; make them even.
+    if (!any_finite)
+      for (int i = 0; i < n_grammar; ++i)
+        if (mask_.test(i)) row_[size_t(i)] = 0.0f;
+    return row_.data();
+  }
+
+  // After token id was chosen: advances the grammar (an EOG token leaves it as it is), or, while
+  // lazy, looks for a trigger in the text so far and hands the grammar the text from it. Throws
+  // Error when the grammar refuses the token.
+  void accept(int32_t id) {
+    if (active_) {
+      if (masker_->vocab().is_eog(id)) return;
+      EDGELLM_CHECK(masker_->accept_token(matcher_, id), "grammar: token ", id, " ('", masker_->vocab().token_bytes(id),
+                    "') is not allowed here");
+      return;
+    }
+    if (gave_up_) return;
+    if (id >= 0 && id < masker_->vocab().n_vocab()) seen_ += masker_->vocab().token_bytes(id);  // control tokens' text too
+    size_t at = std::string::npos;
+    for (const std::string& t : triggers_) at = std::min(at, seen_.find(t));
+    if (at != std::string::npos) {
+      // The text from the trigger on must be the grammar's; when the token that completed the
+      // trigger already wrote past what it allows, the reply stays free (its parser decides).
+      active_ = matcher_.accept_bytes(std::string_view(seen_).substr(at));
+      gave_up_ = !active_;
+      seen_.clear();
+    } else if (seen_.size() >= max_trigger_) {
+      seen_.erase(0, seen_.size() - (max_trigger_ - 1));  // a trigger cut between tokens still shows
+    }
+  }
+
+  void reset() {
+    matcher_.reset();
+    active_ = triggers_.empty();
+    gave_up_ = false;
+    seen_.clear();
+  }
+
+ private:
+  static const std::shared_ptr<const TokenMasker>& checked(const std::shared_ptr<const TokenMasker>& m) {
+    EDGELLM_CHECK(m != nullptr, "grammar: no compiled grammar");
+    return m;
+  }
+
+  std::shared_ptr<const TokenMasker> masker_;
+  std::vector<std::string> triggers_;
+  size_t max_trigger_ = 1;
+  GrammarMatcher matcher_;
+  bool active_;
+  bool gave_up_ = false;     // lazy: the text after a trigger did not match; free to the end
+  std::string seen_;         // lazy: the recent text a trigger may still complete
+  TokenMask mask_;
+  std::vector<float> row_;   // [n_vocab] logits with the refused ones at -inf
+};
+
 // A Sampler with a grammar stage in front: sample() only returns tokens the grammar allows (EOG
 // only where it is complete); accept() advances both. Copyable, so each sequence (or a draft)
 // has its own grammar state while the masker and its cache are shared.
 class ConstrainedSampler {
  public:
   ConstrainedSampler(std::shared_ptr<const TokenMasker> masker, const SamplerParams& params = SamplerParams())
-      : masker_(std::move(masker)), sampler_(params), matcher_(checked(masker_)->new_matcher()) {}
+      : sampler_(params), grammar_(GrammarParams{std::move(masker), {}}) {}
 
   // Picks the next token from a logits row [n_vocab]. Throws Error when the grammar allows no
   // token at all (it has nothing left and EOG is not in the vocabulary).
-  int32_t sample(const float* logits, int n_vocab) {
-    EDGELLM_CHECK(logits != nullptr, "ConstrainedSampler: logits is null");
-    EDGELLM_CHECK(n_vocab == masker_->vocab().n_vocab(), "ConstrainedSampler: n_vocab ", n_vocab,
-                  " differs from the grammar vocabulary's ", masker_->vocab().n_vocab());
-    masker_->fill_mask(matcher_, mask_);
-    EDGELLM_CHECK(mask_.count() > 0, "ConstrainedSampler: the grammar allows no token here");
-    masked_.assign(logits, logits + n_vocab);
-    const float kNegInf = -std::numeric_limits<float>::infinity();
-    bool any_finite = false;
-    for (int i = 0; i < n_vocab; ++i) {
-      if (!mask_.test(i)) masked_[size_t(i)] = kNegInf;
-      else any_finite = any_finite || masked_[size_t(i)] != kNegInf;
-    }
-    // Every allowed logit -inf (or NaN): the chain would fall back to token 0; pick an allowed one.
-    if (!any_finite)
-      for (int i = 0; i < n_vocab; ++i)
-        if (mask_.test(i)) masked_[size_t(i)] = 0.0f;
-    return sampler_.sample(masked_.data(), n_vocab);
-  }
+  int32_t sample(const float* logits, int n_vocab) { return sampler_.sample(grammar_.apply(logits, n_vocab), n_vocab); }
 
   // Advances the grammar and the sampler's history on token id (sampled or forced). Throws
   // Error when the grammar does not allow it.
   void accept(int32_t id) {
-    EDGELLM_CHECK(masker_->accept_token(matcher_, id), "ConstrainedSampler: token ", id,
-                  " is not allowed by the grammar here");
+    grammar_.accept(id);
     sampler_.accept(id);
   }
 
   // Prompt tokens count for the penalties but are not checked against the grammar.
   void accept_prompt(int32_t id) { sampler_.accept(id); }
 
-  bool is_complete() const { return matcher_.is_complete(); }
+  bool is_complete() const { return grammar_.is_complete(); }
   // Whether the grammar allows token id next (a speculative draft's token, say).
-  bool allows(int32_t id) const { return masker_->can_accept_token(matcher_, id); }
-  const GrammarMatcher& matcher() const { return matcher_; }
+  bool allows(int32_t id) const { return grammar_.allows(id); }
+  const GrammarMatcher& matcher() const { return grammar_.matcher(); }
   Sampler& sampler() { return sampler_; }
   void reset() {
     sampler_.reset();
-    matcher_.reset();
+    grammar_.reset();
   }
 
  private:
-  static const std::shared_ptr<const TokenMasker>& checked(const std::shared_ptr<const TokenMasker>& m) {
-    EDGELLM_CHECK(m != nullptr, "ConstrainedSampler: null masker");
+  Sampler sampler_;
+  GrammarConstraint grammar_;
+};
+
+// Compiled grammars of one vocabulary by their GBNF text, most recently used kept (a schema sent
+// with every request is parsed and its mask cache built once). Thread-safe.
+class GrammarCache {
+ public:
+  explicit GrammarCache(const Tokenizer& tok, size_t capacity = 16) : tok_(tok), capacity_(std::max<size_t>(1, capacity)) {}
+
+  // The masker of `gbnf` (root rule "root"); Error (with the parser's line and column) when the
+  // text is not a grammar.
+  std::shared_ptr<const TokenMasker> get(const std::string& gbnf) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < items_.size(); ++i)
+      if (items_[i].first == gbnf) {
+        std::rotate(items_.begin(), items_.begin() + std::ptrdiff_t(i), items_.begin() + std::ptrdiff_t(i) + 1);
+        return items_.front().second;
+      }
+    if (!vocab_) vocab_ = grammar_vocab_of(tok_);
+    auto g = std::make_shared<const Grammar>(Grammar::parse(gbnf));
+    auto m = std::make_shared<const TokenMasker>(std::move(g), vocab_);
+    items_.insert(items_.begin(), {gbnf, m});
+    if (items_.size() > capacity_) items_.pop_back();
     return m;
   }
+  std::shared_ptr<const GrammarVocab> vocab() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!vocab_) vocab_ = grammar_vocab_of(tok_);
+    return vocab_;
+  }
 
-  std::shared_ptr<const TokenMasker> masker_;
-  Sampler sampler_;
-  GrammarMatcher matcher_;
-  TokenMask mask_;
-  std::vector<float> masked_;  // [n_vocab] logits with the disallowed ones at -inf
+ private:
+  const Tokenizer& tok_;
+  size_t capacity_;
+  std::mutex mu_;
+  std::shared_ptr<const GrammarVocab> vocab_;
+  std::vector<std::pair<std::string, std::shared_ptr<const TokenMasker>>> items_;  // most recent first
 };
 
 }  // namespace edgellm

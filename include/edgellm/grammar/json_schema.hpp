@@ -162,8 +162,26 @@ class JsonSchemaConverter {
     return c.format();
   }
 
+  // Several schemas in one grammar: rule docs[i].first matches schema docs[i].second (each its
+  // own document for $ref), and `root ::= root_body`, which refers to those rules (tool calls:
+  // each function's parameters inside the format's markup). Rule names must be GBNF words.
+  static std::string convert_documents(const std::vector<std::pair<std::string, const Json*>>& docs,
+                                       const std::string& root_body) {
+    EDGELLM_CHECK(!docs.empty(), "json schema: no documents to convert");
+    JsonSchemaConverter c(*docs.front().second);
+    for (const auto& d : docs) {
+      c.root_ = d.second;
+      c.refs_.clear();
+      c.ref_prefix_ = d.first + "-";
+      const std::string rule = c.visit(*d.second, d.first, 0);
+      if (rule != d.first) c.rules_[d.first] = rule;
+    }
+    c.rules_["root"] = root_body;
+    return c.format();
+  }
+
  private:
-  explicit JsonSchemaConverter(const Json& root) : root_(root) {}
+  explicit JsonSchemaConverter(const Json& root) : root_(&root) {}
 
   static constexpr int kMaxDepth = 64;  // nested schemas (not $ref cycles, which become rules)
 
@@ -320,16 +338,16 @@ class JsonSchemaConverter {
     const Json* defs = nullptr;
     if (r.rfind("#/$defs/", 0) == 0) {
       key = r.substr(8);
-      defs = root_.find("$defs");
+      defs = root_->find("$defs");
     } else if (r.rfind("#/definitions/", 0) == 0) {
       key = r.substr(14);
-      defs = root_.find("definitions");
+      defs = root_->find("definitions");
     } else {
       fail(path, "unsupported $ref '" + r + "' (only #/$defs/... and #/definitions/...)");
     }
     const Json* target = defs && defs->is_object() ? defs->find(key) : nullptr;
     if (!target) fail(path, "$ref '" + r + "' not found");
-    const std::string rule = "ref-" + sanitize(key);
+    const std::string rule = ref_prefix_ + "ref-" + sanitize(key);
     auto it = refs_.find(r);
     if (it != refs_.end()) return it->second;
     refs_[r] = rule;           // before visiting: a recursive schema refers to the rule by name
@@ -345,7 +363,7 @@ class JsonSchemaConverter {
         if (!ref->is_string()) fail(path, "$ref must be a string");
         const std::string& r = ref->as_string();
         const bool defs = r.rfind("#/$defs/", 0) == 0;
-        const Json* d = root_.find(defs ? "$defs" : "definitions");
+        const Json* d = root_->find(defs ? "$defs" : "definitions");
         const Json* t = d && d->is_object() ? d->find(r.substr(defs ? 8 : 14)) : nullptr;
         if (!t) fail(path, "$ref '" + r + "' not found");
         return *t;
@@ -816,7 +834,8 @@ class JsonSchemaConverter {
     }
   };
 
-  const Json& root_;
+  const Json* root_;         // the document $ref resolves in
+  std::string ref_prefix_;   // convert_documents: $ref rules per document
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;  // $ref -> rule name
 };
