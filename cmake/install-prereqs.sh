@@ -4,14 +4,15 @@
 # its tests: nodejs + libnode-dev, unless a node and the header are there already, e.g.
 # NodeSource's nodejs; --server adds nothing now: edgellm-server and edgellm-eval --server need no
 # HTTP library; npm for the server's client test comes from elsewhere: it skips without it;
-# python3-jinja2 for the chat template tests' reference, Python's Jinja2), installed only when missing,
+# python3-jinja2 for the chat template tests' reference, Python's Jinja2; python3-jsonschema checks
+# constrained answers), installed only when missing,
 # as root or through sudo. Used by README's commands and .ci/run.
 set -eu
 pkgs="cmake g++"
 for a in "$@"; do
   case "$a" in
     --tests)
-      pkgs="$pkgs doctest-dev pkg-config python3-jinja2"  # pkg-config: the consumer test of edgellm.pc
+      pkgs="$pkgs doctest-dev pkg-config python3-jinja2 python3-jsonschema"  # pkg-config: the consumer test of edgellm.pc
       command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
       [ -f /usr/include/node/node_api.h ] || pkgs="$pkgs libnode-dev" ;;
     --server) ;;  # kept for old command lines: the server tools need no library
