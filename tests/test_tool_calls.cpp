@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <edgellm/core/json.hpp>
+#include <edgellm/grammar/completion.hpp>
 #include <edgellm/grammar/constrained_sampler.hpp>
 #include <edgellm/grammar/gbnf.hpp>
 #include <edgellm/grammar/matcher.hpp>
@@ -248,4 +249,49 @@ TEST_CASE("grammar constraint: lazy until a trigger, then the grammar holds from
   // A logits row shorter than the grammar's vocabulary is an error.
   CHECK_THROWS_AS(strict.apply(logits.data(), n - 1), Error);
   CHECK_THROWS_AS(GrammarConstraint(GrammarParams{nullptr, {}}), Error);
+}
+
+TEST_CASE("grammar constraint: with a token budget the text closes before max_tokens ends it") {
+  std::vector<std::string> bytes;
+  for (int c = 1; c < 128; ++c) bytes.push_back(std::string(1, char(c)));
+  bytes.push_back("abcdefgh");
+  bytes.push_back("");  // EOG
+  const int32_t eog = int32_t(bytes.size()) - 1;
+  auto vocab = std::make_shared<const GrammarVocab>(bytes, std::vector<int32_t>{eog}, std::vector<int32_t>{});
+  auto grammar = std::make_shared<const Grammar>(Grammar::parse(R"(root ::= "{\"k\": [" item ("," item)* "]}"
+item ::= "\"" [a-z]* "\"")"));
+  auto masker = std::make_shared<const TokenMasker>(grammar, vocab);
+  CompletionDistance dist(*grammar);
+  GrammarMatcher m = masker->new_matcher();
+  CHECK(dist.bytes_to_complete(m) == 11);  // {"k": [""]}
+  REQUIRE(m.accept_bytes("{\"k\": [\"ab"));
+  CHECK(dist.bytes_to_complete(m) == 3);   // "]}
+  const int n = vocab->n_vocab();
+  // Logits that want letters forever: without a budget the string never closes.
+  std::vector<float> logits(size_t(n), -5.0f);
+  for (char c = 'a'; c <= 'z'; ++c) logits[size_t(c - 1)] = 5.0f;
+  logits[size_t(n - 2)] = 9.0f;
+  for (int budget : {12, 13, 20, 30, 60}) {  // at least the 11 bytes of the shortest sentence
+    CAPTURE(budget);
+    GrammarConstraint g(GrammarParams{masker, {}});
+    std::string text;
+    for (int left = budget; left > 0; --left) {
+      const float* row = g.apply(logits.data(), n, left);
+      int32_t best = 0;
+      for (int32_t i = 1; i < n; ++i) best = row[i] > row[best] ? i : best;
+      if (best == eog) break;
+      g.accept(best);
+      text += vocab->token_bytes(best);
+    }
+    CHECK_MESSAGE(g.is_complete(), text);
+  }
+  // No budget: the same greedy walk is still inside the string after 30 tokens.
+  GrammarConstraint free(GrammarParams{masker, {}});
+  for (int i = 0; i < 30; ++i) {
+    const float* row = free.apply(logits.data(), n);
+    int32_t best = 0;
+    for (int32_t k = 1; k < n; ++k) best = row[k] > row[best] ? k : best;
+    free.accept(best);
+  }
+  CHECK_FALSE(free.is_complete());
 }

@@ -444,9 +444,11 @@ class DecodeLoop {
     return go_on;
   }
 
-  // The row s samples from: its grammar's mask applied (refused tokens at -inf), or `row` itself.
+  // The row s samples from: its grammar's mask applied (refused tokens at -inf; near max_tokens
+  // only the tokens that close what is open), or `row` itself.
   const float* constrained(DecodeStream& s, const float* row) const {
-    return s.grammar ? s.grammar->apply(row, n_vocab_) : row;
+    if (!s.grammar) return row;
+    return s.grammar->apply(row, n_vocab_, s.gp.max_tokens >= 0 ? s.gp.max_tokens - s.step : -1);
   }
 
   // The drafts of a stream about to evaluate s.next: none unless it speculates (a draft source and

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/grammar/completion.hpp"
 #include "edgellm/grammar/matcher.hpp"
 #include "edgellm/grammar/token_mask.hpp"
 #include "edgellm/text/sampler.hpp"
@@ -67,13 +68,19 @@ class GrammarConstraint {
 
   // The row [n_vocab] with every token the grammar refuses at -inf (the row itself while
   // inactive); valid until the next call. Throws Error when the grammar allows no token at all.
-  const float* apply(const float* logits, int n_vocab) {
+  //
+  // With a budget (tokens_left >= 0: tokens that may still be generated, this one included), a
+  // state that needs about as many bytes to complete as tokens are left closes: only the tokens
+  // that bring it nearest to complete stay allowed, so an answer cut by max_tokens still ends
+  // as a sentence of the grammar (a JSON string and object closed) whenever its vocabulary can.
+  const float* apply(const float* logits, int n_vocab, int tokens_left = -1) {
     EDGELLM_CHECK(logits != nullptr, "grammar: logits is null");
     if (!active_) return logits;
     const int n_grammar = masker_->vocab().n_vocab();
     EDGELLM_CHECK(n_vocab >= n_grammar, "grammar: a logits row of ", n_vocab, " tokens for a vocabulary of ", n_grammar);
     masker_->fill_mask(matcher_, mask_);
     EDGELLM_CHECK(mask_.count() > 0, "grammar: no token can continue the text here");
+    if (tokens_left >= 0) close_within(tokens_left);
     const float kNegInf = -std::numeric_limits<float>::infinity();
     row_.assign(logits, logits + n_vocab);
     bool any_finite = false;
@@ -113,6 +120,12 @@ class GrammarConstraint {
     }
   }
 
+  // Bytes the grammar needs at least before it is complete (0: complete).
+  uint32_t bytes_to_complete() {
+    if (!distance_) distance_ = std::make_shared<const CompletionDistance>(matcher_.grammar());
+    return distance_->bytes_to_complete(matcher_);
+  }
+
   void reset() {
     matcher_.reset();
     active_ = triggers_.empty();
@@ -121,6 +134,35 @@ class GrammarConstraint {
   }
 
  private:
+  // The budget rule of apply(): when the completion needs at least tokens_left - 1 bytes, mask_
+  // keeps only the tokens after which the fewest bytes are needed (short tokens first: a byte
+  // token along the shortest completion always exists in byte-level and byte-fallback vocabularies).
+  void close_within(int tokens_left) {
+    const uint32_t d = bytes_to_complete();
+    if (d == 0 || d == CompletionDistance::kInf || uint32_t(tokens_left) > d + 1) return;
+    const std::vector<int32_t> allowed = mask_.ids();
+    for (size_t max_len : {size_t(4), std::numeric_limits<size_t>::max()}) {
+      uint32_t best = d;
+      best_.clear();
+      for (int32_t id : allowed) {
+        const std::string& b = masker_->vocab().token_bytes(id);
+        if (b.empty() || b.size() > max_len) continue;
+        GrammarMatcher next = matcher_;
+        if (!masker_->accept_token(next, id)) continue;
+        const uint32_t nd = distance_->bytes_to_complete(next);
+        if (nd > best) continue;
+        if (nd < best) best_.clear();
+        best = nd;
+        best_.push_back(id);
+      }
+      if (best < d) {
+        mask_.reset(masker_->vocab().n_vocab());
+        for (int32_t id : best_) mask_.set(id);
+        return;
+      }
+    }
+  }
+
   static const std::shared_ptr<const TokenMasker>& checked(const std::shared_ptr<const TokenMasker>& m) {
     EDGELLM_CHECK(m != nullptr, "grammar: no compiled grammar");
     return m;
@@ -135,6 +177,8 @@ class GrammarConstraint {
   std::string seen_;         // lazy: the recent text a trigger may still complete
   TokenMask mask_;
   std::vector<float> row_;   // [n_vocab] logits with the refused ones at -inf
+  std::shared_ptr<const CompletionDistance> distance_;  // built at the first budget check
+  std::vector<int32_t> best_;
 };
 
 // A Sampler with a grammar stage in front: sample() only returns tokens the grammar allows (EOG
