@@ -8,14 +8,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -160,11 +159,17 @@ class GrammarVocab {
 };
 
 struct TokenMaskerOptions {
-  // Stack positions (top first) that key the cache: more gives fewer tokens to check against the
-  // whole stack, but more distinct keys to build.
-  int suffix_depth = 6;
-  // Bytes of cached bitsets; beyond it masks are computed by a full trie walk.
+  // Deepest stack suffix (positions, top first) that keys a cache entry. An entry starts as the
+  // top position alone and is refined one position deeper while more than `refine_above` of its
+  // tokens depend on what lies below; those still undecided at this depth are checked one by one.
+  int suffix_depth = 16;
+  size_t refine_above = 16;
+  // Bytes of cached entries; beyond it masks are computed by a full trie walk (and entries that
+  // cannot be refined further leave more tokens to check).
   size_t max_cache_bytes = size_t(64) << 20;
+  // Build the entries at construction ("grammar compile", see TokenMasker::precompute), so that
+  // no mask walks the whole trie, the first request's included. Off: entries are built on first use.
+  bool precompute = true;
 };
 
 namespace grammar_detail {
@@ -176,10 +181,13 @@ class TrieWalk {
  public:
   TrieWalk(const Grammar& g, const GrammarVocab& v) : g_(g), v_(v) {}
 
-  // pool/heads: the start state (heads_[0, n) = the stacks); modified as scratch.
+  // pool/heads: the start state (heads_[0, n) = the stacks); modified as scratch. accept and
+  // uncertain receive runs [t0, t1) of tokens() (preorder indices). With `only` (sorted preorder
+  // indices), subtrees holding none of those tokens are skipped: the runs then still cover other
+  // tokens, which the caller ignores.
   template <class Accept, class Uncertain>
   void run(std::vector<StackNode>& pool, std::vector<uint32_t>& heads, PartialUtf8 partial,
-           Accept&& accept, Uncertain&& uncertain) {
+           Accept&& accept, Uncertain&& uncertain, const std::vector<uint32_t>* only = nullptr) {
     StackOps ops(g_, pool);
     frames_.resize(v_.max_depth() + 1);
     Frame& root = frames_[0];
@@ -190,8 +198,18 @@ class TrieWalk {
     root.has_context = has(heads, 0, heads.size(), kContext);
     open_memo(root, heads, pool);
     const uint32_t n_nodes = static_cast<uint32_t>(v_.n_nodes());
+    size_t cur = 0;  // into *only: the first index not below the current node's tokens
     uint32_t i = 1;
     while (i < n_nodes) {
+      if (only) {
+        const uint32_t first = v_.tok_begin(i);
+        while (cur < only->size() && (*only)[cur] < first) ++cur;
+        if (cur == only->size()) break;
+        if ((*only)[cur] >= v_.tok_begin(v_.end(i))) {
+          i = v_.end(i);
+          continue;
+        }
+      }
       const uint32_t d = v_.depth(i);
       Frame& pf = frames_[d - 1];
       pool.resize(pf.memo_pool_end);  // drops the previous sibling's subtree, keeps memoized steps
@@ -229,7 +247,7 @@ class TrieWalk {
         continue;
       }
       if (ends_ok) {
-        for (uint32_t t = t0; t < t1; ++t) accept(v_.tokens()[t]);
+        if (t1 > t0) accept(t0, t1);
       } else if (f.exited) {
         uncertain(t0, t1);
       }
@@ -321,13 +339,27 @@ class TrieWalk {
 
 // Masks of a grammar over a vocabulary, with its cache; thread-safe, shared by every sequence
 // (each with its own GrammarMatcher) that uses the same grammar and vocabulary.
+//
+// The cache is a tree per top-of-stack position: the root entry holds the tokens that position
+// accepts whatever lies below it (XGrammar's context-independent tokens) and the tokens that reach
+// below it (uncertain); a child, keyed by the position below, re-walks only its parent's uncertain
+// tokens with one more stack position known. A mask descends each stack's path until few tokens
+// are uncertain, ORs the bitset found there and checks those few against the whole state.
 class TokenMasker {
  public:
+  // Statistics of the cache (precompute()'s result, and cache_stats()).
+  struct CacheStats {
+    size_t entries = 0;
+    size_t bytes = 0;  // bitsets, undecided token lists and keys
+  };
+
   TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
               TokenMaskerOptions opt = {})
       : g_(std::move(grammar)), v_(std::move(vocab)), opt_(opt) {
     EDGELLM_CHECK(g_ && v_, "TokenMasker: null grammar or vocabulary");
     EDGELLM_CHECK(opt_.suffix_depth >= 1, "TokenMasker: suffix_depth must be >= 1");
+    roots_.assign(g_->n_elems(), nullptr);
+    if (opt_.precompute) precompute();
   }
 
   const GrammarVocab& vocab() const { return *v_; }
@@ -339,20 +371,35 @@ class TokenMasker {
     check_matcher(m);
     mask.reset(v_->n_vocab());
     if (m.partial_utf8().n_remain != 0) {
-      walk_exact(m, mask);  // mid-character: the cache is keyed at character boundaries
+      walk_exact(m, mask, nullptr);  // mid-character: the cache is keyed at character boundaries
     } else {
-      std::vector<int32_t> unsure;
-      for (uint32_t h : m.heads()) {
-        if (h == grammar_detail::kEmpty) continue;
-        std::shared_ptr<const Entry> e = entry_for(m, h);
-        if (!e) {
-          walk_exact(m, mask);
-          break;
+      std::vector<const Entry*> leaves;
+      bool cached = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (uint32_t h : m.heads()) {
+          if (h == grammar_detail::kEmpty) continue;
+          const Entry* e = leaf_for(m, h);
+          if (!e) {
+            cached = false;
+            break;
+          }
+          leaves.push_back(e);
         }
-        mask.merge(e->accepted);
-        unsure.insert(unsure.end(), e->uncertain.begin(), e->uncertain.end());
       }
-      check_tokens(m, unsure, mask);
+      if (!cached) {
+        walk_exact(m, mask, nullptr);
+      } else {
+        std::vector<uint32_t> unsure;
+        for (const Entry* e : leaves) {
+          for (const Entry* a = e; a; a = a->parent) {
+            if (a->dense.size()) mask.merge(a->dense);
+            for (int32_t id : a->sparse) mask.set(id);
+          }
+          unsure.insert(unsure.end(), e->uncertain.begin(), e->uncertain.end());
+        }
+        check_tokens(m, unsure, mask);
+      }
     }
     if (m.is_complete())
       for (int32_t id : v_->eog_ids()) mask.set(id);
@@ -388,9 +435,39 @@ class TokenMasker {
     return m.accept_bytes(v_->token_bytes(id));
   }
 
-  // Fills the cache before the first request, so its masks cost what later ones do: random walks
-  // through the grammar with this vocabulary's tokens (closing characters preferred half the
-  // time, so strings and objects end), max_tokens steps in all. Returns the entries built.
+  // The grammar compile (run by the constructor unless TokenMaskerOptions::precompute is off):
+  // builds the root entry of every terminal position, then refines, through every position that
+  // can lie below (from the grammar's rule references), each entry that leaves more than
+  // refine_above tokens undecided, up to suffix_depth positions or max_cache_bytes. The expensive
+  // entries (those whose tokens span the whole trie, as a string's characters) are all built here;
+  // what is left to build on first use re-walks only a few undecided tokens. Returns the cache
+  // size after it. A grammar too ambiguous for the matcher's bounds leaves those entries to first
+  // use (where the Error surfaces as before).
+  CacheStats precompute() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Entry*> todo;
+    for (uint32_t p = 0; p < g_->n_elems(); ++p) {
+      if (!g_->is_terminal(p)) continue;
+      Entry* e = roots_[p] ? roots_[p] : try_build(nullptr, p, false);
+      if (e) todo.push_back(e);
+    }
+    if (!below_ready_) compute_below();
+    for (size_t k = 0; k < todo.size(); ++k) {  // breadth first: shallow entries first
+      Entry* e = todo[k];
+      if (e->bottom || !needs_refining(*e)) continue;
+      const uint32_t rule = rule_of_[e->positions.back()];
+      for (uint32_t key : below_[rule]) {
+        Entry* c = find_child(*e, key);
+        if (!c) c = try_build(e, key, key == kBottom);
+        if (c) todo.push_back(c);
+      }
+    }
+    return CacheStats{entries_.size(), cache_bytes_};
+  }
+
+  // Fills the cache by random walks through the grammar with this vocabulary's tokens (closing
+  // characters preferred half the time, so strings and objects end), max_tokens steps in all:
+  // what precompute() leaves to first use. Returns the entries built.
   size_t warm_up(int max_tokens = 1000, uint64_t seed = 1) const {
     std::mt19937_64 rng(seed);
     const size_t before = cache_entries();
@@ -419,13 +496,46 @@ class TokenMasker {
 
   size_t cache_entries() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return cache_.size();
+    return entries_.size();
+  }
+  CacheStats cache_stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CacheStats{entries_.size(), cache_bytes_};
   }
 
  private:
+  static constexpr uint32_t kBottom = Grammar::kNoPos;  // child key: the stack ends there
+
+  // The tokens an entry accepts whatever lies below its suffix are those its own sets hold and
+  // those its parent accepts: a child holds only what its parent left uncertain.
   struct Entry {
-    TokenMask accepted;               // accepted whatever lies below the suffix
-    std::vector<int32_t> uncertain;   // depend on it: checked against the whole state
+    const Entry* parent = nullptr;
+    TokenMask dense;                  // its own accepted tokens as a bitset when many (else size 0)
+    std::vector<int32_t> sparse;      // ... or as ids when few
+    std::vector<uint32_t> uncertain;  // depend on it (indices into vocab tokens(), sorted)
+    std::vector<uint32_t> positions;  // the suffix, top first
+    bool bottom = false;              // ... and the stack ends below it (nothing is uncertain)
+    std::vector<std::pair<uint32_t, Entry*>> children;  // by the position below (kBottom)
+  };
+
+  // A sorted subset of preorder token indices, read in increasing order.
+  class Subset {
+   public:
+    explicit Subset(const std::vector<uint32_t>* v) : v_(v) {}
+    // Calls f(t) for each member t (each token when there is no subset) in [t0, t1).
+    template <class F>
+    void each(uint32_t t0, uint32_t t1, F&& f) {
+      if (!v_) {
+        for (uint32_t t = t0; t < t1; ++t) f(t);
+        return;
+      }
+      while (cur_ < v_->size() && (*v_)[cur_] < t0) ++cur_;
+      for (; cur_ < v_->size() && (*v_)[cur_] < t1; ++cur_) f((*v_)[cur_]);
+    }
+
+   private:
+    const std::vector<uint32_t>* v_;
+    size_t cur_ = 0;
   };
 
   void check_matcher(const GrammarMatcher& m) const {
@@ -433,69 +543,173 @@ class TokenMasker {
                   "TokenMasker: the matcher runs a different grammar");
   }
   bool in_trie(int32_t id) const { return v_->in_trie(id); }
-  // The cache entry for the top suffix_depth positions of stack h (built on first use).
-  std::shared_ptr<const Entry> entry_for(const GrammarMatcher& m, uint32_t h) const {
+  bool needs_refining(const Entry& e) const {
+    return e.uncertain.size() > opt_.refine_above && e.positions.size() < size_t(opt_.suffix_depth);
+  }
+  static Entry* find_child(const Entry& e, uint32_t key) {
+    for (const auto& kv : e.children)
+      if (kv.first == key) return kv.second;
+    return nullptr;
+  }
+
+  // The entry deciding most tokens for stack h: the root of its top position, then children
+  // along the positions below while needed (built on first use). Null when over the byte budget
+  // at the root. Called with mu_ held.
+  const Entry* leaf_for(const GrammarMatcher& m, uint32_t h) const {
     const auto& pool = m.pool();
-    std::string key;
-    uint32_t n = h;
-    for (int k = 0; k < opt_.suffix_depth && n > grammar_detail::kContext; ++k, n = pool[n].parent)
-      key.append(reinterpret_cast<const char*>(&pool[n].pos), sizeof(uint32_t));
-    const bool whole = n <= grammar_detail::kContext;  // the key is the whole stack
-    key.push_back(whole ? 'w' : 's');
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    const size_t entry_bytes = size_t(v_->n_vocab()) / 8 + 64;
-    if (cache_bytes_ + entry_bytes > opt_.max_cache_bytes) return nullptr;
-    auto e = std::make_shared<Entry>();
-    build_entry(key, whole, *e);
-    cache_bytes_ += entry_bytes + e->uncertain.size() * sizeof(int32_t);
-    cache_.emplace(key, e);
+    const uint32_t top = pool[h].pos;
+    Entry* e = roots_[top];
+    if (!e) e = build(nullptr, top, false);
+    if (!e) return nullptr;
+    uint32_t n = pool[h].parent;
+    while (!e->bottom && needs_refining(*e)) {
+      const uint32_t key = n == grammar_detail::kEmpty ? kBottom : pool[n].pos;
+      Entry* c = find_child(*e, key);
+      if (!c) c = build(e, key, key == kBottom);
+      if (!c) break;
+      e = c;
+      if (key != kBottom) n = pool[n].parent;
+    }
     return e;
   }
 
-  void build_entry(const std::string& key, bool whole, Entry& e) const {
+  Entry* try_build(Entry* parent, uint32_t key, bool bottom) const {
+    try {
+      return build(parent, key, bottom);
+    } catch (const Error&) {
+      return nullptr;  // the matcher's bounds: first use will report it
+    }
+  }
+
+  // A new entry: the root of position `key` (no parent), or parent's suffix extended by the
+  // position `key` below it (or ended, `bottom`). Null when over the byte budget.
+  Entry* build(Entry* parent, uint32_t key, bool bottom) const {
     using namespace grammar_detail;
-    const size_t n_pos = (key.size() - 1) / sizeof(uint32_t);
+    Entry e;
+    if (parent) e.positions = parent->positions;
+    if (!bottom) e.positions.push_back(key);
+    e.bottom = bottom;
+    const size_t bitset_bytes = size_t(v_->n_vocab()) / 8;
+    const size_t fixed = sizeof(Entry) + 64 + e.positions.size() * 4;
+    if (cache_bytes_ + fixed + bitset_bytes > opt_.max_cache_bytes) return nullptr;
     std::vector<StackNode> pool(2, StackNode{Grammar::kNoPos, kEmpty, 0});
-    uint32_t below = whole ? kEmpty : kContext;
-    for (size_t k = n_pos; k-- > 0;) {
-      uint32_t pos;
-      std::memcpy(&pos, key.data() + k * sizeof(uint32_t), sizeof(uint32_t));
-      pool.push_back(StackNode{pos, below, pool[below].depth + 1});
+    uint32_t below = bottom ? kEmpty : kContext;
+    for (size_t k = e.positions.size(); k-- > 0;) {
+      pool.push_back(StackNode{e.positions[k], below, pool[below].depth + 1});
       below = uint32_t(pool.size() - 1);
     }
     std::vector<uint32_t> heads{below};
-    e.accepted.reset(v_->n_vocab());
+    const std::vector<uint32_t>* only = parent ? &parent->uncertain : nullptr;
+    e.parent = parent;
+    Subset acc(only), unc(only);
+    const std::vector<int32_t>& toks = v_->tokens();
     TrieWalk walk(*g_, *v_);
-    walk.run(pool, heads, PartialUtf8{}, [&](int32_t id) { e.accepted.set(id); },
-             [&](uint32_t t0, uint32_t t1) {
-               e.uncertain.insert(e.uncertain.end(), v_->tokens().begin() + t0, v_->tokens().begin() + t1);
-             });
+    walk.run(pool, heads, PartialUtf8{}, [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { e.sparse.push_back(toks[t]); }); },
+             [&](uint32_t t0, uint32_t t1) { unc.each(t0, t1, [&](uint32_t t) { e.uncertain.push_back(t); }); },
+             only);
+    size_t own_bytes = e.sparse.size() * sizeof(int32_t);
+    if (own_bytes > bitset_bytes) {
+      e.dense.reset(v_->n_vocab());
+      for (int32_t id : e.sparse) e.dense.set(id);
+      e.sparse = {};
+      own_bytes = bitset_bytes;
+    }
+    const size_t bytes = fixed + own_bytes + e.uncertain.size() * sizeof(uint32_t);
+    if (cache_bytes_ + bytes + sizeof(std::pair<uint32_t, Entry*>) > opt_.max_cache_bytes) return nullptr;
+    e.sparse.shrink_to_fit();
+    e.uncertain.shrink_to_fit();
+    cache_bytes_ += bytes;
+    entries_.push_back(std::move(e));
+    Entry* out = &entries_.back();
+    if (parent) {
+      parent->children.emplace_back(key, out);
+      cache_bytes_ += sizeof(std::pair<uint32_t, Entry*>);
+    } else {
+      roots_[key] = out;
+    }
+    return out;
   }
 
-  void walk_exact(const GrammarMatcher& m, TokenMask& mask) const {
+  // below_[rule]: the positions a stack node of `rule` can lie on (returns after a reference to
+  // it; through references that end an alternative, the positions below their own rule), and
+  // kBottom when it can be the stack's last rule.
+  void compute_below() const {
+    const size_t n_rules = g_->n_rules();
+    rule_of_.assign(g_->n_elems(), 0);
+    for (uint32_t r = 0; r < n_rules; ++r)
+      for (uint32_t p = g_->rule_start(r);; ++p) {
+        rule_of_[p] = r;
+        if (g_->elem(p).type == GType::End) break;
+      }
+    std::vector<std::vector<uint32_t>> direct(n_rules), via(n_rules);
+    for (uint32_t p = 0; p < g_->n_elems(); ++p) {
+      if (g_->elem(p).type != GType::RuleRef) continue;
+      const uint32_t s = g_->elem(p).value;
+      if (g_->is_end_of_seq(p + 1)) via[s].push_back(rule_of_[p]);
+      else direct[s].push_back(p + 1);
+    }
+    direct[g_->root()].push_back(kBottom);
+    below_.assign(n_rules, {});
+    std::vector<uint32_t> seen(n_rules, 0), stack;
+    for (uint32_t r = 0; r < n_rules; ++r) {  // a walk up the tail references from each rule
+      std::vector<uint32_t>& out = below_[r];
+      stack.assign(1, r);
+      seen[r] = r + 1;
+      while (!stack.empty()) {
+        const uint32_t s = stack.back();
+        stack.pop_back();
+        out.insert(out.end(), direct[s].begin(), direct[s].end());
+        for (uint32_t t : via[s])
+          if (seen[t] != r + 1) {
+            seen[t] = r + 1;
+            stack.push_back(t);
+          }
+      }
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
+    below_ready_ = true;
+  }
+
+  // The whole state's trie walk (restricted to the tokens `only` when given).
+  void walk_exact(const GrammarMatcher& m, TokenMask& mask, const std::vector<uint32_t>* only) const {
     std::vector<grammar_detail::StackNode> pool = m.pool();
     std::vector<uint32_t> heads = m.heads();
     grammar_detail::TrieWalk walk(*g_, *v_);
-    walk.run(pool, heads, m.partial_utf8(), [&](int32_t id) { mask.set(id); }, [](uint32_t, uint32_t) {});
+    Subset acc(only);
+    const std::vector<int32_t>& toks = v_->tokens();
+    walk.run(pool, heads, m.partial_utf8(),
+             [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { mask.set(toks[t]); }); },
+             [](uint32_t, uint32_t) {}, only);
   }
 
-  // Tokens whose fate depends on the whole stack: checked one by one (they are few).
-  void check_tokens(const GrammarMatcher& m, std::vector<int32_t>& ids, TokenMask& mask) const {
-    if (ids.empty()) return;
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    for (int32_t id : ids)
+  // Tokens whose fate depends on the whole stack: one by one when few, else one restricted walk.
+  void check_tokens(const GrammarMatcher& m, std::vector<uint32_t>& ts, TokenMask& mask) const {
+    if (ts.empty()) return;
+    std::sort(ts.begin(), ts.end());
+    ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+    const std::vector<int32_t>& toks = v_->tokens();
+    if (ts.size() > kCheckOneByOne) {
+      walk_exact(m, mask, &ts);
+      return;
+    }
+    for (uint32_t t : ts) {
+      const int32_t id = toks[t];
       if (!mask.test(id) && m.can_accept_token_bytes(v_->token_bytes(id))) mask.set(id);
+    }
   }
+  static constexpr size_t kCheckOneByOne = 24;
 
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const GrammarVocab> v_;
   TokenMaskerOptions opt_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const Entry>> cache_;
+  mutable std::deque<Entry> entries_;  // stable addresses
+  mutable std::vector<Entry*> roots_;  // [n_elems] by top position
   mutable size_t cache_bytes_ = 0;
+  mutable bool below_ready_ = false;
+  mutable std::vector<uint32_t> rule_of_;               // [n_elems]
+  mutable std::vector<std::vector<uint32_t>> below_;    // [n_rules]
 };
 
 }  // namespace edgellm
