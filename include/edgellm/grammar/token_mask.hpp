@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -174,29 +175,166 @@ struct TokenMaskerOptions {
 
 namespace grammar_detail {
 
-// A depth-first walk of the vocabulary trie from a set of stacks, pruning a subtree as soon as
-// its prefix is rejected. With kContext at the bottom of the stacks (cache builds), a token that
-// needs what lies below is reported as uncertain rather than accepted or rejected.
+// Sets of parse stacks interned as states, with their transitions memoized: a DFA over the
+// stacks the trie walks meet, built as they go. Stack nodes are hash-consed (equal position and
+// parent = one node), so equal stack sets are one state; a state's successor on a code point
+// depends only on which of its stacks accept it, so that set keys the memo. Walks from one store
+// share every transition (the grammar compile walks from many suffixes through the same states).
+class StateStore {
+ public:
+  static constexpr uint32_t kDead = 0;  // the empty set
+
+  explicit StateStore(const Grammar& g) : g_(g), pool_(2, StackNode{Grammar::kNoPos, kEmpty, 0}) {
+    std::vector<uint32_t> none;
+    intern(none);
+  }
+
+  // The state of one stack: positions (top first) on `below` (kEmpty or kContext).
+  uint32_t stack_state(const std::vector<uint32_t>& positions, uint32_t below) {
+    uint32_t n = below;
+    for (size_t k = positions.size(); k-- > 0;) n = node(positions[k], n);
+    std::vector<uint32_t> heads{n};
+    return intern(heads);
+  }
+
+  // The state of a matcher's stacks (nodes of another pool).
+  uint32_t import(const std::vector<StackNode>& pool, const std::vector<uint32_t>& heads) {
+    std::vector<uint32_t> remap(pool.size(), Grammar::kNoPos);
+    remap[kEmpty] = kEmpty;
+    remap[kContext] = kContext;
+    std::vector<uint32_t> mine, chain;
+    for (uint32_t h : heads) {
+      chain.clear();
+      uint32_t n = h;
+      for (; remap[n] == Grammar::kNoPos; n = pool[n].parent) chain.push_back(n);
+      for (size_t k = chain.size(); k-- > 0;) remap[chain[k]] = node(pool[chain[k]].pos, remap[pool[chain[k]].parent]);
+      mine.push_back(remap[h]);
+    }
+    return intern(mine);
+  }
+
+  // The state after code point cp (kDead when no stack accepts it).
+  uint32_t next(uint32_t s, uint32_t cp) {
+    if (cp < 128) {
+      const int32_t t = ascii_[size_t(s) * 128 + cp];
+      if (t >= 0) return uint32_t(t);
+    }
+    const uint32_t b = states_[s].begin, n = states_[s].n;
+    uint64_t matched = 0;
+    for (uint32_t k = 0; k < n && k < 64; ++k) {
+      const uint32_t h = heads_[b + k];
+      if (h > kContext && g_.terminal(pool_[h].pos).matches(cp)) matched |= uint64_t(1) << k;
+    }
+    uint32_t out = kDead;
+    if (n > 64 || matched != 0) {
+      auto it = n <= 64 ? memo_.find(MemoKey{s, matched}) : memo_.end();
+      if (it != memo_.end()) {
+        out = it->second;
+      } else {
+        out = step(s, cp);
+        if (n <= 64) memo_.emplace(MemoKey{s, matched}, out);
+      }
+    }
+    if (cp < 128) ascii_[size_t(s) * 128 + cp] = int32_t(out);
+    return out;
+  }
+
+  const uint32_t* heads(uint32_t s) const { return heads_.data() + states_[s].begin; }
+  uint32_t n_heads(uint32_t s) const { return states_[s].n; }
+  bool has_context(uint32_t s) const { return states_[s].has_context; }
+  bool has_real(uint32_t s) const { return states_[s].has_real; }
+  const GTerminal& terminal_of(uint32_t head) const { return g_.terminal(pool_[head].pos); }
+  size_t bytes() const {
+    return pool_.size() * sizeof(StackNode) + heads_.size() * 4 + states_.size() * (sizeof(State) + 128 * 4 + 48) +
+           nodes_.size() * 32 + memo_.size() * 48;
+  }
+
+ private:
+  struct State {
+    uint32_t begin, n;  // heads_[begin, begin + n), sorted
+    bool has_context, has_real;
+  };
+  struct MemoKey {
+    uint32_t state;
+    uint64_t matched;
+    bool operator==(const MemoKey& o) const { return state == o.state && matched == o.matched; }
+  };
+  struct MemoHash {
+    size_t operator()(const MemoKey& k) const {
+      return size_t((uint64_t(k.state) * 0x9E3779B97F4A7C15ull) ^ (k.matched * 0xC2B2AE3D27D4EB4Full));
+    }
+  };
+
+  uint32_t node(uint32_t pos, uint32_t parent) {
+    const auto fresh = static_cast<uint32_t>(pool_.size());
+    const uint32_t id = nodes_.emplace((uint64_t(pos) << 32) | parent, fresh).first->second;
+    if (id == fresh) pool_.push_back(StackNode{pos, parent, pool_[parent].depth + 1});
+    return id;
+  }
+
+  // The stacks' step on cp (StackOps on the pool), its new nodes hash-consed, then interned.
+  uint32_t step(uint32_t s, uint32_t cp) {
+    const size_t first = pool_.size();
+    scratch_.clear();
+    StackOps ops(g_, pool_);  // copies the heads it steps from first
+    ops.step(heads_.data() + states_[s].begin, states_[s].n, cp, scratch_);
+    // New nodes: each parent comes before its child, so one pass maps them to canonical ids.
+    remap_.assign(pool_.size() - first, 0);
+    std::vector<StackNode> fresh(pool_.begin() + std::ptrdiff_t(first), pool_.end());
+    pool_.resize(first);
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      const uint32_t parent = fresh[k].parent >= first ? remap_[fresh[k].parent - first] : fresh[k].parent;
+      remap_[k] = node(fresh[k].pos, parent);
+    }
+    for (uint32_t& h : scratch_)
+      if (h >= first) h = remap_[h - first];
+    return intern(scratch_);
+  }
+
+  uint32_t intern(std::vector<uint32_t>& heads) {
+    std::sort(heads.begin(), heads.end());
+    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    std::string key(reinterpret_cast<const char*>(heads.data()), heads.size() * sizeof(uint32_t));
+    const auto id = static_cast<uint32_t>(states_.size());
+    auto ins = ids_.emplace(std::move(key), id);
+    if (!ins.second) return ins.first->second;
+    State st{uint32_t(heads_.size()), uint32_t(heads.size()), false, false};
+    for (uint32_t h : heads) {
+      st.has_context = st.has_context || h == kContext;
+      st.has_real = st.has_real || h > kContext;
+    }
+    heads_.insert(heads_.end(), heads.begin(), heads.end());
+    states_.push_back(st);
+    ascii_.resize(states_.size() * 128, -1);
+    return id;
+  }
+
+  const Grammar& g_;
+  std::vector<StackNode> pool_;  // hash-consed nodes; 0 and 1 are the sentinels
+  std::unordered_map<uint64_t, uint32_t> nodes_;  // (pos, parent) -> node
+  std::vector<uint32_t> heads_;  // every state's heads, one run each
+  std::vector<State> states_;
+  std::unordered_map<std::string, uint32_t> ids_;  // sorted heads -> state
+  std::vector<int32_t> ascii_;   // [n_states * 128] successor on an ASCII code point, -1 unknown
+  std::unordered_map<MemoKey, uint32_t, MemoHash> memo_;  // (state, accepting stacks) -> successor
+  std::vector<uint32_t> scratch_, remap_;
+};
+
+// A depth-first walk of the vocabulary trie from a state, pruning a subtree as soon as its prefix
+// is rejected. With kContext at the bottom of the stacks (cache builds), a token that needs what
+// lies below is reported as uncertain rather than accepted or rejected.
 class TrieWalk {
  public:
-  TrieWalk(const Grammar& g, const GrammarVocab& v) : g_(g), v_(v) {}
+  TrieWalk(const GrammarVocab& v, StateStore& store) : v_(v), st_(store) {}
 
-  // pool/heads: the start state (heads_[0, n) = the stacks); modified as scratch. accept and
-  // uncertain receive runs [t0, t1) of tokens() (preorder indices). With `only` (sorted preorder
-  // indices), subtrees holding none of those tokens are skipped: the runs then still cover other
-  // tokens, which the caller ignores.
+  // accept and uncertain receive runs [t0, t1) of tokens() (preorder indices). With `only`
+  // (sorted preorder indices), subtrees holding none of those tokens are skipped: the runs then
+  // still cover other tokens, which the caller ignores.
   template <class Accept, class Uncertain>
-  void run(std::vector<StackNode>& pool, std::vector<uint32_t>& heads, PartialUtf8 partial,
-           Accept&& accept, Uncertain&& uncertain, const std::vector<uint32_t>* only = nullptr) {
-    StackOps ops(g_, pool);
+  void run(uint32_t start, PartialUtf8 partial, Accept&& accept, Uncertain&& uncertain,
+           const std::vector<uint32_t>* only = nullptr) {
     frames_.resize(v_.max_depth() + 1);
-    Frame& root = frames_[0];
-    root.heads_begin = 0;
-    root.heads_end = uint32_t(heads.size());
-    root.partial = partial;
-    root.exited = false;
-    root.has_context = has(heads, 0, heads.size(), kContext);
-    open_memo(root, heads, pool);
+    frames_[0] = Frame{start, partial, false, st_.has_context(start)};
     const uint32_t n_nodes = static_cast<uint32_t>(v_.n_nodes());
     size_t cur = 0;  // into *only: the first index not below the current node's tokens
     uint32_t i = 1;
@@ -211,35 +349,33 @@ class TrieWalk {
         }
       }
       const uint32_t d = v_.depth(i);
-      Frame& pf = frames_[d - 1];
-      pool.resize(pf.memo_pool_end);  // drops the previous sibling's subtree, keeps memoized steps
-      heads.resize(pf.memo_heads_end);
+      const Frame& pf = frames_[d - 1];
       Frame& f = frames_[d];
       f.partial = pf.partial;
-      f.exited = pf.exited || pf.has_context;
+      f.exited = pf.exited || pf.has_context;  // a path reached the context and goes on
       f.has_context = false;
       uint32_t cp = 0;
       const int r = feed_utf8(f.partial, v_.byte(i), &cp);
       bool live = false;
       bool ends_ok = true;  // a token ending here passes llama.cpp's partial-character rule
       if (r == 0) {  // inside a multi-byte sequence: same stacks, is the sequence still possible?
-        f.heads_begin = pf.heads_begin;
-        f.heads_end = pf.heads_end;
+        f.state = pf.state;
         uint32_t lo = 0, hi = 0;
         ends_ok = false;
         if (partial_span(f.partial, &lo, &hi)) {
-          for (uint32_t k = f.heads_begin; k < f.heads_end; ++k) {
-            if (heads[k] <= kContext) continue;
-            const GTerminal& t = g_.terminal(pool[heads[k]].pos);
+          const uint32_t* hs = st_.heads(f.state);
+          for (uint32_t k = 0, n = st_.n_heads(f.state); k < n; ++k) {
+            if (hs[k] <= kContext) continue;
+            const GTerminal& t = st_.terminal_of(hs[k]);
             live = live || t.can_match_some(lo, hi);
             ends_ok = ends_ok || t.may_match(lo, hi);
           }
         }
       } else if (r == 1) {
-        step(ops, pf, f, cp, pool, heads);
-        live = f.heads_end > f.heads_begin;
+        f.state = st_.next(pf.state, cp);
+        live = f.state != StateStore::kDead;
+        f.has_context = st_.has_context(f.state);
       }
-      open_memo(f, heads, pool);
       const uint32_t t0 = v_.tok_begin(i), t1 = v_.tok_begin(i + 1);
       if (!live) {
         if (f.exited) uncertain(t0, v_.tok_begin(v_.end(i)));
@@ -251,7 +387,7 @@ class TrieWalk {
       } else if (f.exited) {
         uncertain(t0, t1);
       }
-      if (!has_real(heads, f.heads_begin, f.heads_end) && r == 1) {
+      if (r == 1 && !st_.has_real(f.state)) {
         // Only sentinels: nothing below can be consumed here; past the context it is unknown.
         if (f.exited || f.has_context) uncertain(t1, v_.tok_begin(v_.end(i)));
         i = v_.end(i);
@@ -262,76 +398,15 @@ class TrieWalk {
   }
 
  private:
-  // A child's stacks depend on its code point only through which of the parent's stacks accept
-  // it (each accepting stack continues the same way whatever the character): siblings with the
-  // same set share one step. That set is the memo key.
-  struct Memo {
-    uint64_t matched;  // bit k: the parent's k-th stack accepts the code point
-    uint32_t heads_begin, heads_end;
-    bool has_context;
-  };
   struct Frame {
-    uint32_t heads_begin, heads_end;  // this prefix's stacks in the heads vector
+    uint32_t state;
     PartialUtf8 partial;
     bool exited;       // a path reached the context and went on consuming bytes
     bool has_context;  // a stack of this prefix is at the context (the suffix fully consumed)
-    // Children's memoized steps live in heads/pool below these marks, kept across siblings.
-    uint32_t memo_heads_end, memo_pool_end;
-    std::vector<Memo> memo;
   };
 
-  static void open_memo(Frame& f, const std::vector<uint32_t>& heads, const std::vector<StackNode>& pool) {
-    f.memo.clear();
-    f.memo_heads_end = uint32_t(heads.size());
-    f.memo_pool_end = uint32_t(pool.size());
-  }
-
-  // f's stacks: the parent's stacks advanced by cp.
-  void step(StackOps& ops, Frame& pf, Frame& f, uint32_t cp, std::vector<StackNode>& pool,
-            std::vector<uint32_t>& heads) {
-    const uint32_t n = pf.heads_end - pf.heads_begin;
-    uint64_t matched = 0;
-    if (n <= 64) {
-      for (uint32_t k = 0; k < n; ++k) {
-        const uint32_t h = heads[pf.heads_begin + k];
-        if (h > kContext && g_.terminal(pool[h].pos).matches(cp)) matched |= uint64_t(1) << k;
-      }
-      if (matched == 0) {
-        f.heads_begin = f.heads_end = 0;
-        return;
-      }
-      for (const Memo& m : pf.memo)
-        if (m.matched == matched) {
-          f.heads_begin = m.heads_begin;
-          f.heads_end = m.heads_end;
-          f.has_context = m.has_context;
-          return;
-        }
-    }
-    f.heads_begin = uint32_t(heads.size());
-    ops.step(heads.data() + pf.heads_begin, n, cp, heads);
-    f.heads_end = uint32_t(heads.size());
-    f.has_context = has(heads, f.heads_begin, f.heads_end, kContext);
-    if (n <= 64) {  // keep it for the siblings
-      pf.memo.push_back(Memo{matched, f.heads_begin, f.heads_end, f.has_context});
-      pf.memo_heads_end = uint32_t(heads.size());
-      pf.memo_pool_end = uint32_t(pool.size());
-    }
-  }
-
-  static bool has(const std::vector<uint32_t>& h, size_t b, size_t e, uint32_t x) {
-    for (size_t k = b; k < e; ++k)
-      if (h[k] == x) return true;
-    return false;
-  }
-  static bool has_real(const std::vector<uint32_t>& h, size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k)
-      if (h[k] > kContext) return true;
-    return false;
-  }
-
-  const Grammar& g_;
   const GrammarVocab& v_;
+  StateStore& st_;
   std::vector<Frame> frames_;  // [max_depth + 1] one per trie depth on the current path
 };
 
@@ -462,6 +537,7 @@ class TokenMasker {
         if (c) todo.push_back(c);
       }
     }
+    store_.reset();
     return CacheStats{entries_.size(), cache_bytes_};
   }
 
@@ -592,21 +668,21 @@ class TokenMasker {
     const size_t bitset_bytes = size_t(v_->n_vocab()) / 8;
     const size_t fixed = sizeof(Entry) + 64 + e.positions.size() * 4;
     if (cache_bytes_ + fixed + bitset_bytes > opt_.max_cache_bytes) return nullptr;
-    std::vector<StackNode> pool(2, StackNode{Grammar::kNoPos, kEmpty, 0});
-    uint32_t below = bottom ? kEmpty : kContext;
-    for (size_t k = e.positions.size(); k-- > 0;) {
-      pool.push_back(StackNode{e.positions[k], below, pool[below].depth + 1});
-      below = uint32_t(pool.size() - 1);
-    }
-    std::vector<uint32_t> heads{below};
+    if (!store_ || store_->bytes() > kStoreBytes) store_ = std::make_unique<StateStore>(*g_);
     const std::vector<uint32_t>* only = parent ? &parent->uncertain : nullptr;
     e.parent = parent;
     Subset acc(only), unc(only);
     const std::vector<int32_t>& toks = v_->tokens();
-    TrieWalk walk(*g_, *v_);
-    walk.run(pool, heads, PartialUtf8{}, [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { e.sparse.push_back(toks[t]); }); },
-             [&](uint32_t t0, uint32_t t1) { unc.each(t0, t1, [&](uint32_t t) { e.uncertain.push_back(t); }); },
-             only);
+    try {
+      TrieWalk walk(*v_, *store_);
+      walk.run(store_->stack_state(e.positions, bottom ? kEmpty : kContext), PartialUtf8{},
+               [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { e.sparse.push_back(toks[t]); }); },
+               [&](uint32_t t0, uint32_t t1) { unc.each(t0, t1, [&](uint32_t t) { e.uncertain.push_back(t); }); },
+               only);
+    } catch (const Error&) {
+      store_.reset();  // a step cut short by the matcher's bounds: start the next build afresh
+      throw;
+    }
     size_t own_bytes = e.sparse.size() * sizeof(int32_t);
     if (own_bytes > bitset_bytes) {
       e.dense.reset(v_->n_vocab());
@@ -673,12 +749,11 @@ class TokenMasker {
 
   // The whole state's trie walk (restricted to the tokens `only` when given).
   void walk_exact(const GrammarMatcher& m, TokenMask& mask, const std::vector<uint32_t>* only) const {
-    std::vector<grammar_detail::StackNode> pool = m.pool();
-    std::vector<uint32_t> heads = m.heads();
-    grammar_detail::TrieWalk walk(*g_, *v_);
+    grammar_detail::StateStore store(*g_);  // this state's own: the cache's is under the lock
+    grammar_detail::TrieWalk walk(*v_, store);
     Subset acc(only);
     const std::vector<int32_t>& toks = v_->tokens();
-    walk.run(pool, heads, m.partial_utf8(),
+    walk.run(store.import(m.pool(), m.heads()), m.partial_utf8(),
              [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { mask.set(toks[t]); }); },
              [](uint32_t, uint32_t) {}, only);
   }
@@ -706,6 +781,9 @@ class TokenMasker {
   mutable std::mutex mu_;
   mutable std::deque<Entry> entries_;  // stable addresses
   mutable std::vector<Entry*> roots_;  // [n_elems] by top position
+  // The builds' states and transitions (dropped after precompute, and when above kStoreBytes).
+  mutable std::unique_ptr<grammar_detail::StateStore> store_;
+  static constexpr size_t kStoreBytes = size_t(32) << 20;
   mutable size_t cache_bytes_ = 0;
   mutable bool below_ready_ = false;
   mutable std::vector<uint32_t> rule_of_;               // [n_elems]
