@@ -160,11 +160,11 @@ int main(int argc, char** argv) {
     auto masker = std::make_shared<const TokenMasker>(grammar, vocab, opt);
     const double compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     TokenMasker::CacheStats st = masker->cache_stats();
-    std::printf("compile (precompute): %.0f ms, %zu entries, %.1f MiB\n", compile_ms, st.entries,
-                double(st.bytes) / (1 << 20));
+    std::printf("compile (precompute): %.0f ms, %zu entries, %.0f KiB\n", compile_ms, st.entries,
+                double(st.bytes) / 1024);
     for (int pass = 0; pass < passes; ++pass) walk(*masker, ids, pass == 0 ? "compiled, first" : "compiled", pass + 1);
     st = masker->cache_stats();
-    std::printf("cache after the passes: %zu entries, %.1f MiB\n", st.entries, double(st.bytes) / (1 << 20));
+    std::printf("cache after the passes: %zu entries, %.0f KiB\n", st.entries, double(st.bytes) / 1024);
     // Without the compile: pass 1 on a fresh masker is cold (its cache fills as the document
     // goes); later passes are warm.
     TokenMaskerOptions lazy = opt;
@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
         const TokenMasker tm(gr, vocab, opt);
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         const TokenMasker::CacheStats cs = tm.cache_stats();
-        std::printf("compile '%s': %.0f ms, %zu entries, %.1f MiB\n", ng.first.c_str(), ms, cs.entries,
-                    double(cs.bytes) / (1 << 20));
+        std::printf("compile '%s': %.0f ms, %zu entries, %.0f KiB\n", ng.first.c_str(), ms, cs.entries,
+                    double(cs.bytes) / 1024);
       }
     }
   } catch (const std::exception& e) {

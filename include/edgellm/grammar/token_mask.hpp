@@ -175,6 +175,23 @@ struct TokenMaskerOptions {
 
 namespace grammar_detail {
 
+// A set of preorder token indices (GrammarVocab::tokens()) as sorted, disjoint runs [begin, end):
+// a trie walk reports whole subtrees, so a set of 100k tokens is often a few runs.
+using TokenRuns = std::vector<std::pair<uint32_t, uint32_t>>;
+
+// Appends [t0, t1) to runs that all lie before t0, merging a run that ends at t0.
+inline void add_run(TokenRuns& runs, uint32_t t0, uint32_t t1) {
+  if (t0 >= t1) return;
+  if (!runs.empty() && runs.back().second == t0) runs.back().second = t1;
+  else runs.emplace_back(t0, t1);
+}
+
+inline size_t run_tokens(const TokenRuns& runs) {
+  size_t n = 0;
+  for (const auto& r : runs) n += r.second - r.first;
+  return n;
+}
+
 // Sets of parse stacks interned as states, with their transitions memoized: a DFA over the
 // stacks the trie walks meet, built as they go. Stack nodes are hash-consed (equal position and
 // parent = one node), so equal stack sets are one state; a state's successor on a code point
@@ -327,23 +344,23 @@ class TrieWalk {
  public:
   TrieWalk(const GrammarVocab& v, StateStore& store) : v_(v), st_(store) {}
 
-  // accept and uncertain receive runs [t0, t1) of tokens() (preorder indices). With `only`
-  // (sorted preorder indices), subtrees holding none of those tokens are skipped: the runs then
-  // still cover other tokens, which the caller ignores.
+  // accept and uncertain receive runs [t0, t1) of tokens() (preorder indices), in increasing
+  // order. With `only`, subtrees holding none of those tokens are skipped: the runs then still
+  // cover other tokens, which the caller ignores.
   template <class Accept, class Uncertain>
   void run(uint32_t start, PartialUtf8 partial, Accept&& accept, Uncertain&& uncertain,
-           const std::vector<uint32_t>* only = nullptr) {
+           const TokenRuns* only = nullptr) {
     frames_.resize(v_.max_depth() + 1);
     frames_[0] = Frame{start, partial, false, st_.has_context(start)};
     const uint32_t n_nodes = static_cast<uint32_t>(v_.n_nodes());
-    size_t cur = 0;  // into *only: the first index not below the current node's tokens
+    size_t cur = 0;  // into *only: the first run ending after the current node's first token
     uint32_t i = 1;
     while (i < n_nodes) {
       if (only) {
         const uint32_t first = v_.tok_begin(i);
-        while (cur < only->size() && (*only)[cur] < first) ++cur;
+        while (cur < only->size() && (*only)[cur].second <= first) ++cur;
         if (cur == only->size()) break;
-        if ((*only)[cur] >= v_.tok_begin(v_.end(i))) {
+        if ((*only)[cur].first >= v_.tok_begin(v_.end(i))) {
           i = v_.end(i);
           continue;
         }
@@ -465,7 +482,7 @@ class TokenMasker {
       if (!cached) {
         walk_exact(m, mask, nullptr);
       } else {
-        std::vector<uint32_t> unsure;
+        grammar_detail::TokenRuns unsure;
         for (const Entry* e : leaves) {
           for (const Entry* a = e; a; a = a->parent) {
             if (a->dense.size()) mask.merge(a->dense);
@@ -588,29 +605,31 @@ class TokenMasker {
     const Entry* parent = nullptr;
     TokenMask dense;                  // its own accepted tokens as a bitset when many (else size 0)
     std::vector<int32_t> sparse;      // ... or as ids when few
-    std::vector<uint32_t> uncertain;  // depend on it (indices into vocab tokens(), sorted)
+    grammar_detail::TokenRuns uncertain;  // depend on it (runs of vocab tokens() indices)
+    size_t n_uncertain = 0;
     std::vector<uint32_t> positions;  // the suffix, top first
     bool bottom = false;              // ... and the stack ends below it (nothing is uncertain)
     std::vector<std::pair<uint32_t, Entry*>> children;  // by the position below (kBottom)
   };
 
-  // A sorted subset of preorder token indices, read in increasing order.
+  // A subset of preorder token indices (all of them when null), read in increasing order.
   class Subset {
    public:
-    explicit Subset(const std::vector<uint32_t>* v) : v_(v) {}
-    // Calls f(t) for each member t (each token when there is no subset) in [t0, t1).
+    explicit Subset(const grammar_detail::TokenRuns* runs) : r_(runs) {}
+    // Calls f(lo, hi) for each part [lo, hi) of [t0, t1) in the subset.
     template <class F>
-    void each(uint32_t t0, uint32_t t1, F&& f) {
-      if (!v_) {
-        for (uint32_t t = t0; t < t1; ++t) f(t);
+    void clip(uint32_t t0, uint32_t t1, F&& f) {
+      if (!r_) {
+        if (t0 < t1) f(t0, t1);
         return;
       }
-      while (cur_ < v_->size() && (*v_)[cur_] < t0) ++cur_;
-      for (; cur_ < v_->size() && (*v_)[cur_] < t1; ++cur_) f((*v_)[cur_]);
+      while (cur_ < r_->size() && (*r_)[cur_].second <= t0) ++cur_;
+      for (size_t k = cur_; k < r_->size() && (*r_)[k].first < t1; ++k)
+        f(std::max(t0, (*r_)[k].first), std::min(t1, (*r_)[k].second));
     }
 
    private:
-    const std::vector<uint32_t>* v_;
+    const grammar_detail::TokenRuns* r_;
     size_t cur_ = 0;
   };
 
@@ -620,7 +639,7 @@ class TokenMasker {
   }
   bool in_trie(int32_t id) const { return v_->in_trie(id); }
   bool needs_refining(const Entry& e) const {
-    return e.uncertain.size() > opt_.refine_above && e.positions.size() < size_t(opt_.suffix_depth);
+    return e.n_uncertain > opt_.refine_above && e.positions.size() < size_t(opt_.suffix_depth);
   }
   static Entry* find_child(const Entry& e, uint32_t key) {
     for (const auto& kv : e.children)
@@ -669,15 +688,17 @@ class TokenMasker {
     const size_t fixed = sizeof(Entry) + 64 + e.positions.size() * 4;
     if (cache_bytes_ + fixed + bitset_bytes > opt_.max_cache_bytes) return nullptr;
     if (!store_ || store_->bytes() > kStoreBytes) store_ = std::make_unique<StateStore>(*g_);
-    const std::vector<uint32_t>* only = parent ? &parent->uncertain : nullptr;
+    const TokenRuns* only = parent ? &parent->uncertain : nullptr;
     e.parent = parent;
     Subset acc(only), unc(only);
     const std::vector<int32_t>& toks = v_->tokens();
     try {
       TrieWalk walk(*v_, *store_);
       walk.run(store_->stack_state(e.positions, bottom ? kEmpty : kContext), PartialUtf8{},
-               [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { e.sparse.push_back(toks[t]); }); },
-               [&](uint32_t t0, uint32_t t1) { unc.each(t0, t1, [&](uint32_t t) { e.uncertain.push_back(t); }); },
+               [&](uint32_t t0, uint32_t t1) {
+                 acc.clip(t0, t1, [&](uint32_t lo, uint32_t hi) { e.sparse.insert(e.sparse.end(), toks.begin() + lo, toks.begin() + hi); });
+               },
+               [&](uint32_t t0, uint32_t t1) { unc.clip(t0, t1, [&](uint32_t lo, uint32_t hi) { add_run(e.uncertain, lo, hi); }); },
                only);
     } catch (const Error&) {
       store_.reset();  // a step cut short by the matcher's bounds: start the next build afresh
@@ -690,7 +711,8 @@ class TokenMasker {
       e.sparse = {};
       own_bytes = bitset_bytes;
     }
-    const size_t bytes = fixed + own_bytes + e.uncertain.size() * sizeof(uint32_t);
+    e.n_uncertain = run_tokens(e.uncertain);
+    const size_t bytes = fixed + own_bytes + e.uncertain.size() * sizeof(e.uncertain[0]);
     if (cache_bytes_ + bytes + sizeof(std::pair<uint32_t, Entry*>) > opt_.max_cache_bytes) return nullptr;
     e.sparse.shrink_to_fit();
     e.uncertain.shrink_to_fit();
@@ -748,30 +770,39 @@ class TokenMasker {
   }
 
   // The whole state's trie walk (restricted to the tokens `only` when given).
-  void walk_exact(const GrammarMatcher& m, TokenMask& mask, const std::vector<uint32_t>* only) const {
+  void walk_exact(const GrammarMatcher& m, TokenMask& mask, const grammar_detail::TokenRuns* only) const {
     grammar_detail::StateStore store(*g_);  // this state's own: the cache's is under the lock
     grammar_detail::TrieWalk walk(*v_, store);
     Subset acc(only);
     const std::vector<int32_t>& toks = v_->tokens();
     walk.run(store.import(m.pool(), m.heads()), m.partial_utf8(),
-             [&](uint32_t t0, uint32_t t1) { acc.each(t0, t1, [&](uint32_t t) { mask.set(toks[t]); }); },
+             [&](uint32_t t0, uint32_t t1) {
+               acc.clip(t0, t1, [&](uint32_t lo, uint32_t hi) {
+                 for (uint32_t t = lo; t < hi; ++t) mask.set(toks[t]);
+               });
+             },
              [](uint32_t, uint32_t) {}, only);
   }
 
   // Tokens whose fate depends on the whole stack: one by one when few, else one restricted walk.
-  void check_tokens(const GrammarMatcher& m, std::vector<uint32_t>& ts, TokenMask& mask) const {
-    if (ts.empty()) return;
-    std::sort(ts.begin(), ts.end());
-    ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
-    const std::vector<int32_t>& toks = v_->tokens();
-    if (ts.size() > kCheckOneByOne) {
-      walk_exact(m, mask, &ts);
+  void check_tokens(const GrammarMatcher& m, grammar_detail::TokenRuns& runs, TokenMask& mask) const {
+    if (runs.empty()) return;
+    std::sort(runs.begin(), runs.end());
+    grammar_detail::TokenRuns merged;  // the union of the leaves' runs
+    for (const auto& r : runs) {
+      if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+      else merged.push_back(r);
+    }
+    if (grammar_detail::run_tokens(merged) > kCheckOneByOne) {
+      walk_exact(m, mask, &merged);
       return;
     }
-    for (uint32_t t : ts) {
-      const int32_t id = toks[t];
-      if (!mask.test(id) && m.can_accept_token_bytes(v_->token_bytes(id))) mask.set(id);
-    }
+    const std::vector<int32_t>& toks = v_->tokens();
+    for (const auto& r : merged)
+      for (uint32_t t = r.first; t < r.second; ++t) {
+        const int32_t id = toks[t];
+        if (!mask.test(id) && m.can_accept_token_bytes(v_->token_bytes(id))) mask.set(id);
+      }
   }
   static constexpr size_t kCheckOneByOne = 24;
 
