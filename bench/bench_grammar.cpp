@@ -1,8 +1,11 @@
 // bench_grammar: the grammar's token mask cost per token (issue 48's speed target). Loads a
 // vocabulary (default: Qwen2's 151,936 tokens of tiny-qwenvocab), converts a schemas.json schema
 // to GBNF, and walks a valid JSON document token by token: each step computes the mask (timed),
-// checks the document's next token is allowed, and accepts it. The first pass fills the mask
-// cache (cold); later passes reuse it (warm), as later requests with the same schema do.
+// checks the document's next token is allowed, and accepts it. With the grammar compiled at
+// construction (TokenMasker::precompute, the default) the first pass is the first request's cost;
+// without it (--lazy rows) the first pass fills the cache on first use (cold) and later passes
+// reuse it (warm). Also the compile time and cache size of every schema of schemas.json and of
+// the json_object grammar.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgellm/core/json.hpp"
@@ -30,9 +34,10 @@ namespace {
 
 const char* const kUsage =
     "usage: bench_grammar [--vocab GGUF] [--schemas schemas.json] [--schema NAME] [--doc JSON]\n"
-    "                     [--passes N] [--suffix-depth K] [--warm-up TOKENS]\n"
+    "                     [--passes N] [--suffix-depth K] [--refine-above N] [--warm-up TOKENS]\n"
+    "                     [--all]\n"
     "  defaults: ../shared/data/grammar/tiny-qwenvocab-Q4_0.gguf, schema 'event', 3 passes,\n"
-    "  warm-up 1000 tokens\n";
+    "  warm-up 1000 tokens (0: none); --all: also the compile of every schema and json_object\n";
 
 // Valid documents for the schemas of schemas.json (inputs to walk, not results).
 std::string default_doc(const std::string& schema) {
@@ -97,6 +102,7 @@ int main(int argc, char** argv) {
   std::string schemas_path = std::string(EDGELLM_SHARED_DATA) + "/grammar/schemas.json";
   std::string schema_name = "event", doc;
   int passes = 3, warm_tokens = 1000;
+  bool all = false;
   TokenMaskerOptions opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -111,9 +117,11 @@ int main(int argc, char** argv) {
     else if (a == "--schemas") schemas_path = next();
     else if (a == "--schema") schema_name = next();
     else if (a == "--doc") doc = next();
+    else if (a == "--all") all = true;
     else if (a == "--passes") passes = std::max(1, std::atoi(next().c_str()));
     else if (a == "--warm-up") warm_tokens = std::max(0, std::atoi(next().c_str()));
     else if (a == "--suffix-depth") opt.suffix_depth = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--refine-above") opt.refine_above = size_t(std::max(0, std::atoi(next().c_str())));
     else {
       std::fprintf(stderr, "%s", kUsage);
       return a == "-h" || a == "--help" ? 0 : 2;
@@ -147,16 +155,44 @@ int main(int argc, char** argv) {
     std::printf("vocab: %d tokens, trie %zu nodes, built in %.1f ms\n", vocab->n_vocab(), vocab->n_nodes(), vocab_ms);
     std::printf("schema '%s', document %zu bytes = %zu tokens, suffix depth %d\n", schema_name.c_str(), doc.size(),
                 ids.size(), opt.suffix_depth);
-    // Pass 1 on a fresh masker is cold (its cache fills as the document goes); later passes are
-    // warm. Then a second masker is warmed up with random walks first, and walks the document.
-    auto masker = std::make_shared<const TokenMasker>(grammar, vocab, opt);
-    for (int pass = 0; pass < passes; ++pass) walk(*masker, ids, pass == 0 ? "cold" : "warm", pass + 1);
-    auto warmed = std::make_shared<const TokenMasker>(grammar, vocab, opt);
+    // The grammar compiled at construction: its time and size, then the document's passes.
     t0 = Clock::now();
-    const size_t built = warmed->warm_up(warm_tokens);
-    std::printf("warm_up(%d): %zu entries in %.0f ms\n", warm_tokens, built,
-                std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    walk(*warmed, ids, "after warm_up", 1);
+    auto masker = std::make_shared<const TokenMasker>(grammar, vocab, opt);
+    const double compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    TokenMasker::CacheStats st = masker->cache_stats();
+    std::printf("compile (precompute): %.0f ms, %zu entries, %.0f KiB\n", compile_ms, st.entries,
+                double(st.bytes) / 1024);
+    for (int pass = 0; pass < passes; ++pass) walk(*masker, ids, pass == 0 ? "compiled, first" : "compiled", pass + 1);
+    st = masker->cache_stats();
+    std::printf("cache after the passes: %zu entries, %.0f KiB\n", st.entries, double(st.bytes) / 1024);
+    // Without the compile: pass 1 on a fresh masker is cold (its cache fills as the document
+    // goes); later passes are warm.
+    TokenMaskerOptions lazy = opt;
+    lazy.precompute = false;
+    auto cold = std::make_shared<const TokenMasker>(grammar, vocab, lazy);
+    for (int pass = 0; pass < passes; ++pass) walk(*cold, ids, pass == 0 ? "lazy, cold" : "lazy, warm", pass + 1);
+    if (warm_tokens > 0) {
+      auto warmed = std::make_shared<const TokenMasker>(grammar, vocab, lazy);
+      t0 = Clock::now();
+      const size_t built = warmed->warm_up(warm_tokens);
+      std::printf("lazy warm_up(%d): %zu entries in %.0f ms\n", warm_tokens, built,
+                  std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      walk(*warmed, ids, "lazy, after warm_up", 1);
+    }
+    if (all) {  // the compile of every shared schema and of json_object
+      std::vector<std::pair<std::string, std::string>> gbnfs;
+      for (const Json& s : schemas.as_array()) gbnfs.emplace_back(s["name"].as_string(), json_schema_to_gbnf(s["schema"]));
+      gbnfs.emplace_back("json_object grammar", json_object_gbnf());
+      for (const auto& ng : gbnfs) {
+        auto gr = std::make_shared<const Grammar>(Grammar::parse(ng.second));
+        t0 = Clock::now();
+        const TokenMasker tm(gr, vocab, opt);
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        const TokenMasker::CacheStats cs = tm.cache_stats();
+        std::printf("compile '%s': %.0f ms, %zu entries, %.0f KiB\n", ng.first.c_str(), ms, cs.entries,
+                    double(cs.bytes) / 1024);
+      }
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_grammar: %s\n", e.what());
     return 1;

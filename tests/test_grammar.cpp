@@ -445,6 +445,45 @@ TEST_CASE("grammar: token masks equal the token-by-token check (synthetic vocabu
   CHECK(uncached.cache_entries() == 0);
 }
 
+TEST_CASE("grammar: the compiled cache (precompute) gives the same masks and builds nothing later") {
+  const auto vocab = synthetic_vocab(9, 600);
+  const std::vector<std::string> grammars = {
+      schema_gbnf(R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 6},
+                      "people": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
+                      "n": {"type": "integer", "minimum": 5, "maximum": 240}}, "required": ["title"]})"),
+      json_object_gbnf(),
+      "root ::= (\"a\" x | \"b\" x x)+\nx ::= [a-c]{0,4} \";\" | \"\\\"\" [^\"]* \"\\\"\"",
+  };
+  for (size_t gi = 0; gi < grammars.size(); ++gi) {
+    const auto g = compile(grammars[gi]);
+    for (size_t refine : {size_t(0), size_t(16), size_t(1) << 30}) {
+      TokenMaskerOptions opt;
+      opt.refine_above = refine;
+      const TokenMasker masker(g, vocab, opt);
+      const TokenMasker::CacheStats st = masker.cache_stats();
+      CHECK(st.entries > 0);
+      CHECK(st.bytes > 0);
+      CHECK(masker.precompute().entries == st.entries);  // a second compile adds nothing
+      int mismatches = 0;
+      for (uint32_t seed = 1; seed <= 2; ++seed) CHECK(walk_and_compare(masker, seed * 7 + uint32_t(gi), 30, &mismatches) > 0);
+      CHECK_MESSAGE(mismatches == 0, "grammar ", gi, " refine_above ", refine);
+      // Every stack suffix a mask needs was compiled: none is built on first use.
+      CHECK_MESSAGE(masker.cache_entries() == st.entries, "grammar ", gi, " refine_above ", refine);
+    }
+    // Lazy (built on first use) and compiled under a byte budget too small for all: same masks.
+    for (size_t budget : {size_t(0), size_t(20000), size_t(200000)}) {
+      TokenMaskerOptions opt;
+      opt.max_cache_bytes = budget;
+      opt.precompute = budget != 0;
+      const TokenMasker masker(g, vocab, opt);
+      int mismatches = 0;
+      walk_and_compare(masker, 11 + uint32_t(gi), 50, &mismatches);
+      CHECK_MESSAGE(mismatches == 0, "grammar ", gi, " budget ", budget);
+      CHECK(masker.cache_stats().bytes <= budget);
+    }
+  }
+}
+
 TEST_CASE("grammar: one masker serves several threads, each with its own matcher") {
   const auto vocab = synthetic_vocab(5, 800);
   const auto g = compile(schema_gbnf(R"({"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string", "maxLength": 6}, "v": {"type": "integer"}}, "required": ["k"]}})"));

@@ -2,13 +2,14 @@
 // GrammarVocab is built once per vocabulary (a byte trie over every token, in preorder so a
 // rejected prefix skips its whole subtree); TokenMasker adds, per grammar and vocabulary, a cache
 // of what each stack suffix accepts regardless of the stacks below it (XGrammar's
-// context-independent tokens), so a mask is a few bitset ORs plus a check of the few tokens that
-// reach below the suffix. Includes grammar/ and core/ only (text/ only in grammar/vocab_text.hpp).
+// context-independent tokens), built at construction (the grammar compile), so a mask is a few
+// bitset ORs plus a check of the few tokens that reach below the suffix. Includes grammar/ and
+// core/ only (text/ only in grammar/constrained_sampler.hpp).
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -160,68 +161,241 @@ class GrammarVocab {
 };
 
 struct TokenMaskerOptions {
-  // Stack positions (top first) that key the cache: more gives fewer tokens to check against the
-  // whole stack, but more distinct keys to build.
-  int suffix_depth = 6;
-  // Bytes of cached bitsets; beyond it masks are computed by a full trie walk.
+  // Deepest stack suffix (positions, top first) that keys a cache entry. An entry starts as the
+  // top position alone and is refined one position deeper while more than `refine_above` of its
+  // tokens depend on what lies below; those still undecided at this depth are checked one by one.
+  int suffix_depth = 16;
+  size_t refine_above = 16;
+  // Bytes of cached entries; beyond it masks are computed by a full trie walk (and entries that
+  // cannot be refined further leave more tokens to check).
   size_t max_cache_bytes = size_t(64) << 20;
+  // Build the entries at construction ("grammar compile", see TokenMasker::precompute), so that
+  // no mask walks the whole trie, the first request's included: build a masker once per grammar
+  // and share it (under a second for a schema with long bounded strings on x86, 0.1 s for
+  // json_object; docs/PERF.md). Off: entries are built on first use (tens of ms each).
+  bool precompute = true;
 };
 
 namespace grammar_detail {
 
-// A depth-first walk of the vocabulary trie from a set of stacks, pruning a subtree as soon as
-// its prefix is rejected. With kContext at the bottom of the stacks (cache builds), a token that
-// needs what lies below is reported as uncertain rather than accepted or rejected.
+// A set of preorder token indices (GrammarVocab::tokens()) as sorted, disjoint runs [begin, end):
+// a trie walk reports whole subtrees, so a set of 100k tokens is often a few runs.
+using TokenRuns = std::vector<std::pair<uint32_t, uint32_t>>;
+
+// Appends [t0, t1) to runs that all lie before t0, merging a run that ends at t0.
+inline void add_run(TokenRuns& runs, uint32_t t0, uint32_t t1) {
+  if (t0 >= t1) return;
+  if (!runs.empty() && runs.back().second == t0) runs.back().second = t1;
+  else runs.emplace_back(t0, t1);
+}
+
+inline size_t run_tokens(const TokenRuns& runs) {
+  size_t n = 0;
+  for (const auto& r : runs) n += r.second - r.first;
+  return n;
+}
+
+// Sets of parse stacks interned as states, with their transitions memoized: a DFA over the
+// stacks the trie walks meet, built as they go. Stack nodes are hash-consed (equal position and
+// parent = one node), so equal stack sets are one state; a state's successor on a code point
+// depends only on which of its stacks accept it, so that set keys the memo. Walks from one store
+// share every transition (the grammar compile walks from many suffixes through the same states).
+class StateStore {
+ public:
+  static constexpr uint32_t kDead = 0;  // the empty set
+
+  explicit StateStore(const Grammar& g) : g_(g), pool_(2, StackNode{Grammar::kNoPos, kEmpty, 0}) {
+    std::vector<uint32_t> none;
+    intern(none);
+  }
+
+  // The state of one stack: positions (top first) on `below` (kEmpty or kContext).
+  uint32_t stack_state(const std::vector<uint32_t>& positions, uint32_t below) {
+    uint32_t n = below;
+    for (size_t k = positions.size(); k-- > 0;) n = node(positions[k], n);
+    std::vector<uint32_t> heads{n};
+    return intern(heads);
+  }
+
+  // The state of a matcher's stacks (nodes of another pool).
+  uint32_t import(const std::vector<StackNode>& pool, const std::vector<uint32_t>& heads) {
+    std::vector<uint32_t> remap(pool.size(), Grammar::kNoPos);
+    remap[kEmpty] = kEmpty;
+    remap[kContext] = kContext;
+    std::vector<uint32_t> mine, chain;
+    for (uint32_t h : heads) {
+      chain.clear();
+      uint32_t n = h;
+      for (; remap[n] == Grammar::kNoPos; n = pool[n].parent) chain.push_back(n);
+      for (size_t k = chain.size(); k-- > 0;) remap[chain[k]] = node(pool[chain[k]].pos, remap[pool[chain[k]].parent]);
+      mine.push_back(remap[h]);
+    }
+    return intern(mine);
+  }
+
+  // The state after code point cp (kDead when no stack accepts it).
+  uint32_t next(uint32_t s, uint32_t cp) {
+    if (cp < 128) {
+      const int32_t t = ascii_[size_t(s) * 128 + cp];
+      if (t >= 0) return uint32_t(t);
+    }
+    const uint32_t b = states_[s].begin, n = states_[s].n;
+    uint64_t matched = 0;
+    for (uint32_t k = 0; k < n && k < 64; ++k) {
+      const uint32_t h = heads_[b + k];
+      if (h > kContext && g_.terminal(pool_[h].pos).matches(cp)) matched |= uint64_t(1) << k;
+    }
+    uint32_t out = kDead;
+    if (n > 64 || matched != 0) {
+      auto it = n <= 64 ? memo_.find(MemoKey{s, matched}) : memo_.end();
+      if (it != memo_.end()) {
+        out = it->second;
+      } else {
+        out = step(s, cp);
+        if (n <= 64) memo_.emplace(MemoKey{s, matched}, out);
+      }
+    }
+    if (cp < 128) ascii_[size_t(s) * 128 + cp] = int32_t(out);
+    return out;
+  }
+
+  const uint32_t* heads(uint32_t s) const { return heads_.data() + states_[s].begin; }
+  uint32_t n_heads(uint32_t s) const { return states_[s].n; }
+  bool has_context(uint32_t s) const { return states_[s].has_context; }
+  bool has_real(uint32_t s) const { return states_[s].has_real; }
+  const GTerminal& terminal_of(uint32_t head) const { return g_.terminal(pool_[head].pos); }
+  size_t bytes() const {
+    return pool_.size() * sizeof(StackNode) + heads_.size() * 4 + states_.size() * (sizeof(State) + 128 * 4 + 48) +
+           nodes_.size() * 32 + memo_.size() * 48;
+  }
+
+ private:
+  struct State {
+    uint32_t begin, n;  // heads_[begin, begin + n), sorted
+    bool has_context, has_real;
+  };
+  struct MemoKey {
+    uint32_t state;
+    uint64_t matched;
+    bool operator==(const MemoKey& o) const { return state == o.state && matched == o.matched; }
+  };
+  struct MemoHash {
+    size_t operator()(const MemoKey& k) const {
+      return size_t((uint64_t(k.state) * 0x9E3779B97F4A7C15ull) ^ (k.matched * 0xC2B2AE3D27D4EB4Full));
+    }
+  };
+
+  uint32_t node(uint32_t pos, uint32_t parent) {
+    const auto fresh = static_cast<uint32_t>(pool_.size());
+    const uint32_t id = nodes_.emplace((uint64_t(pos) << 32) | parent, fresh).first->second;
+    if (id == fresh) pool_.push_back(StackNode{pos, parent, pool_[parent].depth + 1});
+    return id;
+  }
+
+  // The stacks' step on cp (StackOps on the pool), its new nodes hash-consed, then interned.
+  uint32_t step(uint32_t s, uint32_t cp) {
+    const size_t first = pool_.size();
+    scratch_.clear();
+    StackOps ops(g_, pool_);  // copies the heads it steps from first
+    ops.step(heads_.data() + states_[s].begin, states_[s].n, cp, scratch_);
+    // New nodes: each parent comes before its child, so one pass maps them to canonical ids.
+    remap_.assign(pool_.size() - first, 0);
+    std::vector<StackNode> fresh(pool_.begin() + std::ptrdiff_t(first), pool_.end());
+    pool_.resize(first);
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      const uint32_t parent = fresh[k].parent >= first ? remap_[fresh[k].parent - first] : fresh[k].parent;
+      remap_[k] = node(fresh[k].pos, parent);
+    }
+    for (uint32_t& h : scratch_)
+      if (h >= first) h = remap_[h - first];
+    return intern(scratch_);
+  }
+
+  uint32_t intern(std::vector<uint32_t>& heads) {
+    std::sort(heads.begin(), heads.end());
+    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    std::string key(reinterpret_cast<const char*>(heads.data()), heads.size() * sizeof(uint32_t));
+    const auto id = static_cast<uint32_t>(states_.size());
+    auto ins = ids_.emplace(std::move(key), id);
+    if (!ins.second) return ins.first->second;
+    State st{uint32_t(heads_.size()), uint32_t(heads.size()), false, false};
+    for (uint32_t h : heads) {
+      st.has_context = st.has_context || h == kContext;
+      st.has_real = st.has_real || h > kContext;
+    }
+    heads_.insert(heads_.end(), heads.begin(), heads.end());
+    states_.push_back(st);
+    ascii_.resize(states_.size() * 128, -1);
+    return id;
+  }
+
+  const Grammar& g_;
+  std::vector<StackNode> pool_;  // hash-consed nodes; 0 and 1 are the sentinels
+  std::unordered_map<uint64_t, uint32_t> nodes_;  // (pos, parent) -> node
+  std::vector<uint32_t> heads_;  // every state's heads, one run each
+  std::vector<State> states_;
+  std::unordered_map<std::string, uint32_t> ids_;  // sorted heads -> state
+  std::vector<int32_t> ascii_;   // [n_states * 128] successor on an ASCII code point, -1 unknown
+  std::unordered_map<MemoKey, uint32_t, MemoHash> memo_;  // (state, accepting stacks) -> successor
+  std::vector<uint32_t> scratch_, remap_;
+};
+
+// A depth-first walk of the vocabulary trie from a state, pruning a subtree as soon as its prefix
+// is rejected. With kContext at the bottom of the stacks (cache builds), a token that needs what
+// lies below is reported as uncertain rather than accepted or rejected.
 class TrieWalk {
  public:
-  TrieWalk(const Grammar& g, const GrammarVocab& v) : g_(g), v_(v) {}
+  TrieWalk(const GrammarVocab& v, StateStore& store) : v_(v), st_(store) {}
 
-  // pool/heads: the start state (heads_[0, n) = the stacks); modified as scratch.
+  // accept and uncertain receive runs [t0, t1) of tokens() (preorder indices), in increasing
+  // order. With `only`, subtrees holding none of those tokens are skipped: the runs then still
+  // cover other tokens, which the caller ignores.
   template <class Accept, class Uncertain>
-  void run(std::vector<StackNode>& pool, std::vector<uint32_t>& heads, PartialUtf8 partial,
-           Accept&& accept, Uncertain&& uncertain) {
-    StackOps ops(g_, pool);
+  void run(uint32_t start, PartialUtf8 partial, Accept&& accept, Uncertain&& uncertain,
+           const TokenRuns* only = nullptr) {
     frames_.resize(v_.max_depth() + 1);
-    Frame& root = frames_[0];
-    root.heads_begin = 0;
-    root.heads_end = uint32_t(heads.size());
-    root.partial = partial;
-    root.exited = false;
-    root.has_context = has(heads, 0, heads.size(), kContext);
-    open_memo(root, heads, pool);
+    frames_[0] = Frame{start, partial, false, st_.has_context(start)};
     const uint32_t n_nodes = static_cast<uint32_t>(v_.n_nodes());
+    size_t cur = 0;  // into *only: the first run ending after the current node's first token
     uint32_t i = 1;
     while (i < n_nodes) {
+      if (only) {
+        const uint32_t first = v_.tok_begin(i);
+        while (cur < only->size() && (*only)[cur].second <= first) ++cur;
+        if (cur == only->size()) break;
+        if ((*only)[cur].first >= v_.tok_begin(v_.end(i))) {
+          i = v_.end(i);
+          continue;
+        }
+      }
       const uint32_t d = v_.depth(i);
-      Frame& pf = frames_[d - 1];
-      pool.resize(pf.memo_pool_end);  // drops the previous sibling's subtree, keeps memoized steps
-      heads.resize(pf.memo_heads_end);
+      const Frame& pf = frames_[d - 1];
       Frame& f = frames_[d];
       f.partial = pf.partial;
-      f.exited = pf.exited || pf.has_context;
+      f.exited = pf.exited || pf.has_context;  // a path reached the context and goes on
       f.has_context = false;
       uint32_t cp = 0;
       const int r = feed_utf8(f.partial, v_.byte(i), &cp);
       bool live = false;
       bool ends_ok = true;  // a token ending here passes llama.cpp's partial-character rule
       if (r == 0) {  // inside a multi-byte sequence: same stacks, is the sequence still possible?
-        f.heads_begin = pf.heads_begin;
-        f.heads_end = pf.heads_end;
+        f.state = pf.state;
         uint32_t lo = 0, hi = 0;
         ends_ok = false;
         if (partial_span(f.partial, &lo, &hi)) {
-          for (uint32_t k = f.heads_begin; k < f.heads_end; ++k) {
-            if (heads[k] <= kContext) continue;
-            const GTerminal& t = g_.terminal(pool[heads[k]].pos);
+          const uint32_t* hs = st_.heads(f.state);
+          for (uint32_t k = 0, n = st_.n_heads(f.state); k < n; ++k) {
+            if (hs[k] <= kContext) continue;
+            const GTerminal& t = st_.terminal_of(hs[k]);
             live = live || t.can_match_some(lo, hi);
             ends_ok = ends_ok || t.may_match(lo, hi);
           }
         }
       } else if (r == 1) {
-        step(ops, pf, f, cp, pool, heads);
-        live = f.heads_end > f.heads_begin;
+        f.state = st_.next(pf.state, cp);
+        live = f.state != StateStore::kDead;
+        f.has_context = st_.has_context(f.state);
       }
-      open_memo(f, heads, pool);
       const uint32_t t0 = v_.tok_begin(i), t1 = v_.tok_begin(i + 1);
       if (!live) {
         if (f.exited) uncertain(t0, v_.tok_begin(v_.end(i)));
@@ -229,11 +403,11 @@ class TrieWalk {
         continue;
       }
       if (ends_ok) {
-        for (uint32_t t = t0; t < t1; ++t) accept(v_.tokens()[t]);
+        if (t1 > t0) accept(t0, t1);
       } else if (f.exited) {
         uncertain(t0, t1);
       }
-      if (!has_real(heads, f.heads_begin, f.heads_end) && r == 1) {
+      if (r == 1 && !st_.has_real(f.state)) {
         // Only sentinels: nothing below can be consumed here; past the context it is unknown.
         if (f.exited || f.has_context) uncertain(t1, v_.tok_begin(v_.end(i)));
         i = v_.end(i);
@@ -244,76 +418,15 @@ class TrieWalk {
   }
 
  private:
-  // A child's stacks depend on its code point only through which of the parent's stacks accept
-  // it (each accepting stack continues the same way whatever the character): siblings with the
-  // same set share one step. That set is the memo key.
-  struct Memo {
-    uint64_t matched;  // bit k: the parent's k-th stack accepts the code point
-    uint32_t heads_begin, heads_end;
-    bool has_context;
-  };
   struct Frame {
-    uint32_t heads_begin, heads_end;  // this prefix's stacks in the heads vector
+    uint32_t state;
     PartialUtf8 partial;
     bool exited;       // a path reached the context and went on consuming bytes
     bool has_context;  // a stack of this prefix is at the context (the suffix fully consumed)
-    // Children's memoized steps live in heads/pool below these marks, kept across siblings.
-    uint32_t memo_heads_end, memo_pool_end;
-    std::vector<Memo> memo;
   };
 
-  static void open_memo(Frame& f, const std::vector<uint32_t>& heads, const std::vector<StackNode>& pool) {
-    f.memo.clear();
-    f.memo_heads_end = uint32_t(heads.size());
-    f.memo_pool_end = uint32_t(pool.size());
-  }
-
-  // f's stacks: the parent's stacks advanced by cp.
-  void step(StackOps& ops, Frame& pf, Frame& f, uint32_t cp, std::vector<StackNode>& pool,
-            std::vector<uint32_t>& heads) {
-    const uint32_t n = pf.heads_end - pf.heads_begin;
-    uint64_t matched = 0;
-    if (n <= 64) {
-      for (uint32_t k = 0; k < n; ++k) {
-        const uint32_t h = heads[pf.heads_begin + k];
-        if (h > kContext && g_.terminal(pool[h].pos).matches(cp)) matched |= uint64_t(1) << k;
-      }
-      if (matched == 0) {
-        f.heads_begin = f.heads_end = 0;
-        return;
-      }
-      for (const Memo& m : pf.memo)
-        if (m.matched == matched) {
-          f.heads_begin = m.heads_begin;
-          f.heads_end = m.heads_end;
-          f.has_context = m.has_context;
-          return;
-        }
-    }
-    f.heads_begin = uint32_t(heads.size());
-    ops.step(heads.data() + pf.heads_begin, n, cp, heads);
-    f.heads_end = uint32_t(heads.size());
-    f.has_context = has(heads, f.heads_begin, f.heads_end, kContext);
-    if (n <= 64) {  // keep it for the siblings
-      pf.memo.push_back(Memo{matched, f.heads_begin, f.heads_end, f.has_context});
-      pf.memo_heads_end = uint32_t(heads.size());
-      pf.memo_pool_end = uint32_t(pool.size());
-    }
-  }
-
-  static bool has(const std::vector<uint32_t>& h, size_t b, size_t e, uint32_t x) {
-    for (size_t k = b; k < e; ++k)
-      if (h[k] == x) return true;
-    return false;
-  }
-  static bool has_real(const std::vector<uint32_t>& h, size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k)
-      if (h[k] > kContext) return true;
-    return false;
-  }
-
-  const Grammar& g_;
   const GrammarVocab& v_;
+  StateStore& st_;
   std::vector<Frame> frames_;  // [max_depth + 1] one per trie depth on the current path
 };
 
@@ -321,13 +434,27 @@ class TrieWalk {
 
 // Masks of a grammar over a vocabulary, with its cache; thread-safe, shared by every sequence
 // (each with its own GrammarMatcher) that uses the same grammar and vocabulary.
+//
+// The cache is a tree per top-of-stack position: the root entry holds the tokens that position
+// accepts whatever lies below it (XGrammar's context-independent tokens) and the tokens that reach
+// below it (uncertain); a child, keyed by the position below, re-walks only its parent's uncertain
+// tokens with one more stack position known. A mask descends each stack's path until few tokens
+// are uncertain, ORs the bitset found there and checks those few against the whole state.
 class TokenMasker {
  public:
+  // Statistics of the cache (precompute()'s result, and cache_stats()).
+  struct CacheStats {
+    size_t entries = 0;
+    size_t bytes = 0;  // bitsets, undecided token lists and keys
+  };
+
   TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
               TokenMaskerOptions opt = {})
       : g_(std::move(grammar)), v_(std::move(vocab)), opt_(opt) {
     EDGELLM_CHECK(g_ && v_, "TokenMasker: null grammar or vocabulary");
     EDGELLM_CHECK(opt_.suffix_depth >= 1, "TokenMasker: suffix_depth must be >= 1");
+    roots_.assign(g_->n_elems(), nullptr);
+    if (opt_.precompute) precompute();
   }
 
   const GrammarVocab& vocab() const { return *v_; }
@@ -339,20 +466,35 @@ class TokenMasker {
     check_matcher(m);
     mask.reset(v_->n_vocab());
     if (m.partial_utf8().n_remain != 0) {
-      walk_exact(m, mask);  // mid-character: the cache is keyed at character boundaries
+      walk_exact(m, mask, nullptr);  // mid-character: the cache is keyed at character boundaries
     } else {
-      std::vector<int32_t> unsure;
-      for (uint32_t h : m.heads()) {
-        if (h == grammar_detail::kEmpty) continue;
-        std::shared_ptr<const Entry> e = entry_for(m, h);
-        if (!e) {
-          walk_exact(m, mask);
-          break;
+      std::vector<const Entry*> leaves;
+      bool cached = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (uint32_t h : m.heads()) {
+          if (h == grammar_detail::kEmpty) continue;
+          const Entry* e = leaf_for(m, h);
+          if (!e) {
+            cached = false;
+            break;
+          }
+          leaves.push_back(e);
         }
-        mask.merge(e->accepted);
-        unsure.insert(unsure.end(), e->uncertain.begin(), e->uncertain.end());
       }
-      check_tokens(m, unsure, mask);
+      if (!cached) {
+        walk_exact(m, mask, nullptr);
+      } else {
+        grammar_detail::TokenRuns unsure;
+        for (const Entry* e : leaves) {
+          for (const Entry* a = e; a; a = a->parent) {
+            if (a->dense.size()) mask.merge(a->dense);
+            for (int32_t id : a->sparse) mask.set(id);
+          }
+          unsure.insert(unsure.end(), e->uncertain.begin(), e->uncertain.end());
+        }
+        check_tokens(m, unsure, mask);
+      }
     }
     if (m.is_complete())
       for (int32_t id : v_->eog_ids()) mask.set(id);
@@ -388,9 +530,40 @@ class TokenMasker {
     return m.accept_bytes(v_->token_bytes(id));
   }
 
-  // Fills the cache before the first request, so its masks cost what later ones do: random walks
-  // through the grammar with this vocabulary's tokens (closing characters preferred half the
-  // time, so strings and objects end), max_tokens steps in all. Returns the entries built.
+  // The grammar compile (run by the constructor unless TokenMaskerOptions::precompute is off):
+  // builds the root entry of every terminal position, then refines, through every position that
+  // can lie below (from the grammar's rule references), each entry that leaves more than
+  // refine_above tokens undecided, up to suffix_depth positions or max_cache_bytes. The expensive
+  // entries (those whose tokens span the whole trie, as a string's characters) are all built here;
+  // what is left to build on first use re-walks only a few undecided tokens. Returns the cache
+  // size after it. A grammar too ambiguous for the matcher's bounds leaves those entries to first
+  // use (where the Error surfaces as before).
+  CacheStats precompute() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Entry*> todo;
+    for (uint32_t p = 0; p < g_->n_elems(); ++p) {
+      if (!g_->is_terminal(p)) continue;
+      Entry* e = roots_[p] ? roots_[p] : try_build(nullptr, p, false);
+      if (e) todo.push_back(e);
+    }
+    if (!below_ready_) compute_below();
+    for (size_t k = 0; k < todo.size(); ++k) {  // breadth first: shallow entries first
+      Entry* e = todo[k];
+      if (e->bottom || !needs_refining(*e)) continue;
+      const uint32_t rule = rule_of_[e->positions.back()];
+      for (uint32_t key : below_[rule]) {
+        Entry* c = find_child(*e, key);
+        if (!c) c = try_build(e, key, key == kBottom);
+        if (c) todo.push_back(c);
+      }
+    }
+    store_.reset();
+    return CacheStats{entries_.size(), cache_bytes_};
+  }
+
+  // Fills the cache by random walks through the grammar with this vocabulary's tokens (closing
+  // characters preferred half the time, so strings and objects end), max_tokens steps in all:
+  // what precompute() leaves to first use. Returns the entries built.
   size_t warm_up(int max_tokens = 1000, uint64_t seed = 1) const {
     std::mt19937_64 rng(seed);
     const size_t before = cache_entries();
@@ -419,13 +592,48 @@ class TokenMasker {
 
   size_t cache_entries() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return cache_.size();
+    return entries_.size();
+  }
+  CacheStats cache_stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CacheStats{entries_.size(), cache_bytes_};
   }
 
  private:
+  static constexpr uint32_t kBottom = Grammar::kNoPos;  // child key: the stack ends there
+
+  // The tokens an entry accepts whatever lies below its suffix are those its own sets hold and
+  // those its parent accepts: a child holds only what its parent left uncertain.
   struct Entry {
-    TokenMask accepted;               // accepted whatever lies below the suffix
-    std::vector<int32_t> uncertain;   // depend on it: checked against the whole state
+    const Entry* parent = nullptr;
+    TokenMask dense;                  // its own accepted tokens as a bitset when many (else size 0)
+    std::vector<int32_t> sparse;      // ... or as ids when few
+    grammar_detail::TokenRuns uncertain;  // depend on it (runs of vocab tokens() indices)
+    size_t n_uncertain = 0;
+    std::vector<uint32_t> positions;  // the suffix, top first
+    bool bottom = false;              // ... and the stack ends below it (nothing is uncertain)
+    std::vector<std::pair<uint32_t, Entry*>> children;  // by the position below (kBottom)
+  };
+
+  // A subset of preorder token indices (all of them when null), read in increasing order.
+  class Subset {
+   public:
+    explicit Subset(const grammar_detail::TokenRuns* runs) : r_(runs) {}
+    // Calls f(lo, hi) for each part [lo, hi) of [t0, t1) in the subset.
+    template <class F>
+    void clip(uint32_t t0, uint32_t t1, F&& f) {
+      if (!r_) {
+        if (t0 < t1) f(t0, t1);
+        return;
+      }
+      while (cur_ < r_->size() && (*r_)[cur_].second <= t0) ++cur_;
+      for (size_t k = cur_; k < r_->size() && (*r_)[k].first < t1; ++k)
+        f(std::max(t0, (*r_)[k].first), std::min(t1, (*r_)[k].second));
+    }
+
+   private:
+    const grammar_detail::TokenRuns* r_;
+    size_t cur_ = 0;
   };
 
   void check_matcher(const GrammarMatcher& m) const {
@@ -433,69 +641,187 @@ class TokenMasker {
                   "TokenMasker: the matcher runs a different grammar");
   }
   bool in_trie(int32_t id) const { return v_->in_trie(id); }
-  // The cache entry for the top suffix_depth positions of stack h (built on first use).
-  std::shared_ptr<const Entry> entry_for(const GrammarMatcher& m, uint32_t h) const {
+  bool needs_refining(const Entry& e) const {
+    return e.n_uncertain > opt_.refine_above && e.positions.size() < size_t(opt_.suffix_depth);
+  }
+  static Entry* find_child(const Entry& e, uint32_t key) {
+    for (const auto& kv : e.children)
+      if (kv.first == key) return kv.second;
+    return nullptr;
+  }
+
+  // The entry deciding most tokens for stack h: the root of its top position, then children
+  // along the positions below while needed (built on first use). Null when over the byte budget
+  // at the root. Called with mu_ held.
+  const Entry* leaf_for(const GrammarMatcher& m, uint32_t h) const {
     const auto& pool = m.pool();
-    std::string key;
-    uint32_t n = h;
-    for (int k = 0; k < opt_.suffix_depth && n > grammar_detail::kContext; ++k, n = pool[n].parent)
-      key.append(reinterpret_cast<const char*>(&pool[n].pos), sizeof(uint32_t));
-    const bool whole = n <= grammar_detail::kContext;  // the key is the whole stack
-    key.push_back(whole ? 'w' : 's');
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    const size_t entry_bytes = size_t(v_->n_vocab()) / 8 + 64;
-    if (cache_bytes_ + entry_bytes > opt_.max_cache_bytes) return nullptr;
-    auto e = std::make_shared<Entry>();
-    build_entry(key, whole, *e);
-    cache_bytes_ += entry_bytes + e->uncertain.size() * sizeof(int32_t);
-    cache_.emplace(key, e);
+    const uint32_t top = pool[h].pos;
+    Entry* e = roots_[top];
+    if (!e) e = build(nullptr, top, false);
+    if (!e) return nullptr;
+    uint32_t n = pool[h].parent;
+    while (!e->bottom && needs_refining(*e)) {
+      const uint32_t key = n == grammar_detail::kEmpty ? kBottom : pool[n].pos;
+      Entry* c = find_child(*e, key);
+      if (!c) c = build(e, key, key == kBottom);
+      if (!c) break;
+      e = c;
+      if (key != kBottom) n = pool[n].parent;
+    }
     return e;
   }
 
-  void build_entry(const std::string& key, bool whole, Entry& e) const {
-    using namespace grammar_detail;
-    const size_t n_pos = (key.size() - 1) / sizeof(uint32_t);
-    std::vector<StackNode> pool(2, StackNode{Grammar::kNoPos, kEmpty, 0});
-    uint32_t below = whole ? kEmpty : kContext;
-    for (size_t k = n_pos; k-- > 0;) {
-      uint32_t pos;
-      std::memcpy(&pos, key.data() + k * sizeof(uint32_t), sizeof(uint32_t));
-      pool.push_back(StackNode{pos, below, pool[below].depth + 1});
-      below = uint32_t(pool.size() - 1);
+  Entry* try_build(Entry* parent, uint32_t key, bool bottom) const {
+    try {
+      return build(parent, key, bottom);
+    } catch (const Error&) {
+      return nullptr;  // the matcher's bounds: first use will report it
     }
-    std::vector<uint32_t> heads{below};
-    e.accepted.reset(v_->n_vocab());
-    TrieWalk walk(*g_, *v_);
-    walk.run(pool, heads, PartialUtf8{}, [&](int32_t id) { e.accepted.set(id); },
+  }
+
+  // A new entry: the root of position `key` (no parent), or parent's suffix extended by the
+  // position `key` below it (or ended, `bottom`). Null when over the byte budget.
+  Entry* build(Entry* parent, uint32_t key, bool bottom) const {
+    using namespace grammar_detail;
+    Entry e;
+    if (parent) e.positions = parent->positions;
+    if (!bottom) e.positions.push_back(key);
+    e.bottom = bottom;
+    const size_t bitset_bytes = size_t(v_->n_vocab()) / 8;
+    const size_t fixed = sizeof(Entry) + 64 + e.positions.size() * 4;
+    if (cache_bytes_ + fixed + bitset_bytes > opt_.max_cache_bytes) return nullptr;
+    if (!store_ || store_->bytes() > kStoreBytes) store_ = std::make_unique<StateStore>(*g_);
+    const TokenRuns* only = parent ? &parent->uncertain : nullptr;
+    e.parent = parent;
+    Subset acc(only), unc(only);
+    const std::vector<int32_t>& toks = v_->tokens();
+    try {
+      TrieWalk walk(*v_, *store_);
+      walk.run(store_->stack_state(e.positions, bottom ? kEmpty : kContext), PartialUtf8{},
+               [&](uint32_t t0, uint32_t t1) {
+                 acc.clip(t0, t1, [&](uint32_t lo, uint32_t hi) { e.sparse.insert(e.sparse.end(), toks.begin() + lo, toks.begin() + hi); });
+               },
+               [&](uint32_t t0, uint32_t t1) { unc.clip(t0, t1, [&](uint32_t lo, uint32_t hi) { add_run(e.uncertain, lo, hi); }); },
+               only);
+    } catch (const Error&) {
+      store_.reset();  // a step cut short by the matcher's bounds: start the next build afresh
+      throw;
+    }
+    size_t own_bytes = e.sparse.size() * sizeof(int32_t);
+    if (own_bytes > bitset_bytes) {
+      e.dense.reset(v_->n_vocab());
+      for (int32_t id : e.sparse) e.dense.set(id);
+      e.sparse = {};
+      own_bytes = bitset_bytes;
+    }
+    e.n_uncertain = run_tokens(e.uncertain);
+    const size_t bytes = fixed + own_bytes + e.uncertain.size() * sizeof(e.uncertain[0]);
+    if (cache_bytes_ + bytes + sizeof(std::pair<uint32_t, Entry*>) > opt_.max_cache_bytes) return nullptr;
+    e.sparse.shrink_to_fit();
+    e.uncertain.shrink_to_fit();
+    cache_bytes_ += bytes;
+    entries_.push_back(std::move(e));
+    Entry* out = &entries_.back();
+    if (parent) {
+      parent->children.emplace_back(key, out);
+      cache_bytes_ += sizeof(std::pair<uint32_t, Entry*>);
+    } else {
+      roots_[key] = out;
+    }
+    return out;
+  }
+
+  // below_[rule]: the positions a stack node of `rule` can lie on (returns after a reference to
+  // it; through references that end an alternative, the positions below their own rule), and
+  // kBottom when it can be the stack's last rule.
+  void compute_below() const {
+    const size_t n_rules = g_->n_rules();
+    rule_of_.assign(g_->n_elems(), 0);
+    for (uint32_t r = 0; r < n_rules; ++r)
+      for (uint32_t p = g_->rule_start(r);; ++p) {
+        rule_of_[p] = r;
+        if (g_->elem(p).type == GType::End) break;
+      }
+    std::vector<std::vector<uint32_t>> direct(n_rules), via(n_rules);
+    for (uint32_t p = 0; p < g_->n_elems(); ++p) {
+      if (g_->elem(p).type != GType::RuleRef) continue;
+      const uint32_t s = g_->elem(p).value;
+      if (g_->is_end_of_seq(p + 1)) via[s].push_back(rule_of_[p]);
+      else direct[s].push_back(p + 1);
+    }
+    direct[g_->root()].push_back(kBottom);
+    below_.assign(n_rules, {});
+    std::vector<uint32_t> seen(n_rules, 0), stack;
+    for (uint32_t r = 0; r < n_rules; ++r) {  // a walk up the tail references from each rule
+      std::vector<uint32_t>& out = below_[r];
+      stack.assign(1, r);
+      seen[r] = r + 1;
+      while (!stack.empty()) {
+        const uint32_t s = stack.back();
+        stack.pop_back();
+        out.insert(out.end(), direct[s].begin(), direct[s].end());
+        for (uint32_t t : via[s])
+          if (seen[t] != r + 1) {
+            seen[t] = r + 1;
+            stack.push_back(t);
+          }
+      }
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
+    below_ready_ = true;
+  }
+
+  // The whole state's trie walk (restricted to the tokens `only` when given).
+  void walk_exact(const GrammarMatcher& m, TokenMask& mask, const grammar_detail::TokenRuns* only) const {
+    grammar_detail::StateStore store(*g_);  // this state's own: the cache's is under the lock
+    grammar_detail::TrieWalk walk(*v_, store);
+    Subset acc(only);
+    const std::vector<int32_t>& toks = v_->tokens();
+    walk.run(store.import(m.pool(), m.heads()), m.partial_utf8(),
              [&](uint32_t t0, uint32_t t1) {
-               e.uncertain.insert(e.uncertain.end(), v_->tokens().begin() + t0, v_->tokens().begin() + t1);
-             });
+               acc.clip(t0, t1, [&](uint32_t lo, uint32_t hi) {
+                 for (uint32_t t = lo; t < hi; ++t) mask.set(toks[t]);
+               });
+             },
+             [](uint32_t, uint32_t) {}, only);
   }
 
-  void walk_exact(const GrammarMatcher& m, TokenMask& mask) const {
-    std::vector<grammar_detail::StackNode> pool = m.pool();
-    std::vector<uint32_t> heads = m.heads();
-    grammar_detail::TrieWalk walk(*g_, *v_);
-    walk.run(pool, heads, m.partial_utf8(), [&](int32_t id) { mask.set(id); }, [](uint32_t, uint32_t) {});
+  // Tokens whose fate depends on the whole stack: one by one when few, else one restricted walk.
+  void check_tokens(const GrammarMatcher& m, grammar_detail::TokenRuns& runs, TokenMask& mask) const {
+    if (runs.empty()) return;
+    std::sort(runs.begin(), runs.end());
+    grammar_detail::TokenRuns merged;  // the union of the leaves' runs
+    for (const auto& r : runs) {
+      if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+      else merged.push_back(r);
+    }
+    if (grammar_detail::run_tokens(merged) > kCheckOneByOne) {
+      walk_exact(m, mask, &merged);
+      return;
+    }
+    const std::vector<int32_t>& toks = v_->tokens();
+    for (const auto& r : merged)
+      for (uint32_t t = r.first; t < r.second; ++t) {
+        const int32_t id = toks[t];
+        if (!mask.test(id) && m.can_accept_token_bytes(v_->token_bytes(id))) mask.set(id);
+      }
   }
-
-  // Tokens whose fate depends on the whole stack: checked one by one (they are few).
-  void check_tokens(const GrammarMatcher& m, std::vector<int32_t>& ids, TokenMask& mask) const {
-    if (ids.empty()) return;
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    for (int32_t id : ids)
-      if (!mask.test(id) && m.can_accept_token_bytes(v_->token_bytes(id))) mask.set(id);
-  }
+  static constexpr size_t kCheckOneByOne = 24;
 
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const GrammarVocab> v_;
   TokenMaskerOptions opt_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const Entry>> cache_;
+  mutable std::deque<Entry> entries_;  // stable addresses
+  mutable std::vector<Entry*> roots_;  // [n_elems] by top position
+  // The builds' states and transitions (dropped after precompute, and when above kStoreBytes).
+  mutable std::unique_ptr<grammar_detail::StateStore> store_;
+  static constexpr size_t kStoreBytes = size_t(32) << 20;
   mutable size_t cache_bytes_ = 0;
+  mutable bool below_ready_ = false;
+  mutable std::vector<uint32_t> rule_of_;               // [n_elems]
+  mutable std::vector<std::vector<uint32_t>> below_;    // [n_rules]
 };
 
 }  // namespace edgellm
