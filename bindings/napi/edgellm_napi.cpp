@@ -428,7 +428,10 @@ napi_value ModelTokenize(napi_env env, napi_callback_info info) {
     if (!a.argv[0]) edgellm::throw_error("tokenize(text, options?): text is required");
     const std::string text = string_of(env, a.argv[0], "tokenize: text");
     const Options o(env, a.argv[1], "tokenize options");
-    const std::vector<int32_t> ids = m.tok->encode(text, o.boolean("addBos", m.tok->add_bos()), o.boolean("parseSpecial", true));
+    // Text is text: "<|im_end|>" in it is its characters unless {special: true} asks for control
+    // tokens to be matched (parseSpecial: the older name of the option).
+    const bool special = o.boolean("special", o.boolean("parseSpecial", false));
+    const std::vector<int32_t> ids = m.tok->encode(text, o.boolean("addBos", m.tok->add_bos()), special);
     return make_id_array(env, ids);
   });
 }

@@ -156,7 +156,8 @@ export interface ModelDescription {
 export declare class Model {
   private constructor();
   createSession(options?: SessionOptions): Session;
-  tokenize(text: string, options?: { addBos?: boolean; parseSpecial?: boolean }): number[];
+  /** Control-token text ("<|im_end|>", "</s>") in `text` stays text unless `special` is true. */
+  tokenize(text: string, options?: { addBos?: boolean; special?: boolean }): number[];
   detokenize(tokens: number[] | Int32Array | Uint32Array, options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): string;
   describe(): ModelDescription;
   /** Drops the model's reference to the weights: they are freed when the last session using them closes. */
