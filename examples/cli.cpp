@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
       model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"), load);
       if (!have_prompt && !chat) { prompt = "Hello"; have_prompt = true; }
     } else {
+      if (::isatty(STDERR_FILENO)) load.progress = tool::load_progress(true, m.path);
       model = edgellm::LlamaModel::load(m.path, load);
     }
     const auto& cfg = model->config();
