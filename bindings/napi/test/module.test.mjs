@@ -209,16 +209,18 @@ test('under every shared chat template, control text typed in a message stays te
     const asControl = m.tokenize(INJECTED, { addBos: false, special: true }).length;
     assert.ok(asControl < asText, `${m.describe().path}: ${asControl} < ${asText}`);
     for (const [name, tmpl] of sharedTemplates()) {
+      const s = m.createSession({ chatTemplate: tmpl, ctx: 4096, threads: 1 });
+      // The prompt's length: what the session holds after reading it (the second reads only what
+      // follows the prefix the two share: a long default system prompt is evaluated once).
       const cost = async (content) => {
-        const s = m.createSession({ chatTemplate: tmpl, ctx: 4096 });
-        try {
-          return (await s.generate([{ role: 'user', content }], { maxTokens: 0 })).timings.promptTokens;
-        } finally {
-          s.close();
-        }
+        await s.generate([{ role: 'user', content }], { maxTokens: 0 });
+        return s.nPast();
       };
+      const t0 = performance.now();
       const plain = await cost('Tell me a joke.');
       const injected = await cost('Tell me a joke.' + INJECTED);
+      s.close();
+      if (process.env.EDGELLM_TIME_TEMPLATES) console.log(`# ${name}: ${(performance.now() - t0).toFixed(1)} ms`);
       // (one token either side for merges at the boundaries)
       assert.ok(injected - plain >= asText - 2, `${name} on ${m.describe().path}: ${injected} - ${plain} tokens, the text is ${asText}`);
       ++checked;
@@ -226,6 +228,60 @@ test('under every shared chat template, control text typed in a message stays te
   }
   assert.ok(checked >= 2 * 30 || (models.length === 1 && checked >= 30), `${checked} templates checked`);
   if (models.length > 1) models[1].close();
+});
+
+test('loadModel: onProgress fractions increase to 1; an abort at ~50% rejects and frees what was loaded', async () => {
+  const file = join(DATA, 'models', 'tiny-llama-256-Q4_0.gguf');  // repacked on x86: one step per matrix
+  const seen = [];
+  const m = await llm.loadModel(file, { threads: 1, onProgress: (f) => { seen.push(f); } });
+  assert.ok(seen.length >= 5, seen.join(' '));
+  for (let i = 1; i < seen.length; ++i) assert.ok(seen[i] > seen[i - 1], seen.join(' '));
+  assert.ok(seen[0] >= 0 && seen.at(-1) === 1, seen.join(' '));
+  m.close();
+  const before = process.memoryUsage().rss;
+  for (let i = 0; i < 5; ++i) {
+    const ac = new AbortController();
+    const upTo = [];
+    const load = llm.loadModel(file, { threads: 1, signal: ac.signal, onProgress: (f) => { upTo.push(f); if (f >= 0.5) ac.abort(); } });
+    await assert.rejects(load, /load cancelled/);
+    assert.ok(upTo.at(-1) >= 0.5 && upTo.at(-1) < 1, upTo.join(' '));
+  }
+  // (the shared models are a few MiB: this says little more than that nothing is kept per load)
+  const grown = process.memoryUsage().rss - before;
+  assert.ok(grown < 4 * 1024 * 1024, `RSS grew by ${grown} bytes over 5 aborted loads`);
+  await assert.rejects(llm.loadModel(file, { onProgress: () => false }), /load cancelled/);
+  const aborted = new AbortController();
+  aborted.abort();
+  await assert.rejects(llm.loadModel(file, { signal: aborted.signal }), /load cancelled/);
+  await assert.rejects(llm.loadModel(file, { onProgress: 5 }), /onProgress must be a function/);
+});
+
+test('session.save / restore: the same greedy text; another KV type and a damaged file refused', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'edgellm-state-'));
+  const file = join(dir, 'chat.state');
+  const conv = [{ role: 'system', content: 'You are a storyteller.' }, { role: 'user', content: 'Tell me a story about a cat.' }];
+  const a = model.createSession({ threads: 1 });
+  const cold = await a.generate(conv, greedy(24));
+  a.reset();
+  await a.generate(conv, { maxTokens: 0 });  // the prompt only
+  await a.save(file);
+  const warm = await a.generate(conv, greedy(24));
+  const b = model.createSession({ threads: 1 });
+  await b.restore(file);
+  const restored = await b.generate(conv, greedy(24));
+  assert.equal(restored.timings.promptTokens, 1);
+  assert.equal(restored.text, warm.text);
+  assert.equal(restored.text, cold.text);
+  const f16 = model.createSession({ kvType: 'f16' });
+  await assert.rejects(f16.restore(file), /holds a f32 KV cache, this session's is f16/);
+  const busy = b.generate(conv, greedy(4));
+  await assert.rejects(b.save(file), /busy/);
+  await busy;
+  writeFileSync(file, readFileSync(file).subarray(0, 100));
+  await assert.rejects(b.restore(file), /session file .*(truncated|corrupted)/);
+  await assert.rejects(b.restore(join(dir, 'none')), /cannot open/);
+  [a, b, f16].forEach((s) => s.close());
+  rmSync(dir, { recursive: true });
 });
 
 test('stop strings and deadlines', async () => {

@@ -116,53 +116,17 @@ class Session {
 
   // ---- saved sessions (engine/session_file.hpp) ----
   // What a saved state is valid for: this model's tensors and shape, and this session's n_ctx.
-  SessionFingerprint fingerprint() const {
-    const LlamaConfig& c = model_->config();
-    SessionFingerprint f;
-    f.n_layer = static_cast<uint32_t>(kv_.params().n_layer);
-    f.n_kv_head = static_cast<uint32_t>(kv_.params().n_kv_head);
-    f.head_dim = static_cast<uint32_t>(kv_.params().head_dim);
-    f.n_vocab = static_cast<uint32_t>(c.n_vocab);
-    f.n_ctx = static_cast<uint32_t>(p_.n_ctx);
-    f.n_tensors = static_cast<uint32_t>(model_->file().tensors().size());
-    f.tensors_hash = tensors_fingerprint(model_->file());
-    return f;
-  }
+  SessionFingerprint fingerprint() const { return session_fingerprint(*model_, kv_, p_.n_ctx); }
   // The tokens held and their KV blocks (not the empty context), between generate() calls.
-  SessionSnapshot snapshot() const {
-    SessionSnapshot s;
-    s.fp = fingerprint();
-    s.kv_type = kv_.type();
-    s.block_size = static_cast<uint32_t>(kv_.block_size());
-    s.n_recent_f32 = static_cast<uint32_t>(kv_.n_recent_f32());
-    s.block_bytes = kv_.block_bytes();
-    s.tokens = history_;
-    EDGELLM_CHECK(static_cast<int>(history_.size()) == n_past(), "session: save between generate() calls");
-    s.n_evicted = static_cast<uint32_t>(kv_.n_evicted(seq_));
-    const size_t n_blocks = kv_.block_table(seq_).size();
-    s.blocks.resize(n_blocks * kv_.block_bytes());
-    for (size_t i = 0; i < n_blocks; ++i) std::memcpy(s.blocks.data() + i * kv_.block_bytes(), kv_.block_data(seq_, i), kv_.block_bytes());
-    const int n = n_past();
-    s.shadow_lo = static_cast<uint32_t>(kv_.shadow_begin(seq_));
-    const size_t kvd = static_cast<size_t>(kv_.kv_dim());
-    for (int pos = static_cast<int>(s.shadow_lo); pos < n; ++pos)
-      for (int l = 0; l < kv_.params().n_layer; ++l)
-        for (int kv = 0; kv < 2; ++kv) {
-          const float* row = kv_.shadow_row(seq_, l, kv, pos);
-          s.shadow.insert(s.shadow.end(), row, row + kvd);
-        }
-    return s;
-  }
+  SessionSnapshot snapshot() const { return snapshot_sequence(kv_, seq_, history_, fingerprint()); }
   // Replaces the conversation by a snapshot's (checked against this session: Error naming what
   // differs, the session unchanged). `name` names the source in messages.
   void restore(const SessionSnapshot& s, const std::string& name = "(memory)") {
     check_session_compatible(s, fingerprint(), kv_.type(), static_cast<uint32_t>(kv_.block_size()),
                              static_cast<uint32_t>(kv_.n_recent_f32()), name);
-    std::vector<int32_t> tokens = s.tokens;
     reset();
-    kv_.load_sequence(seq_, static_cast<int>(tokens.size()), static_cast<int>(s.n_evicted), s.blocks.data(),
-                      static_cast<int>(s.shadow_lo), s.shadow.data());
-    history_ = std::move(tokens);
+    restore_sequence(kv_, seq_, s, fingerprint(), name);
+    history_ = s.tokens;
   }
   // Writes the state to `path` atomically (a crash or a full disk leaves an older file intact).
   void save(const std::string& path) const { write_file_atomic(path, session_file_bytes(snapshot())); }

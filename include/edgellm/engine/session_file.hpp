@@ -23,6 +23,8 @@
 #include "edgellm/core/dtype.hpp"
 #include "edgellm/core/error.hpp"
 #include "edgellm/gguf/reader.hpp"
+#include "edgellm/kv/paged_kv_cache.hpp"
+#include "edgellm/model/llama.hpp"
 
 namespace edgellm {
 
@@ -130,6 +132,45 @@ inline uint64_t tensors_fingerprint(const GgufFile& f) {
   return h;
 }
 
+// What a state saved from `kv` at context n_ctx is valid for.
+inline SessionFingerprint session_fingerprint(const LlamaModel& model, const PagedKvCache& kv, int n_ctx) {
+  SessionFingerprint f;
+  f.n_layer = static_cast<uint32_t>(kv.params().n_layer);
+  f.n_kv_head = static_cast<uint32_t>(kv.params().n_kv_head);
+  f.head_dim = static_cast<uint32_t>(kv.params().head_dim);
+  f.n_vocab = static_cast<uint32_t>(model.config().n_vocab);
+  f.n_ctx = static_cast<uint32_t>(n_ctx);
+  f.n_tensors = static_cast<uint32_t>(model.file().tensors().size());
+  f.tensors_hash = tensors_fingerprint(model.file());
+  return f;
+}
+
+// Sequence `seq` of `kv` holding `tokens`: its KV blocks as stored and its F32 copies.
+inline SessionSnapshot snapshot_sequence(const PagedKvCache& kv, int seq, const std::vector<int32_t>& tokens, const SessionFingerprint& fp) {
+  EDGELLM_CHECK(static_cast<int>(tokens.size()) == kv.n_tokens(seq), "session: ", tokens.size(), " tokens for a sequence of ", kv.n_tokens(seq));
+  SessionSnapshot s;
+  s.fp = fp;
+  s.kv_type = kv.type();
+  s.block_size = static_cast<uint32_t>(kv.block_size());
+  s.n_recent_f32 = static_cast<uint32_t>(kv.n_recent_f32());
+  s.block_bytes = kv.block_bytes();
+  s.tokens = tokens;
+  s.n_evicted = static_cast<uint32_t>(kv.n_evicted(seq));
+  const size_t n_blocks = kv.block_table(seq).size();
+  s.blocks.resize(n_blocks * kv.block_bytes());
+  for (size_t i = 0; i < n_blocks; ++i) std::memcpy(s.blocks.data() + i * kv.block_bytes(), kv.block_data(seq, i), kv.block_bytes());
+  const int n = kv.n_tokens(seq);
+  s.shadow_lo = static_cast<uint32_t>(kv.shadow_begin(seq));
+  const size_t kvd = static_cast<size_t>(kv.kv_dim());
+  for (int pos = static_cast<int>(s.shadow_lo); pos < n; ++pos)
+    for (int l = 0; l < kv.params().n_layer; ++l)
+      for (int part = 0; part < 2; ++part) {
+        const float* row = kv.shadow_row(seq, l, part, pos);
+        s.shadow.insert(s.shadow.end(), row, row + kvd);
+      }
+  return s;
+}
+
 inline std::vector<uint8_t> session_file_bytes(const SessionSnapshot& s) {
   session_file_detail::Writer w;
   w.bytes(kSessionFileMagic, sizeof kSessionFileMagic);
@@ -225,6 +266,14 @@ inline void check_session_compatible(const SessionSnapshot& s, const SessionFing
   if (s.n_recent_f32 != n_recent_f32)
     throw_error("session file ", name, " keeps F32 copies of the last ", s.n_recent_f32, " positions, this session ", n_recent_f32,
                 " (--kv-recent-f32)");
+}
+
+// Checks a snapshot against `kv` at context n_ctx of `model` (Error naming what differs) and loads
+// it into sequence `seq`.
+inline void restore_sequence(PagedKvCache& kv, int seq, const SessionSnapshot& s, const SessionFingerprint& fp, const std::string& name) {
+  check_session_compatible(s, fp, kv.type(), static_cast<uint32_t>(kv.block_size()), static_cast<uint32_t>(kv.n_recent_f32()), name);
+  kv.load_sequence(seq, static_cast<int>(s.tokens.size()), static_cast<int>(s.n_evicted), s.blocks.data(), static_cast<int>(s.shadow_lo),
+                   s.shadow.data());
 }
 
 // Writes bytes so that `path` is either its old contents or the new ones, whatever happens:
