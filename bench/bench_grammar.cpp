@@ -27,6 +27,7 @@
 #include "edgellm/grammar/token_mask.hpp"
 #include "edgellm/text/tokenizer.hpp"
 #include "edgellm/text/vocab.hpp"
+#include "cpu_name.hpp"
 
 using namespace edgellm;
 
@@ -50,18 +51,6 @@ std::string default_doc(const std::string& schema) {
   return R"({"name": "alarm", "time": "07:00", "days": [1, 2, 3], "enabled": true, "volume": 0.5})";
 }
 
-std::string cpu_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line, model, family, implementer;
-  while (std::getline(f, line)) {
-    auto value = [&line]() { return line.substr(line.find(':') + 2); };
-    if (model.empty() && line.rfind("model name", 0) == 0) model = value();
-    if (family.empty() && line.rfind("cpu family", 0) == 0) family = value();
-    if (implementer.empty() && line.rfind("CPU part", 0) == 0) implementer = value();
-  }
-  if (model.empty()) return implementer.empty() ? "unknown CPU" : "CPU part " + implementer;
-  return family.empty() ? model : model + " (family " + family + ")";
-}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;

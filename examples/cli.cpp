@@ -51,6 +51,8 @@ const char* kUsage =
     "  --kv-budget-mb X       KV byte budget in MiB (default: none beyond -c)\n"
     "  --keep N --window W    when the context is full, keep the first N tokens and the last W, drop\n"
     "                         whole KV blocks in between (generation goes on in fixed memory)\n"
+    "  --prompt-cache FILE    restore the session state saved in FILE (the longest prefix it shares\n"
+    "                         with the prompt is reused) and save the state after the prompt to it\n"
     "  --parallel N           N continuations of the prompt (seeds S, S+1, ...) decoded in one batch\n"
     "  --timings              print time to first token, per-token latency and peak RSS\n"
     "  --no-display-prompt    on a terminal, do not show the prompt before its continuation (stdout\n"
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     tool::ModelFlags m;
-    std::string prompt, system_prompt;
+    std::string prompt, system_prompt, prompt_cache;
     tool::ChatFlags chat_flags;
     tool::GrammarFlags grammar;
     bool have_prompt = false, chat = false, verbose = false, timings = false, have_keep = false, repack = true;
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
       else if (tool::speculative_flag(args, f, gp.speculative, draft)) continue;
       else if (f == "--keep") { sp.n_keep = args.integer32(f, 0, tool::kMaxContext); have_keep = true; }
       else if (f == "--window") sp.n_window = args.integer32(f, 1, tool::kMaxContext);
+      else if (f == "--prompt-cache") prompt_cache = args.value(f);
       else if (f == "--parallel") n_parallel = args.integer32(f, 1, 256);
       else if (f == "--timings") timings = true;
       else if (f == "--no-display-prompt") display_prompt = false;
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
     sp.n_threads = m.threads;
     if (have_keep && sp.n_window == 0) edgellm::throw_error("--keep needs --window W (W >= 1)");
     if (n_parallel > 1 && chat) edgellm::throw_error("--parallel is not available with --chat");
+    if (n_parallel > 1 && !prompt_cache.empty()) edgellm::throw_error("--prompt-cache is not available with --parallel");
     tool::check_speculative(gp.speculative, draft);
     const bool speculative = tool::has_draft_source(gp.speculative, draft);
     const auto draft_model = tool::load_draft(draft);  // first: with --mem-budget its size is the target's less
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
       model = std::make_shared<const edgellm::LlamaModel>(edgellm::GgufFile::from_bytes(bytes, "synthetic-tiny.gguf"), load);
       if (!have_prompt && !chat) { prompt = "Hello"; have_prompt = true; }
     } else {
+      if (::isatty(STDERR_FILENO)) load.progress = tool::load_progress(true, m.path);
       model = edgellm::LlamaModel::load(m.path, load);
     }
     const auto& cfg = model->config();
@@ -215,6 +220,32 @@ int main(int argc, char** argv) {
                      edgellm::format_bytes(r.peak_rss_bytes).c_str());
     };
 
+    // A prompt's tokens after what the session holds. With --prompt-cache (llama.cpp's semantics)
+    // the state saved in the file is restored first, the longest prefix it shares with the prompt
+    // kept, and the state after the prompt (all of it but the last token, which generate() reads
+    // for its logits) saved before generating.
+    bool cache_read = false;
+    auto generate_tokens = [&](const std::vector<int32_t>& full) {
+      if (!prompt_cache.empty() && !cache_read) {
+        cache_read = true;
+        if (std::FILE* f = std::fopen(prompt_cache.c_str(), "rb")) {
+          std::fclose(f);
+          session.restore(prompt_cache);
+        }
+      }
+      const int held = session.n_past();
+      std::vector<int32_t> delta = session.keep_common_prefix(full);
+      if (!prompt_cache.empty()) {
+        if (verbose || timings)
+          std::fprintf(stderr, "prompt cache %s: %zu of the prompt's %zu tokens reused (%d held)\n", prompt_cache.c_str(),
+                       full.size() - delta.size(), full.size(), held);
+        if (delta.size() > 1) session.eval(std::vector<int32_t>(delta.begin(), delta.end() - 1));
+        session.save(prompt_cache);
+        delta.erase(delta.begin(), delta.end() - 1);
+      }
+      return session.generate(delta, gp, emit);
+    };
+
     if (!chat && n_parallel > 1) {
       if (!have_prompt) edgellm::throw_error("-p PROMPT is required");
       const auto rs = session.generate_parallel(prompt, n_parallel, gp);
@@ -239,7 +270,9 @@ int main(int argc, char** argv) {
       // As llama-cli, the prompt is shown before its continuation — on a terminal only, so what a
       // script reads from stdout stays the continuation alone.
       if (display_prompt && stdout_is_terminal) std::fputs(prompt.c_str(), stdout);
-      const auto r = session.generate(prompt, gp, emit);
+      const auto r = prompt_cache.empty()
+                         ? session.generate(prompt, gp, emit)
+                         : generate_tokens(tok->encode(prompt, gp.add_bos && tok->add_bos(), gp.parse_special));
       std::fputc('\n', stdout);
       report(r, true);
       return 0;
@@ -254,10 +287,8 @@ int main(int argc, char** argv) {
     if (!system_prompt.empty()) req.messages.push_back({"system", system_prompt});
     auto turn = [&](const std::string& user) {
       req.messages.push_back({"user", user});
-      const std::vector<int32_t> full = tmpl.tokenize(req, *tok);
       // Only the new tokens are read when the cache holds the conversation so far.
-      const std::vector<int32_t> delta = session.keep_common_prefix(full);
-      const auto r = session.generate(delta, gp, emit);
+      const auto r = generate_tokens(tmpl.tokenize(req, *tok));
       std::fputc('\n', stdout);
       report(r, true);
       req.messages.push_back({"assistant", r.text});

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -311,6 +312,27 @@ inline edgellm::GrammarParams grammar_params(const GrammarFlags& g, const edgell
     edgellm::throw_error("option ", g.flag, ": ", e.what());
   }
   return p;
+}
+
+// LoadOptions::progress for the tools: on a terminal (`bar`) a bar redrawn on one stderr line and
+// ended by a newline at 100 %; otherwise (the server's log) a line per further 10 %.
+inline std::function<bool(float)> load_progress(bool bar, const std::string& path) {
+  auto last = std::make_shared<int>(-1);
+  return [bar, path, last](float f) {
+    const int pct = static_cast<int>(f * 100.0f + 0.5f);
+    if (bar) {
+      if (pct == *last) return true;
+      const int w = 30, n = pct * w / 100;
+      std::fprintf(stderr, "\rloading %s [%s%s] %3d%%%s", path.c_str(), std::string(static_cast<size_t>(n), '#').c_str(),
+                   std::string(static_cast<size_t>(w - n), ' ').c_str(), pct, pct >= 100 ? "\n" : "");
+    } else {
+      if (pct / 10 == *last / 10 && pct < 100) return true;
+      std::fprintf(stderr, "loading %s: %d%%\n", path.c_str(), pct);
+    }
+    std::fflush(stderr);
+    *last = pct;
+    return true;
+  };
 }
 
 [[noreturn]] inline void unknown(const std::string& flag) { edgellm::throw_error("unknown option ", flag, " (see --help)"); }

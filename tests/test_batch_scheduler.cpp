@@ -419,3 +419,27 @@ TEST_CASE("a job whose client socket closes is cancelled before its next token (
   sched.stop();
   CHECK(sched.stats().kv_sequences == 0);
 }
+
+TEST_CASE("a kept sequence saved and restored into another scheduler is reused with the same text (/slots)") {
+  const Loaded& m = synthetic();
+  const auto toks = prompt_tokens(m, long_text(20));
+  BatchScheduler a(m.model, m.tok, sched_params(1));
+  const auto first = a.submit(toks, greedy(16));
+  a.run_until_idle();
+  CHECK_THROWS_WITH_AS(a.snapshot_kept(1), doctest::Contains("no kept sequence 1 (1 kept"), Error);
+  const SessionSnapshot snap = a.snapshot_kept(0);
+  CHECK(snap.tokens.size() >= toks.size());
+  BatchScheduler b(m.model, m.tok, sched_params(1));
+  b.start();  // restore_kept on the worker thread, between steps
+  b.restore_kept(snap, "kept.state");
+  const auto job = b.submit(toks, greedy(16));
+  const JobResult& again = job->wait_done();
+  CHECK(again.n_cached == static_cast<int>(toks.size()) - 1);
+  CHECK(again.text == first->result().text);
+  CHECK(b.erase_kept(0) > 0);
+  b.stop();
+  SchedulerParams other = sched_params(1);
+  other.session.kv_type = DType::F16;
+  BatchScheduler c(m.model, m.tok, other);
+  CHECK_THROWS_WITH_AS(c.restore_kept(snap, "kept.state"), doctest::Contains("holds a f32 KV cache"), Error);
+}

@@ -124,3 +124,31 @@ TEST_CASE("server api: Prometheus text and the request log line") {
   CHECK(rj["status"].as_int() == 431);
   CHECK_FALSE(rj.contains("prompt_tokens"));
 }
+
+TEST_CASE("server api: POST /slots/{id}?action= requests, file names that cannot leave the folder") {
+  const edgellm::openai::ApiLimits lim;
+  const ops::SlotRequest r = ops::parse_slot_request("/slots/3", "action=save", R"({"filename": "chat-1.state"})", lim);
+  CHECK(r.id == 3);
+  CHECK(r.action == "save");
+  CHECK(r.filename == "chat-1.state");
+  CHECK(ops::parse_slot_request("/slots/0", "x=1&action=erase", "", lim).action == "erase");  // erase: no body
+  for (const char* bad : {"../a", "a/b", ".hidden", "", "a b", "..", "/etc/passwd", "a\\b"}) {
+    CAPTURE(bad);
+    const std::string body = Json(std::string(bad)).dump();
+    CHECK_THROWS_WITH_AS(ops::parse_slot_request("/slots/0", "action=restore", "{\"filename\": " + body + "}", lim),
+                         doctest::Contains("'filename' must be a plain file name"), edgellm::openai::ApiError);
+  }
+  CHECK_THROWS_WITH_AS(ops::parse_slot_request("/slots/0", "action=save", "{}", lim), doctest::Contains("'filename' is required"),
+                       edgellm::openai::ApiError);
+  CHECK_THROWS_WITH_AS(ops::parse_slot_request("/slots/0", "action=drop", "{}", lim), doctest::Contains("save, restore or erase"),
+                       edgellm::openai::ApiError);
+  for (const char* path : {"/slots/", "/slots/x", "/slots/-1", "/slots/1234567", "/slot/1"}) {
+    CAPTURE(path);
+    try {
+      ops::parse_slot_request(path, "action=erase", "", lim);
+      FAIL("accepted");
+    } catch (const edgellm::openai::ApiError& e) {
+      CHECK(e.status() == 404);
+    }
+  }
+}

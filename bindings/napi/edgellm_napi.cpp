@@ -328,7 +328,66 @@ struct LoadWork {
   napi_async_work work = nullptr;
   std::shared_ptr<ModelState> result;
   std::string error;
+  // onProgress / signal: fractions come to the JS thread through tsfn, which calls onProgress and
+  // reads signal.aborted; `cancel` is what the loader's progress callback answers.
+  napi_threadsafe_function tsfn = nullptr;
+  napi_ref signal = nullptr;
+  std::atomic<bool> cancel{false};
 };
+
+bool signal_aborted(napi_env env, napi_value signal) {
+  napi_value v;
+  bool aborted = false;
+  if (napi_get_named_property(env, signal, "aborted", &v) == napi_ok) napi_get_value_bool(env, v, &aborted);
+  return aborted;
+}
+
+// On the JS thread, for each fraction the loader reports: onProgress(fraction) (a throw or a
+// false return cancels the load, as an aborted signal does).
+void load_progress_call(napi_env env, napi_value cb, void* context, void* data) {
+  std::unique_ptr<float> f(static_cast<float*>(data));
+  auto* w = static_cast<LoadWork*>(context);
+  if (!env) return;
+  napi_valuetype t = napi_undefined;
+  if (cb && napi_typeof(env, cb, &t) == napi_ok && t == napi_function) {
+    napi_value undefined, arg, ret;
+    napi_get_undefined(env, &undefined);
+    napi_create_double(env, *f, &arg);
+    if (napi_call_function(env, undefined, cb, 1, &arg, &ret) != napi_ok) {
+      napi_value exc;
+      napi_get_and_clear_last_exception(env, &exc);
+      w->cancel.store(true);
+    } else if (napi_typeof(env, ret, &t) == napi_ok && t == napi_boolean) {
+      bool go_on = true;
+      napi_get_value_bool(env, ret, &go_on);
+      if (!go_on) w->cancel.store(true);
+    }
+  }
+  napi_value signal;
+  if (w->signal && napi_get_reference_value(env, w->signal, &signal) == napi_ok && signal && signal_aborted(env, signal)) w->cancel.store(true);
+}
+
+void load_settle(napi_env env, LoadWork* w);
+void load_progress_finalize(napi_env env, void* data, void*) { load_settle(env, static_cast<LoadWork*>(data)); }
+
+// loadModel's onProgress and signal options: the loader's progress callback posts each fraction
+// (blocking on a queue of one, so the load runs at most a step ahead of the JS side) and stops
+// the load once the JS side said so.
+void load_progress_options(napi_env env, const Options& o, LoadWork* w, napi_value name) {
+  napi_value on_progress = o.get("onProgress"), signal = o.get("signal");
+  if (on_progress && type_of(env, on_progress) != napi_function) edgellm::throw_error(o.field("onProgress"), " must be a function");
+  if (signal && type_of(env, signal) != napi_object) edgellm::throw_error(o.field("signal"), " must be an AbortSignal");
+  if (signal && signal_aborted(env, signal)) edgellm::throw_error("load cancelled (the signal was already aborted)");
+  if (!on_progress && !signal) return;
+  if (signal) check(env, napi_create_reference(env, signal, 1, &w->signal));
+  check(env, napi_create_threadsafe_function(env, on_progress, nullptr, name, 1, 1, w, load_progress_finalize, w,
+                                             load_progress_call, &w->tsfn));
+  w->load.progress = [w](float f) {
+    auto* p = new float(f);
+    if (napi_call_threadsafe_function(w->tsfn, p, napi_tsfn_blocking) != napi_ok) delete p;
+    return !w->cancel.load();
+  };
+}
 
 void load_execute(napi_env, void* data) {
   auto* w = static_cast<LoadWork*>(data);
@@ -353,8 +412,18 @@ void load_execute(napi_env, void* data) {
 }
 
 void load_complete(napi_env env, napi_status, void* data) {
-  std::unique_ptr<LoadWork> w(static_cast<LoadWork*>(data));
+  auto* w = static_cast<LoadWork*>(data);
   napi_delete_async_work(env, w->work);
+  w->work = nullptr;
+  if (w->tsfn) napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);  // its finalizer settles
+  else load_settle(env, w);
+}
+
+// Settles loadModel's promise: after the last progress call (the thread-safe function's
+// finalizer), or from the async work's completion when there is none.
+void load_settle(napi_env env, LoadWork* raw) {
+  std::unique_ptr<LoadWork> w(raw);
+  if (w->signal) napi_delete_reference(env, w->signal);
   napi_value model = nullptr;
   if (w->error.empty()) {
     auto* box = new ModelBox{std::move(w->result)};
@@ -381,8 +450,9 @@ napi_value LoadModel(napi_env env, napi_callback_info info) {
     w->load.repack = o.boolean("repack", true);
     w->load.plan = edgellm::memory_plan_params(w->defaults);
     napi_value promise, name;
-    check(env, napi_create_promise(env, &w->deferred, &promise));
     check(env, napi_create_string_utf8(env, "edgellm.loadModel", NAPI_AUTO_LENGTH, &name));
+    load_progress_options(env, o, w.get(), name);
+    check(env, napi_create_promise(env, &w->deferred, &promise));
     check(env, napi_create_async_work(env, nullptr, name, load_execute, load_complete, w.get(), &w->work));
     check(env, napi_queue_async_work(env, w->work));
     w.release();  // load_complete owns it
@@ -428,7 +498,10 @@ napi_value ModelTokenize(napi_env env, napi_callback_info info) {
     if (!a.argv[0]) edgellm::throw_error("tokenize(text, options?): text is required");
     const std::string text = string_of(env, a.argv[0], "tokenize: text");
     const Options o(env, a.argv[1], "tokenize options");
-    const std::vector<int32_t> ids = m.tok->encode(text, o.boolean("addBos", m.tok->add_bos()), o.boolean("parseSpecial", true));
+    // Text is text: "<|im_end|>" in it is its characters unless {special: true} asks for control
+    // tokens to be matched (parseSpecial: the older name of the option).
+    const bool special = o.boolean("special", o.boolean("parseSpecial", false));
+    const std::vector<int32_t> ids = m.tok->encode(text, o.boolean("addBos", m.tok->add_bos()), special);
     return make_id_array(env, ids);
   });
 }
@@ -780,6 +853,63 @@ napi_value SessionNPast(napi_env env, napi_callback_info info) {
   });
 }
 
+// ---- session.save(path) / session.restore(path) -> Promise<void> ----
+
+// The state on storage (Session::save / restore, engine/session_file.hpp), on the worker pool; the
+// session counts as busy meanwhile (generate() and another save/restore are refused).
+struct StateFileWork {
+  std::shared_ptr<SessionState> st;
+  std::string path;
+  bool save = true;
+  napi_deferred deferred = nullptr;
+  napi_async_work work = nullptr;
+  std::string error;
+};
+
+void state_file_execute(napi_env, void* data) {
+  auto* w = static_cast<StateFileWork*>(data);
+  try {
+    if (w->save) w->st->session->save(w->path);
+    else w->st->session->restore(w->path);
+  } catch (const std::exception& e) {
+    w->error = e.what();
+  }
+}
+
+void state_file_complete(napi_env env, napi_status, void* data) {
+  std::unique_ptr<StateFileWork> w(static_cast<StateFileWork*>(data));
+  napi_delete_async_work(env, w->work);
+  w->st->busy = false;
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  reject_or_resolve(env, w->deferred, w->error, undefined);
+}
+
+napi_value state_file_call(napi_env env, napi_callback_info info, bool save) {
+  return guarded_promise(env, [&]() -> napi_value {
+    Args<1> a(env, info);
+    const char* what = save ? "save" : "restore";
+    std::shared_ptr<SessionState> st = open_session(env, a.self);
+    if (!a.argv[0]) edgellm::throw_error(what, "(path): path is required");
+    if (st->busy) edgellm::throw_error(what, ": the session is busy (a generate(), save() or restore() is running)");
+    auto w = std::make_unique<StateFileWork>();
+    w->st = st;
+    w->save = save;
+    w->path = string_of(env, a.argv[0], std::string(what) + ": path");
+    napi_value promise, name;
+    check(env, napi_create_promise(env, &w->deferred, &promise));
+    check(env, napi_create_string_utf8(env, save ? "edgellm.save" : "edgellm.restore", NAPI_AUTO_LENGTH, &name));
+    check(env, napi_create_async_work(env, nullptr, name, state_file_execute, state_file_complete, w.get(), &w->work));
+    check(env, napi_queue_async_work(env, w->work));
+    st->busy = true;
+    w.release();  // state_file_complete owns it
+    return promise;
+  });
+}
+
+napi_value SessionSave(napi_env env, napi_callback_info info) { return state_file_call(env, info, true); }
+napi_value SessionRestore(napi_env env, napi_callback_info info) { return state_file_call(env, info, false); }
+
 // ---- registration ----
 
 // Class methods as a JS class has them (writable, configurable); the module's exports enumerable
@@ -807,7 +937,8 @@ napi_value Init(napi_env env, napi_value exports) {
         method("close", ModelClose, mod)};
     const napi_property_descriptor session_methods[] = {
         method("generate", SessionGenerate, mod), method("cancel", SessionCancel, mod), method("reset", SessionReset, mod),
-        method("close", SessionClose, mod),       method("nPast", SessionNPast, mod)};
+        method("close", SessionClose, mod),       method("nPast", SessionNPast, mod),
+        method("save", SessionSave, mod),         method("restore", SessionRestore, mod)};
     napi_value model_class, session_class;
     check(env, napi_define_class(env, "Model", NAPI_AUTO_LENGTH, ModelCtor, mod, sizeof model_methods / sizeof model_methods[0],
                                  model_methods, &model_class));

@@ -17,6 +17,10 @@ export interface LoadOptions {
   ctx?: number;
   /** Repack weight matrices into the interleaved forms the kernels prefer (default true). */
   repack?: boolean;
+  /** Called on the JS thread with the fraction loaded (increasing, 1 last); returning false stops the load. */
+  onProgress?: (fraction: number) => boolean | void;
+  /** Aborting it stops the load: the promise rejects ("load cancelled") and what was loaded is freed. */
+  signal?: AbortSignal;
 }
 
 export interface SessionOptions {
@@ -132,6 +136,11 @@ export declare class Session {
   reset(): void;
   /** Tokens held in the session's KV cache (throws while generating). */
   nPast(): number;
+  /** Writes the tokens held and their KV cache to `path` (atomically: a crash leaves an older file intact). */
+  save(path: string): Promise<void>;
+  /** Replaces the conversation by one save() wrote; rejects, naming what differs, a file from another
+   *  model, KV type, context size or format version, and a truncated or damaged file. */
+  restore(path: string): Promise<void>;
   /** Frees the KV cache and threads now (a running call is cancelled first). */
   close(): void;
 }
@@ -156,7 +165,8 @@ export interface ModelDescription {
 export declare class Model {
   private constructor();
   createSession(options?: SessionOptions): Session;
-  tokenize(text: string, options?: { addBos?: boolean; parseSpecial?: boolean }): number[];
+  /** Control-token text ("<|im_end|>", "</s>") in `text` stays text unless `special` is true. */
+  tokenize(text: string, options?: { addBos?: boolean; special?: boolean }): number[];
   detokenize(tokens: number[] | Int32Array | Uint32Array, options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): string;
   describe(): ModelDescription;
   /** Drops the model's reference to the weights: they are freed when the last session using them closes. */

@@ -4,6 +4,8 @@
 // Prometheus text of GET /metrics; the one log line per request (never message text). Functions of
 // their inputs, tested without a server (tests/test_server_api.cpp); server.cpp routes to them.
 #pragma once
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -89,6 +91,50 @@ inline Json tokenize(std::string_view body, const Tokenizer& tok, const openai::
   }
   Json r = Json::object();
   r.set("tokens", std::move(out));
+  return r;
+}
+
+// POST /slots/{id}?action=save|restore|erase with {"filename": "..."} (save / restore), as
+// llama-server's: which kept sequence, what to do, the file inside --slot-save-path. A file name
+// is one path component of [A-Za-z0-9._-] (at most 200, not starting with '.'): it cannot leave
+// the folder. 400 naming what is wrong; 404 for a path that is not /slots/<number>.
+struct SlotRequest {
+  int id = 0;
+  std::string action;    // save, restore or erase
+  std::string filename;  // save / restore
+};
+
+inline bool slot_filename_ok(const std::string& f) {
+  if (f.empty() || f.size() > 200 || f[0] == '.') return false;
+  for (char c : f)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  return true;
+}
+
+inline SlotRequest parse_slot_request(std::string_view path, std::string_view query, std::string_view body,
+                                      const openai::ApiLimits& lim) {
+  constexpr std::string_view prefix = "/slots/";
+  std::string_view id = path.substr(0, prefix.size()) == prefix ? path.substr(prefix.size()) : std::string_view();
+  if (id.empty() || id.size() > 6 || id.find_first_not_of("0123456789") != std::string_view::npos)
+    throw openai::ApiError(404, "no endpoint " + std::string(path) + ": POST /slots/<id>?action=save|restore|erase", "not_found_error");
+  SlotRequest r;
+  r.id = std::stoi(std::string(id));
+  for (size_t at = 0; at <= query.size();) {
+    const size_t amp = std::min(query.find('&', at), query.size());
+    const std::string_view kv = query.substr(at, amp - at);
+    if (kv.substr(0, 7) == "action=") r.action = std::string(kv.substr(7));
+    at = amp + 1;
+  }
+  if (r.action != "save" && r.action != "restore" && r.action != "erase")
+    throw openai::detail::bad("action", "'?action=' must be save, restore or erase");
+  if (r.action == "erase") return r;
+  const Json j = openai::parse_body(body, lim);
+  const Json* f = j.find("filename");
+  if (!f) throw openai::detail::bad("filename", "'filename' is required");
+  r.filename = openai::detail::string(*f, "filename");
+  if (!slot_filename_ok(r.filename))
+    throw openai::detail::bad("filename", "'filename' must be a plain file name of letters, digits, '.', '_' and '-' "
+                                          "(at most 200, not starting with '.'), inside --slot-save-path");
   return r;
 }
 

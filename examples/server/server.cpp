@@ -51,6 +51,9 @@ const char* kUsage =
     "                         address get 403 (DNS rebinding). On the command line other users of the\n"
     "                         machine can read it (/proc/PID/cmdline): prefer --api-key-file\n"
     "  --api-key-file FILE    the key from FILE (one line); without either flag: $EDGELLM_API_KEY\n"
+    "  --slot-save-path DIR   serve POST /slots/{id}?action=save|restore|erase {\"filename\": F}: a kept\n"
+    "                         prompt cache (id 0: the last finished request's) saved to or restored from\n"
+    "                         DIR/F (a restored one is reused by requests starting with its tokens)\n"
     "  --metrics              serve GET /metrics (Prometheus text: requests, tokens, prompt and decode\n"
     "                         seconds, slots busy, KV blocks, weight bytes streamed)\n"
     "  --log-format F         the line logged per request on stderr (method, path, status, duration,\n"
@@ -128,6 +131,7 @@ struct Server {
   edgellm::openai::ApiLimits limits;
   std::string model_path, chat_template_source;  // for /props: the file, its tokenizer.chat_template
   bool metrics = false;                          // --metrics: GET /metrics
+  std::string slot_save_path;                    // --slot-save-path: POST /slots/{id}?action=...
   bool log_json = false;                         // --log-format json
   // For /metrics: over the completions that ended (prompt tokens evaluated and taken from the cache,
   // tokens generated, their prefill and decode time in microseconds); HTTP requests answered.
@@ -509,6 +513,54 @@ bool completion_path(const std::string& path, Endpoint& ep) {
 }
 
 // Every request: the browser guards, then authentication, then the endpoint.
+// POST /slots/{id}?action=save|restore|erase (--slot-save-path): a kept sequence of the scheduler
+// written to, read from or dropped; the file is read and written here, the KV cache touched on the
+// scheduler's thread between steps. Replies as llama-server's.
+void slot_action(Server& s, const Request& req, Reply& rep, Headers& hdrs) {
+  try {
+    if (s.slot_save_path.empty())
+      throw ApiError(501, "this server does not save slots: start it with --slot-save-path DIR", "not_supported_error");
+    const edgellm::ops::SlotRequest r = edgellm::ops::parse_slot_request(req.path, req.query, req.body, s.limits);
+    edgellm::Json out = edgellm::Json::object(), t = edgellm::Json::object();
+    out.set("id_slot", r.id);
+    const std::string file = s.slot_save_path + "/" + r.filename;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ms = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
+    try {
+      if (r.action == "save") {
+        const edgellm::SessionSnapshot snap = s.sched->snapshot_kept(r.id);
+        const std::vector<uint8_t> bytes = edgellm::session_file_bytes(snap);
+        edgellm::write_file_atomic(file, bytes);
+        out.set("filename", r.filename);
+        out.set("n_saved", static_cast<int64_t>(snap.tokens.size()));
+        out.set("n_written", static_cast<int64_t>(bytes.size()));
+        t.set("save_ms", ms());
+      } else if (r.action == "restore") {
+        const std::vector<uint8_t> bytes = edgellm::read_file_bytes(file);
+        const edgellm::SessionSnapshot snap = edgellm::parse_session_file(bytes.data(), bytes.size(), r.filename);
+        s.sched->restore_kept(snap, r.filename);
+        out.set("filename", r.filename);
+        out.set("n_restored", static_cast<int64_t>(snap.tokens.size()));
+        out.set("n_read", static_cast<int64_t>(bytes.size()));
+        t.set("restore_ms", ms());
+      } else {
+        out.set("n_erased", static_cast<int64_t>(s.sched->erase_kept(r.id)));
+      }
+    } catch (const ApiError&) {
+      throw;
+    } catch (const edgellm::Error& e) {  // no such slot, a refused or unreadable file: the caller's to fix
+      std::string msg = e.what();
+      const size_t at = msg.find(s.slot_save_path + "/");  // the folder is the operator's, not the client's business
+      if (at != std::string::npos) msg.erase(at, s.slot_save_path.size() + 1);
+      throw ApiError(400, msg, "invalid_request_error");
+    }
+    if (r.action != "erase") out.set("timings", std::move(t));
+    rep.send(200, "application/json", out.dump(), hdrs);
+  } catch (const ApiError& e) {
+    rep.send(e.status(), "application/json", edgellm::openai::error_body(e), hdrs);
+  }
+}
+
 void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog& log) {
   Headers hdrs;
   auto reply_error = [&](int status, const std::string& message, const std::string& type) {
@@ -551,6 +603,13 @@ void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog&
     }
   }
   if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs, log);
+  if (req.path.compare(0, 7, "/slots/") == 0) {
+    if (req.method != "POST") {
+      hdrs.emplace_back("Allow", "POST, OPTIONS");
+      return reply_error(405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error");
+    }
+    return slot_action(s, req, rep, hdrs);
+  }
   if (req.path == "/apply-template" || req.path == "/v1/apply-template") {
     if (req.method == "POST") return apply_template(s, req, rep, hdrs);
     hdrs.emplace_back("Allow", "POST, OPTIONS");
@@ -569,7 +628,7 @@ int main(int argc, char** argv) {
   return tool::run([&] {
     tool::Args args(argc, argv);
     tool::ModelFlags m;
-    std::string host = "127.0.0.1", alias, api_key, api_key_file, log_format = "text";
+    std::string host = "127.0.0.1", alias, api_key, api_key_file, log_format = "text", slot_save_path;
     bool metrics = false;
     tool::ChatFlags chat;
     std::vector<std::string> cors;
@@ -599,6 +658,7 @@ int main(int argc, char** argv) {
       else if (f == "--api-key") api_key = args.value(f);
       else if (f == "--api-key-file") api_key_file = args.value(f);
       else if (f == "--metrics") metrics = true;
+      else if (f == "--slot-save-path") slot_save_path = args.value(f);
       else if (f == "--log-format") log_format = args.value(f);
       else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = args.integer32(f, 1, 86400);
       else if (f == "--write-timeout-s") hl.write_timeout_s = args.integer32(f, 1, 86400);
@@ -650,6 +710,7 @@ int main(int argc, char** argv) {
       edgellm::SessionParams plan_sp = p.session;
       if (plan_sp.n_ctx == 0) plan_sp.n_ctx = 4096;
       load.plan = edgellm::memory_plan_params(plan_sp, p.n_parallel);
+      load.progress = tool::load_progress(false, m.path);
       return load;
     }());
     const auto& cfg = model->config();
@@ -680,6 +741,7 @@ int main(int argc, char** argv) {
     s.model_path = m.path;
     s.chat_template_source = gguf_template;
     s.metrics = metrics;
+    s.slot_save_path = slot_save_path;
     s.log_json = log_format == "json";
     s.limits.model_id = alias;
     s.limits.strict_model = strict_model;

@@ -1,7 +1,8 @@
-// libFuzzer target for the server's request parser (examples/server/openai.hpp): arbitrary bytes as a
-// /v1/chat/completions or /v1/completions body (the first byte picks which). Every input either
-// parses into a request whose values are in range and whose prompt renders, or is refused with an
-// ApiError whose error object is valid JSON; nothing else may escape.
+// libFuzzer target for the server's request parsers (examples/server/openai.hpp, operator_api.hpp):
+// arbitrary bytes as a /v1/chat/completions or /v1/completions body (the first byte picks which),
+// or as a POST /slots/{id}?action= request. Every input either parses into a request whose values
+// are in range and whose prompt renders, or is refused with an ApiError whose error object is
+// valid JSON; nothing else may escape.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "openai.hpp"  // examples/server/
+#include "operator_api.hpp"
 
 namespace {
 
@@ -18,11 +20,33 @@ void fail(const char* what) {
   std::abort();  // a finding: libFuzzer saves the input
 }
 
+// POST /slots/{id}?action=...: the input's first line is the path and query, the rest the body.
+// Parsed: a known action, a file name that stays in the folder; else a 400 / 404 / 413 ApiError.
+void slot_request(std::string_view in) {
+  const size_t nl = std::min(in.find('\n'), in.size());
+  const std::string_view target = in.substr(0, nl), body = in.substr(std::min(nl + 1, in.size()));
+  const size_t q = std::min(target.find('?'), target.size());
+  try {
+    const edgellm::ops::SlotRequest r =
+        edgellm::ops::parse_slot_request(target.substr(0, q), target.substr(std::min(q + 1, target.size())), body, {});
+    if (r.id < 0) fail("a negative slot id");
+    if (r.action != "erase" && (!edgellm::ops::slot_filename_ok(r.filename) || r.filename.find('/') != std::string::npos ||
+                                r.filename.find("..") == 0))
+      fail("a slot file name that can leave the folder");
+  } catch (const edgellm::openai::ApiError& e) {
+    if (e.status() != 400 && e.status() != 404 && e.status() != 413) fail("a slot request refused with another status");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   using namespace edgellm::openai;
+  if (data[0] & 4) {  // (bit 2) the /slots request parser
+    slot_request(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+    return 0;
+  }
   const Endpoint ep = (data[0] & 2) ? Endpoint::ApplyTemplate : (data[0] & 1) ? Endpoint::Chat : Endpoint::Completion;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   ApiLimits lim;

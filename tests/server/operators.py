@@ -11,32 +11,12 @@ import subprocess
 import sys
 import time
 
-from server_util import exchange, fail, ok, start_server
+from server_util import fail, ok, request, start_server
 
 SKIP = 77
 KEY = "k3y-from-a-file-0123"
 ENV_KEY = "k3y-from-the-environment"
 SECRET_TEXT = "zebra-marmalade-secret"  # in a prompt: must never reach the log
-
-
-def request(port, method, path, body=None, key=None):
-    data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {len(data)}\r\n"
-    if key:
-        head += f"Authorization: Bearer {key}\r\n"
-    resp = exchange(port, head.encode() + b"\r\n" + data)
-    head, _, body = resp.partition(b"\r\n\r\n")
-    status = int(head.split()[1])
-    if b"transfer-encoding: chunked" in head.lower():
-        out, rest = b"", body
-        while True:
-            size, _, rest = rest.partition(b"\r\n")
-            n = int(size, 16)
-            if n == 0:
-                break
-            out, rest = out + rest[:n], rest[n + 2:]
-        body = out
-    return status, head.decode(errors="replace"), body
 
 
 def metrics(port, key):

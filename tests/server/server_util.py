@@ -40,3 +40,26 @@ def exchange(port, data, timeout=30):
             if not part:
                 return resp
             resp += part
+
+
+def request(port, method, path, body=None, key=None):
+    """One HTTP request (body: bytes, or an object sent as JSON) on its own connection; returns
+    (status, head as text, body with chunked transfer decoded)."""
+    import json
+    data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {len(data)}\r\n"
+    if key:
+        head += f"Authorization: Bearer {key}\r\n"
+    resp = exchange(port, head.encode() + b"\r\n" + data)
+    head, _, body = resp.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out, rest = b"", body
+        while True:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size, 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        body = out
+    return status, head.decode(errors="replace"), body

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/session.hpp"
+#include "edgellm/engine/session_file.hpp"
 #include "edgellm/engine/speculative.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
@@ -225,6 +227,7 @@ class BatchScheduler : private DecodeHost {
     std::lock_guard<std::mutex> lock(mu_);
     if (worker_.joinable()) return;
     stopping_ = false;
+    running_ = true;
     worker_ = std::thread([this] { loop(); });
   }
   // Ends the worker thread; requests still queued or running finish as cancelled.
@@ -235,6 +238,11 @@ class BatchScheduler : private DecodeHost {
     }
     cv_.notify_all();
     if (worker_.joinable()) worker_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    run_tasks();  // what on_worker() queued meanwhile: its callers are waiting
     for (auto& s : slots_) loop_.end(*s, StopReason::Cancelled);
     slots_.clear();
     std::deque<std::shared_ptr<Job>> left;
@@ -255,6 +263,7 @@ class BatchScheduler : private DecodeHost {
   // generating slot and up to prefill_chunk prompt tokens of the oldest slot still reading its prompt.
   // Returns whether work remains.
   bool step() {
+    run_tasks();
     admit();
     forward_step();
     publish_stats();
@@ -270,6 +279,45 @@ class BatchScheduler : private DecodeHost {
   Stats stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
+  }
+
+  // ---- kept sequences on storage (the server's POST /slots/{id}?action=save|restore|erase) ----
+  // Kept sequence `id` (0: the most recently finished request's, 1 the one before, ...) as a saved
+  // session state (engine/session_file.hpp). Throws Error when there is no such sequence.
+  SessionSnapshot snapshot_kept(int id) {
+    return on_worker<SessionSnapshot>([&] {
+      const Cached& c = kept(id);
+      return snapshot_sequence(kv_, c.seq, c.held, session_fingerprint(*model_, kv_, p_.session.n_ctx));
+    });
+  }
+  // A saved state (checked against this model, KV type and context: Error naming what differs)
+  // becomes the newest kept sequence: a request whose prompt starts with its tokens reuses them.
+  void restore_kept(const SessionSnapshot& snap, const std::string& name) {
+    on_worker<int>([&] {
+      const int seq = kv_.create_sequence();
+      try {
+        restore_sequence(kv_, seq, snap, session_fingerprint(*model_, kv_, p_.session.n_ctx), name);
+      } catch (...) {
+        kv_.remove_sequence(seq);
+        throw;
+      }
+      cached_.push_back(Cached{seq, snap.tokens});
+      while (static_cast<int>(cached_.size()) > std::max(1, max_cached_)) {
+        kv_.remove_sequence(cached_.front().seq);
+        cached_.pop_front();
+      }
+      return 0;
+    });
+  }
+  // Drops kept sequence `id`; returns its token count.
+  size_t erase_kept(int id) {
+    return on_worker<size_t>([&] {
+      const Cached& c = kept(id);
+      const size_t n = c.held.size();
+      kv_.remove_sequence(c.seq);
+      cached_.erase(std::next(cached_.begin(), static_cast<std::ptrdiff_t>(cached_.size()) - 1 - id));
+      return n;
+    });
   }
 
  private:
@@ -288,11 +336,45 @@ class BatchScheduler : private DecodeHost {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !slots_.empty(); });
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !slots_.empty() || !tasks_.empty(); });
         if (stopping_) return;
       }
       step();
     }
+  }
+
+  const Cached& kept(int id) const {
+    if (id < 0 || id >= static_cast<int>(cached_.size()))
+      throw_error("no kept sequence ", id, " (", cached_.size(), " kept: 0 is the most recently finished request's)");
+    return *std::next(cached_.begin(), static_cast<std::ptrdiff_t>(cached_.size()) - 1 - id);
+  }
+
+  // Runs fn on the worker thread between steps and waits for its result (its Error rethrown);
+  // without a worker thread (step() driven by the caller) runs it here.
+  template <class T, class F>
+  T on_worker(F&& fn) {
+    auto task = std::make_shared<std::packaged_task<T()>>(std::forward<F>(fn));
+    std::future<T> done = task->get_future();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!running_) {
+        lock.unlock();
+        (*task)();  // no worker thread: the caller drives step() itself
+        return done.get();
+      }
+      if (stopping_) throw_error("scheduler: stopping");
+      tasks_.push_back([task] { (*task)(); });
+    }
+    cv_.notify_all();
+    return done.get();
+  }
+  void run_tasks() {
+    std::deque<std::function<void()>> now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      now.swap(tasks_);
+    }
+    for (auto& t : now) t();
   }
 
   static size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
@@ -498,8 +580,10 @@ class BatchScheduler : private DecodeHost {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<std::function<void()>> tasks_;  // on_worker's, run at the start of step()
   int busy_ = 0;
   bool stopping_ = false;
+  bool running_ = false;  // the worker thread runs (start() to stop())
   Stats stats_;
   std::thread worker_;
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/engine/decode_loop.hpp"
+#include "edgellm/engine/session_file.hpp"
 #include "edgellm/engine/speculative.hpp"
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama.hpp"
@@ -110,6 +112,29 @@ class Session {
       history_.resize(n);
     }
     return std::vector<int32_t>(tokens.begin() + static_cast<long>(n), tokens.end());
+  }
+
+  // ---- saved sessions (engine/session_file.hpp) ----
+  // What a saved state is valid for: this model's tensors and shape, and this session's n_ctx.
+  SessionFingerprint fingerprint() const { return session_fingerprint(*model_, kv_, p_.n_ctx); }
+  // The tokens held and their KV blocks (not the empty context), between generate() calls.
+  SessionSnapshot snapshot() const { return snapshot_sequence(kv_, seq_, history_, fingerprint()); }
+  // Replaces the conversation by a snapshot's (checked against this session: Error naming what
+  // differs, the session unchanged). `name` names the source in messages.
+  void restore(const SessionSnapshot& s, const std::string& name = "(memory)") {
+    check_session_compatible(s, fingerprint(), kv_.type(), static_cast<uint32_t>(kv_.block_size()),
+                             static_cast<uint32_t>(kv_.n_recent_f32()), name);
+    reset();
+    restore_sequence(kv_, seq_, s, fingerprint(), name);
+    history_ = s.tokens;
+  }
+  // Writes the state to `path` atomically (a crash or a full disk leaves an older file intact).
+  void save(const std::string& path) const { write_file_atomic(path, session_file_bytes(snapshot())); }
+  // Reads a state saved by save(): another model, KV type, n_ctx or format version, and a
+  // truncated or altered file, are an Error naming the file and what is wrong.
+  void restore(const std::string& path) {
+    const std::vector<uint8_t> bytes = read_file_bytes(path);
+    restore(parse_session_file(bytes.data(), bytes.size(), path), path);
   }
 
   // Asks a running generate() (on another thread) to stop before its next token.

@@ -206,6 +206,36 @@ class PagedKvCache {
       load_row(head_rows(b, layer, kv, h) + static_cast<size_t>(pos % p_.block_size) * row_bytes_, out + h * p_.head_dim);
   }
 
+  // ---- saving and restoring one sequence (Session::save / restore) ----
+  // Block i of sequence s as stored: block_bytes() bytes.
+  const uint8_t* block_data(int s, size_t i) const {
+    const Seq& q = cseq(s);
+    EDGELLM_CHECK(i < q.table.size(), "KV cache: sequence ", s, " has no block ", i);
+    return block_ptr(q.table[i]);
+  }
+  // Replaces the contents of sequence s by n positions (n_evicted dropped before them): blocks
+  // copied from `blocks` (ceil(n / block_size) of block_bytes()), and with F32 copies kept, those
+  // of positions [shadow_lo, n) from `shadow` ([position][layer][K, V][kv_dim]). Throws Error
+  // (the sequence then empty) when the context or the byte budget cannot hold them.
+  void load_sequence(int s, int n, int n_evicted, const uint8_t* blocks, int shadow_lo, const float* shadow) {
+    truncate(s, 0);
+    append(s, n);
+    Seq& q = seq(s);
+    for (size_t i = 0; i < q.table.size(); ++i) std::memcpy(block_ptr(q.table[i]), blocks + i * block_bytes_, block_bytes_);
+    q.n_evicted = n_evicted;
+    q.ring_off = 0;
+    q.shadow_lo = n;
+    if (n_shadow_ == 0) return;
+    EDGELLM_CHECK(shadow_lo >= 0 && shadow_lo <= n && n - shadow_lo <= n_shadow_, "KV cache: F32 copies from ", shadow_lo, " of ", n);
+    q.shadow_lo = shadow_lo;
+    for (int pos = shadow_lo; pos < n; ++pos)
+      for (int l = 0; l < p_.n_layer; ++l)
+        for (int kv = 0; kv < 2; ++kv)
+          std::copy_n(shadow + ((static_cast<size_t>(pos - shadow_lo) * p_.n_layer + l) * 2 + kv) * kv_dim_, kv_dim_, shadow_row_mut(q, l, kv, pos));
+  }
+  // Positions whose F32 copy is kept per sequence (0: none).
+  int n_recent_f32() const { return n_shadow_; }
+
   // ---- eviction ("sinks + window", StreamingLLM) ----
   // Drops the whole blocks after the ones holding the first n_sink positions and before the one
   // holding the first of the last `window` positions. Keys after the dropped range still carry

@@ -120,6 +120,7 @@ class LlamaModel {
   LlamaModel(GgufFile file, const LoadOptions& opt, const KernelTable& kt = kernels())
       : file_(std::move(file)), kt_(&kt), cfg_(LlamaConfig::from_gguf(file_)), w_(LlamaWeights::from_gguf(file_, cfg_, kt, opt)) {
     w_.start_stream(file_, kt, cfg_, opt);  // the stream's units point at w_'s matrices: not movable from here on
+    LoadProgress(opt.progress, 0).finish();
   }
   // The model keeps a pointer to its kernel table: a temporary table would dangle.
   LlamaModel(GgufFile, const KernelTable&&, bool = true) = delete;

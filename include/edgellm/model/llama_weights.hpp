@@ -172,15 +172,21 @@ struct LlamaWeights {
     }
     w.tied_ = c.tied_embeddings;
     w.residency = w.plan_residency(c, kt, opt);
+    uint64_t matrix_bytes = 0;
+    for (const NamedMatrix& m : w.matrices(c.tied_embeddings)) matrix_bytes += uint64_t(m.w->n_out) * m.w->row_bytes;
+    LoadProgress progress(opt.progress, matrix_bytes);
     if (!w.residency.streaming) {
       advise_data(MADV_NORMAL);
       // The embedding table is read one row per token: no read-around (with a storage read-ahead
       // of megabytes, every new token's row would otherwise pull megabytes into the page cache).
       if (f.mapped()) advise_random_access(w.token_embd.data(), emb.nbytes);
-      if (opt.repack) w.repack_matrices(f, kt, c.tied_embeddings);
+      if (opt.repack) w.repack_matrices(f, kt, c.tied_embeddings, &progress);
+      else  // the matrices stay in the mapping, read as used: a step each (and a chance to stop)
+        for (const NamedMatrix& m : w.matrices(c.tied_embeddings)) progress.add(uint64_t(m.w->n_out) * m.w->row_bytes);
     } else {
-      w.load_resident(f, kt, c.tied_embeddings, opt.repack);
+      w.load_resident(f, kt, c.tied_embeddings, opt.repack, &progress);
     }
+    progress.add(matrix_bytes);  // (the repack's early return when no matrix has a packed form)
     return w;
   }
 
@@ -201,7 +207,7 @@ struct LlamaWeights {
   // cache does not hold a second copy) into one anonymous block, repacked where a form exists,
   // and mlock'ed when the process may (else they are still anonymous memory, which only swap can
   // evict). The streamed ones keep their file view until start_stream().
-  void load_resident(const GgufFile& f, const KernelTable& kt, bool tied_embeddings, bool repack) {
+  void load_resident(const GgufFile& f, const KernelTable& kt, bool tied_embeddings, bool repack, LoadProgress* progress = nullptr) {
     auto list = matrices(tied_embeddings);
     std::vector<size_t> offset(list.size(), SIZE_MAX);
     size_t total = 0;
@@ -218,6 +224,7 @@ struct LlamaWeights {
     for (size_t i = 0; i < list.size(); ++i) {
       MatmulWeight& m = *list[i].w;
       if (list[i].name == names_.token_embd && f.mapped()) advise_random_access(m.data, size_t(m.n_out) * m.row_bytes);
+      if (progress) progress->add(uint64_t(m.n_out) * m.row_bytes);
       if (offset[i] == SIZE_MAX) continue;
       StreamPiece piece;
       piece.w = &m;
@@ -375,7 +382,7 @@ struct LlamaWeights {
   // token_embd: embed() still reads it through the mapping, which faults back in only the pages of
   // the rows it touches (a few KiB per distinct token) instead of keeping the whole table resident
   // next to its packed copy (Llama-3.2-1B: 213 MiB).
-  void repack_matrices(const GgufFile& f, const KernelTable& kt, bool tied_embeddings) {
+  void repack_matrices(const GgufFile& f, const KernelTable& kt, bool tied_embeddings, LoadProgress* progress = nullptr) {
     auto list = matrices(tied_embeddings);
     std::vector<size_t> offset(list.size(), SIZE_MAX);
     size_t total = 0;
@@ -394,8 +401,9 @@ struct LlamaWeights {
     std::unique_ptr<PageCacheDropper> cache;
     if (f.mapped()) cache = std::make_unique<PageCacheDropper>(f.path());
     for (size_t i = 0; i < list.size(); ++i) {
-      if (offset[i] == SIZE_MAX) continue;
       MatmulWeight& m = *list[i].w;
+      if (progress) progress->add(uint64_t(m.n_out) * m.row_bytes);  // (before: the first call says 0 is done)
+      if (offset[i] == SIZE_MAX) continue;
       const PackedFormat& pf = kt.packed_of(m.type);
       const size_t gb = pf.group_bytes(m.n_in);
       uint8_t* dst = packed_memory.data() + offset[i];

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -37,6 +38,33 @@ struct LoadOptions {
   // default_context() of the model.
   MemoryPlanParams plan = MemoryPlanParams{0};
   int stream_slots = kStreamSlots;
+  // Called as the load goes with the fraction done (by bytes of weight matrices read or repacked),
+  // increasing, 1 last; returning false stops the load: everything it allocated is released and
+  // the load throws Error "load cancelled". Empty: none.
+  std::function<bool(float)> progress;
+};
+
+// LoadOptions::progress as the loader drives it: add() the bytes of each matrix done (fractions
+// below 1 while work remains), finish() reports 1. Strictly increasing fractions only.
+class LoadProgress {
+ public:
+  LoadProgress(const std::function<bool(float)>& cb, uint64_t total_bytes) : cb_(cb), total_(total_bytes) {}
+  void add(uint64_t bytes) {
+    done_ += bytes;
+    // Below 1 until finish(): what follows the matrices (the stream's start) is part of the load.
+    report(total_ ? std::min(0.99f, static_cast<float>(static_cast<double>(done_) / static_cast<double>(total_))) : 0.99f);
+  }
+  void finish() { report(1.0f); }
+
+ private:
+  void report(float f) {
+    if (!cb_ || f <= last_) return;
+    last_ = f;
+    if (!cb_(f)) throw_error("load cancelled");
+  }
+  const std::function<bool(float)>& cb_;
+  uint64_t total_ = 0, done_ = 0;
+  float last_ = -1.0f;
 };
 
 // The context tools use when -c is 0: the training context, at most 4096.
