@@ -8,6 +8,7 @@
 // always runs on the JS thread. A Model holds a shared_ptr to the loaded weights and each Session
 // another one: model.close() (or the GC) drops the model's own reference and the weights go when
 // the last session using them is closed. The surface is declared in index.d.ts next to this file.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include <edgellm/engine/embedding.hpp>
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/memory_plan.hpp>
@@ -302,6 +304,20 @@ napi_value reject_or_resolve(napi_env env, napi_deferred d, const std::string& e
   return nullptr;
 }
 
+// Queues w (a work struct with deferred and work members) as async work named `name`; returns its
+// promise. complete() owns w from here on.
+template <class W>
+napi_value queue_promise_work(napi_env env, const char* name, napi_async_execute_callback execute,
+                              napi_async_complete_callback complete, std::unique_ptr<W>& w) {
+  napi_value promise, resource_name;
+  check(env, napi_create_promise(env, &w->deferred, &promise));
+  check(env, napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource_name));
+  check(env, napi_create_async_work(env, nullptr, resource_name, execute, complete, w.get(), &w->work));
+  check(env, napi_queue_async_work(env, w->work));
+  w.release();
+  return promise;
+}
+
 edgellm::DType kv_type_of(const std::string& name, const std::string& field) {
   edgellm::DType t = edgellm::DType::F32;
   if (!edgellm::dtype_from_name(name, &t) || (t != edgellm::DType::F32 && t != edgellm::DType::F16 && t != edgellm::DType::Q8_0))
@@ -380,13 +396,7 @@ napi_value LoadModel(napi_env env, napi_callback_info info) {
     w->load.mem_budget = static_cast<uint64_t>(o.number("memBudgetMiB", 1, 1024.0 * 1024 * 1024, 0) * 1024 * 1024);
     w->load.repack = o.boolean("repack", true);
     w->load.plan = edgellm::memory_plan_params(w->defaults);
-    napi_value promise, name;
-    check(env, napi_create_promise(env, &w->deferred, &promise));
-    check(env, napi_create_string_utf8(env, "edgellm.loadModel", NAPI_AUTO_LENGTH, &name));
-    check(env, napi_create_async_work(env, nullptr, name, load_execute, load_complete, w.get(), &w->work));
-    check(env, napi_queue_async_work(env, w->work));
-    w.release();  // load_complete owns it
-    return promise;
+    return queue_promise_work(env, "edgellm.loadModel", load_execute, load_complete, w);
   });
 }
 
@@ -500,6 +510,77 @@ napi_value ModelClose(napi_env env, napi_callback_info info) {
     Args<1> a(env, info);
     unwrap<ModelBox>(env, a.self, "Model")->s.reset();  // sessions still open keep the weights
     return nullptr;
+  });
+}
+
+// ---- model.embed(texts, options?) -> Promise<Float32Array[]> ----
+// On the host's worker pool, as loadModel: the texts through the batch path (engine/embedding.hpp).
+
+struct EmbedWork {
+  std::shared_ptr<ModelState> model;
+  std::vector<std::string> texts;
+  edgellm::EmbedParams params;
+  napi_deferred deferred = nullptr;
+  napi_async_work work = nullptr;
+  std::vector<edgellm::Embedding> result;
+  std::string error;
+};
+
+void embed_execute(napi_env, void* data) {
+  auto* w = static_cast<EmbedWork*>(data);
+  try {
+    edgellm::Embedder e(w->model->model, w->model->tok, w->params);
+    w->result = e.embed(w->texts);
+  } catch (const std::exception& e) {
+    w->error = e.what();
+  }
+}
+
+napi_value make_float32_array(napi_env env, const std::vector<float>& v) {
+  void* bytes = nullptr;
+  napi_value buf, arr;
+  check(env, napi_create_arraybuffer(env, v.size() * sizeof(float), &bytes, &buf));
+  if (!v.empty()) std::copy(v.begin(), v.end(), static_cast<float*>(bytes));
+  check(env, napi_create_typedarray(env, napi_float32_array, v.size(), buf, 0, &arr));
+  return arr;
+}
+
+void embed_complete(napi_env env, napi_status, void* data) {
+  std::unique_ptr<EmbedWork> w(static_cast<EmbedWork*>(data));
+  napi_delete_async_work(env, w->work);
+  napi_value out = nullptr;
+  if (w->error.empty()) {
+    try {
+      check(env, napi_create_array_with_length(env, w->result.size(), &out));
+      for (size_t i = 0; i < w->result.size(); ++i)
+        check(env, napi_set_element(env, out, static_cast<uint32_t>(i), make_float32_array(env, w->result[i].data)));
+    } catch (const std::exception& e) {
+      w->error = e.what();
+    }
+  }
+  reject_or_resolve(env, w->deferred, w->error, out);
+}
+
+napi_value ModelEmbed(napi_env env, napi_callback_info info) {
+  return guarded_promise(env, [&]() -> napi_value {
+    Args<2> a(env, info);
+    auto w = std::make_unique<EmbedWork>();
+    open_model(env, a.self);  // "the model is closed" otherwise
+    w->model = unwrap<ModelBox>(env, a.self, "Model")->s;  // the weights live until the work completes
+    if (!a.argv[0]) edgellm::throw_error("embed(texts, options?): texts is required");
+    if (type_of(env, a.argv[0]) == napi_string) {
+      w->texts.push_back(string_of(env, a.argv[0], "embed: texts"));
+    } else {
+      const uint32_t n = array_length(env, a.argv[0], "embed: texts");
+      for (uint32_t i = 0; i < n; ++i) w->texts.push_back(string_of(env, element(env, a.argv[0], i), "embed: texts[" + std::to_string(i) + "]"));
+    }
+    const Options o(env, a.argv[1], "embed options");
+    if (o.get("pooling")) w->params.pooling = edgellm::parse_pooling(o.text("pooling", ""), o.field("pooling"));
+    w->params.normalize = o.boolean("normalize", true);
+    w->params.n_batch = static_cast<int>(o.integer("batchSize", 1, 1 << 20, w->params.n_batch));
+    w->params.n_ctx = w->model->defaults.n_ctx;
+    w->params.n_threads = w->model->defaults.n_threads;
+    return queue_promise_work(env, "edgellm.embed", embed_execute, embed_complete, w);
   });
 }
 
@@ -804,7 +885,7 @@ napi_value Init(napi_env env, napi_value exports) {
     const napi_property_descriptor model_methods[] = {
         method("createSession", ModelCreateSession, mod), method("tokenize", ModelTokenize, mod),
         method("detokenize", ModelDetokenize, mod),       method("describe", ModelDescribe, mod),
-        method("close", ModelClose, mod)};
+        method("close", ModelClose, mod),                 method("embed", ModelEmbed, mod)};
     const napi_property_descriptor session_methods[] = {
         method("generate", SessionGenerate, mod), method("cancel", SessionCancel, mod), method("reset", SessionReset, mod),
         method("close", SessionClose, mod),       method("nPast", SessionNPast, mod)};

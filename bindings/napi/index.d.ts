@@ -136,12 +136,50 @@ export declare class Session {
   close(): void;
 }
 
+export interface ModelConfig {
+  nLayer: number;
+  nEmbd: number;
+  nHead: number;
+  nHeadKv: number;
+  nFf: number;
+  nVocab: number;
+  nCtxTrain: number;
+}
+
+export interface ModelDefaults {
+  ctx: number;
+  threads: number;
+  kvType: KvType;
+}
+
+export interface TokenizeOptions {
+  addBos?: boolean;
+  parseSpecial?: boolean;
+}
+
+export interface DetokenizeOptions {
+  removeSpecial?: boolean;
+  unparseSpecial?: boolean;
+}
+
+/** How a text's token vectors become one: llama.cpp's pooling types. */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last';
+
+export interface EmbedOptions {
+  /** Default: the model file's <arch>.pooling_type ('none' without it). */
+  pooling?: Pooling;
+  /** L2-normalise each vector (default true). */
+  normalize?: boolean;
+  /** Tokens per forward pass (default 512; texts are batched together and split across passes). */
+  batchSize?: number;
+}
+
 export interface ModelDescription {
   version: string;
   path: string;
   fileBytes: number;
-  config: { nLayer: number; nEmbd: number; nHead: number; nHeadKv: number; nFf: number; nVocab: number; nCtxTrain: number };
-  defaults: { ctx: number; threads: number; kvType: KvType };
+  config: ModelConfig;
+  defaults: ModelDefaults;
   /** 'jinja' (the file's own template) or the built-in format's name. */
   chatTemplate: string;
   /** The kernels chosen for this CPU, one per line. */
@@ -156,8 +194,14 @@ export interface ModelDescription {
 export declare class Model {
   private constructor();
   createSession(options?: SessionOptions): Session;
-  tokenize(text: string, options?: { addBos?: boolean; parseSpecial?: boolean }): number[];
-  detokenize(tokens: number[] | Int32Array | Uint32Array, options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): string;
+  tokenize(text: string, options?: TokenizeOptions): number[];
+  detokenize(tokens: number[] | Int32Array | Uint32Array, options?: DetokenizeOptions): string;
+  /**
+   * The model's last hidden state (after the final norm) of each text, pooled (one Float32Array of
+   * nEmbd floats per text; pooling 'none': nTokens x nEmbd, row after row), on a worker thread.
+   * Texts are tokenized with BOS/EOS as the vocabulary asks, as text (no control tokens).
+   */
+  embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
   describe(): ModelDescription;
   /** Drops the model's reference to the weights: they are freed when the last session using them closes. */
   close(): void;
