@@ -116,6 +116,14 @@ export interface GenerateResult {
  */
 export type OnToken = (piece: string) => boolean | void;
 
+/**
+ * session.stream()'s iterator: the pieces onToken would get; leaving the loop early cancels the
+ * generation. `result` settles as generate()'s promise does (the iterator's return value too).
+ */
+export interface GenerationStream extends AsyncIterableIterator<string> {
+  result: Promise<GenerateResult>;
+}
+
 export declare class Session {
   private constructor();
   /**
@@ -126,6 +134,11 @@ export declare class Session {
    */
   generate(prompt: string | ChatMessage[], options?: GenerateOptions, onToken?: OnToken): Promise<GenerateResult>;
   generate(prompt: string | ChatMessage[], onToken: OnToken): Promise<GenerateResult>;
+  /**
+   * Node, through the package's index.js: generate() as an async iterator of pieces,
+   * `for await (const piece of session.stream(messages, options)) ...`. Not in the OpenHarmony module.
+   */
+  stream(prompt: string | ChatMessage[], options?: GenerateOptions): GenerationStream;
   /** Stops a running generate() within a token; it resolves with stopReason 'cancelled'. */
   cancel(): void;
   /** Forgets the conversation (not while generating). */
