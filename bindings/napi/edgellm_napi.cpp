@@ -3,9 +3,10 @@
 // napi/native_api.h, registered with napi_module_register from a constructor function). Only the C
 // napi_* functions both hosts implement are used: classes, wrap, async work, thread-safe functions.
 //
-// Nothing blocks the JS thread: loadModel and generate run on the host's worker pool
-// (napi_create_async_work); generated pieces come back through a thread-safe function, so onToken
-// always runs on the JS thread. A Model holds a shared_ptr to the loaded weights and each Session
+// Nothing blocks the JS thread: loadModel and embed run on the host's worker pool
+// (napi_create_async_work), generate on a thread of its own (a long generation must not hold one
+// of libuv's 4 pool threads, which fs and dns share); generated pieces and the end come back
+// through a thread-safe function, so onToken always runs on the JS thread. A Model holds a shared_ptr to the loaded weights and each Session
 // another one: model.close() (or the GC) drops the model's own reference and the weights go when
 // the last session using them is closed. The surface is declared in index.d.ts next to this file.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -592,11 +594,11 @@ struct GenerateWork {
   std::vector<int32_t> tokens;  // messages: the whole conversation, tokenized
   bool chat = false;
   edgellm::GenerateParams gp;
-  napi_threadsafe_function tsfn = nullptr;
+  napi_threadsafe_function tsfn = nullptr;  // pieces to onToken (when given); its finalizer settles
+  bool streaming = false;       // onToken was given
   bool stream_stopped = false;  // onToken returned false or threw (JS thread)
   napi_ref stream_error = nullptr;
   napi_deferred deferred = nullptr;
-  napi_async_work work = nullptr;
   edgellm::GenerateResult result;
   std::string error;
 };
@@ -623,7 +625,7 @@ void generate_execute(napi_env, void* data) {
       return;
     }
     auto on_piece = [w](const std::string& piece) {
-      if (w->tsfn) {
+      if (w->streaming) {
         auto* p = new std::string(piece);
         // Blocking on a queue of one: decoding runs at most a piece ahead of the JS callback.
         if (napi_call_threadsafe_function(w->tsfn, p, napi_tsfn_blocking) != napi_ok) delete p;
@@ -659,10 +661,9 @@ napi_value result_object(napi_env env, const edgellm::GenerateResult& r) {
   return out;
 }
 
-// Settles the promise: after the last streamed piece has been delivered (the thread-safe
-// function's finalizer), or from the async work's completion when nothing streams.
+// Settles the promise, on the JS thread after the last streamed piece was delivered (the
+// thread-safe function's finalizer, once the generating thread released it).
 void generate_settle(napi_env env, GenerateWork* w) {
-  std::unique_ptr<GenerateWork> owned(w);
   w->st->busy = false;
   if (w->stream_error) {  // onToken threw: its exception rejects the call
     napi_value err;
@@ -682,20 +683,32 @@ void generate_settle(napi_env env, GenerateWork* w) {
   reject_or_resolve(env, w->deferred, w->error, value);
 }
 
-void generate_complete(napi_env env, napi_status, void* data) {
-  auto* w = static_cast<GenerateWork*>(data);
-  napi_delete_async_work(env, w->work);
-  w->work = nullptr;
-  if (w->tsfn) napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);  // finalizer settles
-  else generate_settle(env, w);
+// finalize_data: a heap std::shared_ptr<GenerateWork>, the JS side's share of the work (the
+// generating thread holds the other until it returns).
+void stream_finalize(napi_env env, void* finalize_data, void*) {
+  std::unique_ptr<std::shared_ptr<GenerateWork>> share(static_cast<std::shared_ptr<GenerateWork>*>(finalize_data));
+  generate_settle(env, share->get());
 }
 
-void stream_finalize(napi_env env, void* data, void*) { generate_settle(env, static_cast<GenerateWork*>(data)); }
+// Generation runs on a thread of its own, not on the host's worker pool (libuv's 4 threads in
+// Node: long generations there would stall fs and dns); the thread releases the thread-safe
+// function when done, and its finalizer settles the promise on the JS thread.
+void start_generate_thread(std::shared_ptr<GenerateWork> w) {
+  try {
+    std::thread([w] {
+      generate_execute(nullptr, w.get());
+      napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);
+    }).detach();
+  } catch (const std::exception& e) {  // no thread to be had: the call rejects
+    w->error = e.what();
+    napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);
+  }
+}
 
 void stream_call(napi_env env, napi_value cb, void* context, void* data) {
   std::unique_ptr<std::string> piece(static_cast<std::string*>(data));
   auto* w = static_cast<GenerateWork*>(context);
-  if (!env || w->stream_stopped) return;  // shutting down, or the consumer said stop
+  if (!env || !cb || w->stream_stopped) return;  // shutting down, no onToken, or the consumer said stop
   napi_value undefined, arg, ret;
   if (napi_get_undefined(env, &undefined) != napi_ok ||
       napi_create_string_utf8(env, piece->data(), piece->size(), &arg) != napi_ok)
@@ -798,19 +811,19 @@ napi_value SessionGenerate(napi_env env, napi_callback_info info) {
     }
     napi_value promise, name;
     check(env, napi_create_string_utf8(env, "edgellm.generate", NAPI_AUTO_LENGTH, &name));
-    check(env, napi_create_async_work(env, nullptr, name, generate_execute, generate_complete, w.get(), &w->work));
-    if (a.argv[2]) {
-      // A queue of one piece; the finalizer (after the last piece is delivered) settles the promise.
-      const napi_status s = napi_create_threadsafe_function(env, a.argv[2], nullptr, name, 1, 1, w.get(), stream_finalize,
-                                                            w.get(), stream_call, &w->tsfn);
-      if (s != napi_ok) napi_delete_async_work(env, w->work);
-      check(env, s);
-    }
     check(env, napi_create_promise(env, &w->deferred, &promise));
+    std::shared_ptr<GenerateWork> work(w.release());
+    work->streaming = a.argv[2] != nullptr;
+    // A queue of one piece (onToken may be absent: the function then only settles the promise
+    // from its finalizer, after the last piece was delivered).
+    auto* share = new std::shared_ptr<GenerateWork>(work);
+    const napi_status s = napi_create_threadsafe_function(env, a.argv[2], nullptr, name, 1, 1, share, stream_finalize,
+                                                          work.get(), stream_call, &work->tsfn);
+    if (s != napi_ok) delete share;
+    check(env, s);
     st->cancel.store(false);
     st->busy = true;
-    check(env, napi_queue_async_work(env, w->work));
-    w.release();  // settled (and deleted) by generate_settle
+    start_generate_thread(std::move(work));
     return promise;
   });
 }

@@ -1,6 +1,7 @@
 // edgellm's Node-API module: edgellm.node under Node.js (`require` / `createRequire`), libedgellm.so
 // in an OpenHarmony app (`import llm from 'libedgellm.so'`). Implemented in edgellm_napi.cpp.
-// Nothing here blocks the JS thread: loadModel and generate run on the host's worker threads.
+// Nothing here blocks the JS thread: loadModel and embed run on the host's worker threads, generate
+// on a thread of its own.
 
 /** KV cache storage: f32 (exact), f16 (half the memory), q8_0 (a quarter; head dim % 32 == 0). */
 export type KvType = 'f32' | 'f16' | 'q8_0';
