@@ -11,6 +11,7 @@
 
 #include <edgellm/core/json.hpp>
 #include <edgellm/engine/embedding.hpp>
+#include <edgellm/gguf/writer.hpp>
 
 #include "test_util.hpp"
 
@@ -70,7 +71,30 @@ std::vector<float> embed_row_mean(const Embedding& e, int D) {
   return m;
 }
 
+// The golden model with <arch>.pooling_type = value (a copy in memory).
+std::shared_ptr<const LlamaModel> golden_with_pooling_key(uint32_t value) {
+  const GgufFile src = GgufFile::open(kEmbedDataDir + "/golden-tiny-q4_0.gguf");
+  GgufWriter w;
+  w.copy_metadata(src);
+  w.set_u32(src.get_string("general.architecture") + ".pooling_type", value);
+  for (const auto& t : src.tensors()) w.add_tensor(t.name, t.type, t.shape(), t.data);
+  return std::make_shared<const LlamaModel>(GgufFile::from_bytes(w.to_bytes(), "pooled.gguf"));
+}
+
 }  // namespace
+
+TEST_CASE("embeddings: the pooling from the GGUF key, overridable") {
+  const auto mean = golden_with_pooling_key(1);
+  auto tok = std::make_shared<const Tokenizer>(Vocab::from_gguf(mean->file()));
+  CHECK(model_pooling(*mean) == Pooling::Mean);
+  EmbedParams p;
+  p.n_threads = 1;
+  CHECK(Embedder(mean, tok, p).pooling() == Pooling::Mean);
+  p.pooling = Pooling::Last;
+  CHECK(Embedder(mean, tok, p).pooling() == Pooling::Last);
+  CHECK(model_pooling(*golden_with_pooling_key(3)) == Pooling::Last);
+  CHECK_THROWS_WITH_AS(model_pooling(*golden_with_pooling_key(4)), doctest::Contains("pooling_type' = 4 is not a pooling"), Error);
+}
 
 TEST_CASE("embeddings equal llama-embedding: llama, mean pooling") { check_embed_reference("embed-stories260K-mean.json"); }
 
