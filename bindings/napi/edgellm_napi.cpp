@@ -690,6 +690,8 @@ void stream_finalize(napi_env env, void* finalize_data, void*) {
   generate_settle(env, share->get());
 }
 
+napi_value no_op(napi_env, napi_callback_info) { return nullptr; }
+
 // Generation runs on a thread of its own, not on the host's worker pool (libuv's 4 threads in
 // Node: long generations there would stall fs and dns); the thread releases the thread-safe
 // function when done, and its finalizer settles the promise on the JS thread.
@@ -708,7 +710,7 @@ void start_generate_thread(std::shared_ptr<GenerateWork> w) {
 void stream_call(napi_env env, napi_value cb, void* context, void* data) {
   std::unique_ptr<std::string> piece(static_cast<std::string*>(data));
   auto* w = static_cast<GenerateWork*>(context);
-  if (!env || !cb || w->stream_stopped) return;  // shutting down, no onToken, or the consumer said stop
+  if (!env || !w->streaming || w->stream_stopped) return;  // shutting down, no onToken, or the consumer said stop
   napi_value undefined, arg, ret;
   if (napi_get_undefined(env, &undefined) != napi_ok ||
       napi_create_string_utf8(env, piece->data(), piece->size(), &arg) != napi_ok)
@@ -816,8 +818,10 @@ napi_value SessionGenerate(napi_env env, napi_callback_info info) {
     work->streaming = a.argv[2] != nullptr;
     // A queue of one piece (onToken may be absent: the function then only settles the promise
     // from its finalizer, after the last piece was delivered).
+    napi_value fn = a.argv[2];
+    if (!fn) check(env, napi_create_function(env, "onToken", NAPI_AUTO_LENGTH, no_op, nullptr, &fn));  // a function for every host's NAPI
     auto* share = new std::shared_ptr<GenerateWork>(work);
-    const napi_status s = napi_create_threadsafe_function(env, a.argv[2], nullptr, name, 1, 1, share, stream_finalize,
+    const napi_status s = napi_create_threadsafe_function(env, fn, nullptr, name, 1, 1, share, stream_finalize,
                                                           work.get(), stream_call, &work->tsfn);
     if (s != napi_ok) delete share;
     check(env, s);
