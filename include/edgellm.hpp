@@ -59,5 +59,6 @@
 #include "edgellm/model/llama.hpp"
 
 #include "edgellm/engine/session.hpp"
+#include "edgellm/engine/embedding.hpp"
 #include "edgellm/engine/perplexity.hpp"
 #include "edgellm/engine/eval.hpp"

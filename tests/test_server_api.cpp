@@ -1,6 +1,7 @@
 // The server's operator functions (examples/server/operator_api.hpp) tested without a server: the
 // API key from a file or the environment, /tokenize and /detokenize as llama-server shapes them,
-// the Prometheus text of /metrics, the request log line. The synthetic model's tokenizer (no
+// the Prometheus text of /metrics, the request log line; /v1/embeddings and /embedding requests
+// and answers (embeddings_api.hpp). The synthetic model's tokenizer (no
 // shared data).
 #include <doctest/doctest.h>
 
@@ -8,7 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "operator_api.hpp"  // examples/server/
+#include "embeddings_api.hpp"  // examples/server/
+#include "operator_api.hpp"
 #include "session_fixtures.hpp"
 
 using edgellm::Error;
@@ -151,4 +153,103 @@ TEST_CASE("server api: POST /slots/{id}?action= requests, file names that cannot
       CHECK(e.status() == 404);
     }
   }
+}
+
+namespace {
+
+edgellm::openai::EmbedRequest embed_request(const std::string& body, bool embedding_path = false) {
+  edgellm::openai::ApiLimits lim;
+  lim.model_id = "m";
+  edgellm::openai::EmbedLimits el;
+  el.n_ctx = 16;
+  el.n_vocab = 512;
+  el.max_inputs = 4;
+  return edgellm::openai::parse_embedding_request(body, embedding_path, *edgellm_test::synthetic().tok, lim, el);
+}
+
+std::string embed_refusal_param(const std::string& body) {
+  try {
+    embed_request(body);
+  } catch (const edgellm::openai::ApiError& e) {
+    return std::to_string(e.status()) + " " + e.param();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("server api: embedding requests (input shapes, encoding_format, embd_normalize, refusals)") {
+  const edgellm::Tokenizer& tok = *edgellm_test::synthetic().tok;
+  const std::vector<int32_t> once = tok.encode("Once upon", true, true);
+  auto r = embed_request(R"({"input": "Once upon", "model": "x"})");
+  CHECK(r.oai);
+  CHECK_FALSE(r.base64);
+  CHECK(r.normalize);
+  CHECK(r.model == "x");
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0] == once);
+  r = embed_request(R"({"input": ["Once upon", [5, 6, 7]], "encoding_format": "base64", "embd_normalize": -1})");
+  REQUIRE(r.inputs.size() == 2);
+  CHECK(r.inputs[0] == once);
+  CHECK(r.inputs[1] == std::vector<int32_t>{5, 6, 7});
+  CHECK(r.base64);
+  CHECK_FALSE(r.normalize);
+  r = embed_request(R"({"input": [9, 10]})");
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0] == std::vector<int32_t>{9, 10});
+  CHECK_FALSE(embed_request(R"({"content": "x"})").oai);  // llama-server's field: its shape on either path
+  CHECK_FALSE(embed_request(R"({"input": "x"})", true).oai);
+  CHECK(embed_refusal_param(R"({})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": null})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": []})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": [[]]})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": true})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": [1, 512]})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": [-1]})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": [1.5]})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": ["a", ["b"]]})") == "400 input");
+  CHECK(embed_refusal_param(R"({"input": ["a", "b", "c", "d", "e"]})") == "400 input");  // max_inputs 4
+  CHECK(embed_refusal_param(R"({"input": [[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]]})") == "400 input");  // n_ctx 16
+  CHECK(embed_refusal_param(R"({"input": "x", "encoding_format": "int8"})") == "400 encoding_format");
+  CHECK(embed_refusal_param(R"({"input": "x", "encoding_format": 1})") == "400 encoding_format");
+  CHECK(embed_refusal_param(R"({"input": "x", "embd_normalize": 0})") == "400 embd_normalize");
+  CHECK(embed_refusal_param(R"({"input": "x", "model": 5})") == "400 model");
+  CHECK(embed_refusal_param(R"([1])") == "400 ");
+  CHECK(embed_refusal_param(R"({"input": )") == "400 ");
+}
+
+TEST_CASE("server api: embedding answers (OpenAI list, base64 floats, llama-server rows)") {
+  CHECK(edgellm::openai::base64_encode(reinterpret_cast<const uint8_t*>("Ma"), 2) == "TWE=");
+  CHECK(edgellm::openai::base64_encode(reinterpret_cast<const uint8_t*>("Man"), 3) == "TWFu");
+  CHECK(edgellm::openai::base64_encode(reinterpret_cast<const uint8_t*>("M"), 1) == "TQ==");
+  const float one[] = {1.0f, -2.0f};
+  CHECK(edgellm::openai::base64_floats(one, 2) == "AACAPwAAAMA=");  // 0x3f800000, 0xc0000000 little-endian
+  std::vector<edgellm::Embedding> e(2);
+  e[0].data = {0.5f, 0.25f};
+  e[0].n_rows = 1;
+  e[0].n_tokens = 3;
+  e[1].data = {1.0f, 0.0f};
+  e[1].n_rows = 1;
+  e[1].n_tokens = 4;
+  edgellm::openai::EmbedRequest r;
+  Json j = edgellm::openai::embeddings_json(r, e, 2, "served");
+  CHECK(j["object"].as_string() == "list");
+  CHECK(j["model"].as_string() == "served");
+  CHECK(j["usage"]["prompt_tokens"].as_int() == 7);
+  CHECK(j["usage"]["total_tokens"].as_int() == 7);
+  REQUIRE(j["data"].size() == 2);
+  CHECK(j["data"].at(1)["index"].as_int() == 1);
+  CHECK(j["data"].at(1)["object"].as_string() == "embedding");
+  CHECK(j["data"].at(0)["embedding"].as_float_vector() == std::vector<float>{0.5f, 0.25f});
+  r.base64 = true;
+  j = edgellm::openai::embeddings_json(r, e, 2, "served");
+  CHECK(j["data"].at(1)["embedding"].as_string() == "AACAPwAAAAA=");
+  r.oai = false;
+  e[1].data = {1.0f, 0.0f, 0.0f, 1.0f};  // pooling none: one row per token
+  e[1].n_rows = 2;
+  j = edgellm::openai::embeddings_json(r, e, 2, "served");
+  REQUIRE(j.is_array());
+  CHECK(j.at(1)["index"].as_int() == 1);
+  REQUIRE(j.at(1)["embedding"].size() == 2);
+  CHECK(j.at(1)["embedding"].at(1).as_float_vector() == std::vector<float>{0.0f, 1.0f});
 }

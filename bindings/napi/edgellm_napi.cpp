@@ -3,20 +3,24 @@
 // napi/native_api.h, registered with napi_module_register from a constructor function). Only the C
 // napi_* functions both hosts implement are used: classes, wrap, async work, thread-safe functions.
 //
-// Nothing blocks the JS thread: loadModel and generate run on the host's worker pool
-// (napi_create_async_work); generated pieces come back through a thread-safe function, so onToken
-// always runs on the JS thread. A Model holds a shared_ptr to the loaded weights and each Session
+// Nothing blocks the JS thread: loadModel and embed run on the host's worker pool
+// (napi_create_async_work), generate on a thread of its own (a long generation must not hold one
+// of libuv's 4 pool threads, which fs and dns share); generated pieces and the end come back
+// through a thread-safe function, so onToken always runs on the JS thread. A Model holds a shared_ptr to the loaded weights and each Session
 // another one: model.close() (or the GC) drops the model's own reference and the weights go when
 // the last session using them is closed. The surface is declared in index.d.ts next to this file.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <edgellm/engine/embedding.hpp>
 #include <edgellm/engine/session.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/memory_plan.hpp>
@@ -302,6 +306,20 @@ napi_value reject_or_resolve(napi_env env, napi_deferred d, const std::string& e
   return nullptr;
 }
 
+// Queues w (a work struct with deferred and work members) as async work named `name`; returns its
+// promise. complete() owns w from here on.
+template <class W>
+napi_value queue_promise_work(napi_env env, const char* name, napi_async_execute_callback execute,
+                              napi_async_complete_callback complete, std::unique_ptr<W>& w) {
+  napi_value promise, resource_name;
+  check(env, napi_create_promise(env, &w->deferred, &promise));
+  check(env, napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource_name));
+  check(env, napi_create_async_work(env, nullptr, resource_name, execute, complete, w.get(), &w->work));
+  check(env, napi_queue_async_work(env, w->work));
+  w.release();
+  return promise;
+}
+
 edgellm::DType kv_type_of(const std::string& name, const std::string& field) {
   edgellm::DType t = edgellm::DType::F32;
   if (!edgellm::dtype_from_name(name, &t) || (t != edgellm::DType::F32 && t != edgellm::DType::F16 && t != edgellm::DType::Q8_0))
@@ -449,14 +467,10 @@ napi_value LoadModel(napi_env env, napi_callback_info info) {
     w->load.mem_budget = static_cast<uint64_t>(o.number("memBudgetMiB", 1, 1024.0 * 1024 * 1024, 0) * 1024 * 1024);
     w->load.repack = o.boolean("repack", true);
     w->load.plan = edgellm::memory_plan_params(w->defaults);
-    napi_value promise, name;
+    napi_value name;
     check(env, napi_create_string_utf8(env, "edgellm.loadModel", NAPI_AUTO_LENGTH, &name));
     load_progress_options(env, o, w.get(), name);
-    check(env, napi_create_promise(env, &w->deferred, &promise));
-    check(env, napi_create_async_work(env, nullptr, name, load_execute, load_complete, w.get(), &w->work));
-    check(env, napi_queue_async_work(env, w->work));
-    w.release();  // load_complete owns it
-    return promise;
+    return queue_promise_work(env, "edgellm.loadModel", load_execute, load_complete, w);
   });
 }
 
@@ -576,6 +590,77 @@ napi_value ModelClose(napi_env env, napi_callback_info info) {
   });
 }
 
+// ---- model.embed(texts, options?) -> Promise<Float32Array[]> ----
+// On the host's worker pool, as loadModel: the texts through the batch path (engine/embedding.hpp).
+
+struct EmbedWork {
+  std::shared_ptr<ModelState> model;
+  std::vector<std::string> texts;
+  edgellm::EmbedParams params;
+  napi_deferred deferred = nullptr;
+  napi_async_work work = nullptr;
+  std::vector<edgellm::Embedding> result;
+  std::string error;
+};
+
+void embed_execute(napi_env, void* data) {
+  auto* w = static_cast<EmbedWork*>(data);
+  try {
+    edgellm::Embedder e(w->model->model, w->model->tok, w->params);
+    w->result = e.embed(w->texts);
+  } catch (const std::exception& e) {
+    w->error = e.what();
+  }
+}
+
+napi_value make_float32_array(napi_env env, const std::vector<float>& v) {
+  void* bytes = nullptr;
+  napi_value buf, arr;
+  check(env, napi_create_arraybuffer(env, v.size() * sizeof(float), &bytes, &buf));
+  if (!v.empty()) std::copy(v.begin(), v.end(), static_cast<float*>(bytes));
+  check(env, napi_create_typedarray(env, napi_float32_array, v.size(), buf, 0, &arr));
+  return arr;
+}
+
+void embed_complete(napi_env env, napi_status, void* data) {
+  std::unique_ptr<EmbedWork> w(static_cast<EmbedWork*>(data));
+  napi_delete_async_work(env, w->work);
+  napi_value out = nullptr;
+  if (w->error.empty()) {
+    try {
+      check(env, napi_create_array_with_length(env, w->result.size(), &out));
+      for (size_t i = 0; i < w->result.size(); ++i)
+        check(env, napi_set_element(env, out, static_cast<uint32_t>(i), make_float32_array(env, w->result[i].data)));
+    } catch (const std::exception& e) {
+      w->error = e.what();
+    }
+  }
+  reject_or_resolve(env, w->deferred, w->error, out);
+}
+
+napi_value ModelEmbed(napi_env env, napi_callback_info info) {
+  return guarded_promise(env, [&]() -> napi_value {
+    Args<2> a(env, info);
+    auto w = std::make_unique<EmbedWork>();
+    open_model(env, a.self);  // "the model is closed" otherwise
+    w->model = unwrap<ModelBox>(env, a.self, "Model")->s;  // the weights live until the work completes
+    if (!a.argv[0]) edgellm::throw_error("embed(texts, options?): texts is required");
+    if (type_of(env, a.argv[0]) == napi_string) {
+      w->texts.push_back(string_of(env, a.argv[0], "embed: texts"));
+    } else {
+      const uint32_t n = array_length(env, a.argv[0], "embed: texts");
+      for (uint32_t i = 0; i < n; ++i) w->texts.push_back(string_of(env, element(env, a.argv[0], i), "embed: texts[" + std::to_string(i) + "]"));
+    }
+    const Options o(env, a.argv[1], "embed options");
+    if (o.get("pooling")) w->params.pooling = edgellm::parse_pooling(o.text("pooling", ""), o.field("pooling"));
+    w->params.normalize = o.boolean("normalize", true);
+    w->params.n_batch = static_cast<int>(o.integer("batchSize", 1, 1 << 20, w->params.n_batch));
+    w->params.n_ctx = w->model->defaults.n_ctx;
+    w->params.n_threads = w->model->defaults.n_threads;
+    return queue_promise_work(env, "edgellm.embed", embed_execute, embed_complete, w);
+  });
+}
+
 // ---- session.generate(prompt | messages, options?, onToken?) -> Promise<Result> ----
 
 struct GenerateWork {
@@ -584,11 +669,11 @@ struct GenerateWork {
   std::vector<int32_t> tokens;  // messages: the whole conversation, tokenized
   bool chat = false;
   edgellm::GenerateParams gp;
-  napi_threadsafe_function tsfn = nullptr;
+  napi_threadsafe_function tsfn = nullptr;  // pieces to onToken (when given); its finalizer settles
+  bool streaming = false;       // onToken was given
   bool stream_stopped = false;  // onToken returned false or threw (JS thread)
   napi_ref stream_error = nullptr;
   napi_deferred deferred = nullptr;
-  napi_async_work work = nullptr;
   edgellm::GenerateResult result;
   std::string error;
 };
@@ -615,7 +700,7 @@ void generate_execute(napi_env, void* data) {
       return;
     }
     auto on_piece = [w](const std::string& piece) {
-      if (w->tsfn) {
+      if (w->streaming) {
         auto* p = new std::string(piece);
         // Blocking on a queue of one: decoding runs at most a piece ahead of the JS callback.
         if (napi_call_threadsafe_function(w->tsfn, p, napi_tsfn_blocking) != napi_ok) delete p;
@@ -651,10 +736,9 @@ napi_value result_object(napi_env env, const edgellm::GenerateResult& r) {
   return out;
 }
 
-// Settles the promise: after the last streamed piece has been delivered (the thread-safe
-// function's finalizer), or from the async work's completion when nothing streams.
+// Settles the promise, on the JS thread after the last streamed piece was delivered (the
+// thread-safe function's finalizer, once the generating thread released it).
 void generate_settle(napi_env env, GenerateWork* w) {
-  std::unique_ptr<GenerateWork> owned(w);
   w->st->busy = false;
   if (w->stream_error) {  // onToken threw: its exception rejects the call
     napi_value err;
@@ -674,20 +758,34 @@ void generate_settle(napi_env env, GenerateWork* w) {
   reject_or_resolve(env, w->deferred, w->error, value);
 }
 
-void generate_complete(napi_env env, napi_status, void* data) {
-  auto* w = static_cast<GenerateWork*>(data);
-  napi_delete_async_work(env, w->work);
-  w->work = nullptr;
-  if (w->tsfn) napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);  // finalizer settles
-  else generate_settle(env, w);
+// finalize_data: a heap std::shared_ptr<GenerateWork>, the JS side's share of the work (the
+// generating thread holds the other until it returns).
+void stream_finalize(napi_env env, void* finalize_data, void*) {
+  std::unique_ptr<std::shared_ptr<GenerateWork>> share(static_cast<std::shared_ptr<GenerateWork>*>(finalize_data));
+  generate_settle(env, share->get());
 }
 
-void stream_finalize(napi_env env, void* data, void*) { generate_settle(env, static_cast<GenerateWork*>(data)); }
+napi_value no_op(napi_env, napi_callback_info) { return nullptr; }
+
+// Generation runs on a thread of its own, not on the host's worker pool (libuv's 4 threads in
+// Node: long generations there would stall fs and dns); the thread releases the thread-safe
+// function when done, and its finalizer settles the promise on the JS thread.
+void start_generate_thread(std::shared_ptr<GenerateWork> w) {
+  try {
+    std::thread([w] {
+      generate_execute(nullptr, w.get());
+      napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);
+    }).detach();
+  } catch (const std::exception& e) {  // no thread to be had: the call rejects
+    w->error = e.what();
+    napi_release_threadsafe_function(w->tsfn, napi_tsfn_release);
+  }
+}
 
 void stream_call(napi_env env, napi_value cb, void* context, void* data) {
   std::unique_ptr<std::string> piece(static_cast<std::string*>(data));
   auto* w = static_cast<GenerateWork*>(context);
-  if (!env || w->stream_stopped) return;  // shutting down, or the consumer said stop
+  if (!env || !w->streaming || w->stream_stopped) return;  // shutting down, no onToken, or the consumer said stop
   napi_value undefined, arg, ret;
   if (napi_get_undefined(env, &undefined) != napi_ok ||
       napi_create_string_utf8(env, piece->data(), piece->size(), &arg) != napi_ok)
@@ -790,19 +888,21 @@ napi_value SessionGenerate(napi_env env, napi_callback_info info) {
     }
     napi_value promise, name;
     check(env, napi_create_string_utf8(env, "edgellm.generate", NAPI_AUTO_LENGTH, &name));
-    check(env, napi_create_async_work(env, nullptr, name, generate_execute, generate_complete, w.get(), &w->work));
-    if (a.argv[2]) {
-      // A queue of one piece; the finalizer (after the last piece is delivered) settles the promise.
-      const napi_status s = napi_create_threadsafe_function(env, a.argv[2], nullptr, name, 1, 1, w.get(), stream_finalize,
-                                                            w.get(), stream_call, &w->tsfn);
-      if (s != napi_ok) napi_delete_async_work(env, w->work);
-      check(env, s);
-    }
     check(env, napi_create_promise(env, &w->deferred, &promise));
+    std::shared_ptr<GenerateWork> work(w.release());
+    work->streaming = a.argv[2] != nullptr;
+    // A queue of one piece (onToken may be absent: the function then only settles the promise
+    // from its finalizer, after the last piece was delivered).
+    napi_value fn = a.argv[2];
+    if (!fn) check(env, napi_create_function(env, "onToken", NAPI_AUTO_LENGTH, no_op, nullptr, &fn));  // a function for every host's NAPI
+    auto* share = new std::shared_ptr<GenerateWork>(work);
+    const napi_status s = napi_create_threadsafe_function(env, fn, nullptr, name, 1, 1, share, stream_finalize,
+                                                          work.get(), stream_call, &work->tsfn);
+    if (s != napi_ok) delete share;
+    check(env, s);
     st->cancel.store(false);
     st->busy = true;
-    check(env, napi_queue_async_work(env, w->work));
-    w.release();  // settled (and deleted) by generate_settle
+    start_generate_thread(std::move(work));
     return promise;
   });
 }
@@ -934,7 +1034,7 @@ napi_value Init(napi_env env, napi_value exports) {
     const napi_property_descriptor model_methods[] = {
         method("createSession", ModelCreateSession, mod), method("tokenize", ModelTokenize, mod),
         method("detokenize", ModelDetokenize, mod),       method("describe", ModelDescribe, mod),
-        method("close", ModelClose, mod)};
+        method("close", ModelClose, mod),                 method("embed", ModelEmbed, mod)};
     const napi_property_descriptor session_methods[] = {
         method("generate", SessionGenerate, mod), method("cancel", SessionCancel, mod), method("reset", SessionReset, mod),
         method("close", SessionClose, mod),       method("nPast", SessionNPast, mod),

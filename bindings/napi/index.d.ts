@@ -1,6 +1,7 @@
 // edgellm's Node-API module: edgellm.node under Node.js (`require` / `createRequire`), libedgellm.so
 // in an OpenHarmony app (`import llm from 'libedgellm.so'`). Implemented in edgellm_napi.cpp.
-// Nothing here blocks the JS thread: loadModel and generate run on the host's worker threads.
+// Nothing here blocks the JS thread: loadModel and embed run on the host's worker threads, generate
+// on a thread of its own.
 
 /** KV cache storage: f32 (exact), f16 (half the memory), q8_0 (a quarter; head dim % 32 == 0). */
 export type KvType = 'f32' | 'f16' | 'q8_0';
@@ -120,6 +121,14 @@ export interface GenerateResult {
  */
 export type OnToken = (piece: string) => boolean | void;
 
+/**
+ * session.stream()'s iterator: the pieces onToken would get; leaving the loop early cancels the
+ * generation. `result` settles as generate()'s promise does (the iterator's return value too).
+ */
+export interface GenerationStream extends AsyncIterableIterator<string> {
+  result: Promise<GenerateResult>;
+}
+
 export declare class Session {
   private constructor();
   /**
@@ -130,6 +139,11 @@ export declare class Session {
    */
   generate(prompt: string | ChatMessage[], options?: GenerateOptions, onToken?: OnToken): Promise<GenerateResult>;
   generate(prompt: string | ChatMessage[], onToken: OnToken): Promise<GenerateResult>;
+  /**
+   * Node, through the package's index.js: generate() as an async iterator of pieces,
+   * `for await (const piece of session.stream(messages, options)) ...`. Not in the OpenHarmony module.
+   */
+  stream(prompt: string | ChatMessage[], options?: GenerateOptions): GenerationStream;
   /** Stops a running generate() within a token; it resolves with stopReason 'cancelled'. */
   cancel(): void;
   /** Forgets the conversation (not while generating). */
@@ -145,12 +159,53 @@ export declare class Session {
   close(): void;
 }
 
+export interface ModelConfig {
+  nLayer: number;
+  nEmbd: number;
+  nHead: number;
+  nHeadKv: number;
+  nFf: number;
+  nVocab: number;
+  nCtxTrain: number;
+}
+
+export interface ModelDefaults {
+  ctx: number;
+  threads: number;
+  kvType: KvType;
+}
+
+export interface TokenizeOptions {
+  addBos?: boolean;
+  /** Control-token text ("<|im_end|>", "</s>") becomes the control token; false (default): it stays text. */
+  special?: boolean;
+  /** The former name of `special`. */
+  parseSpecial?: boolean;
+}
+
+export interface DetokenizeOptions {
+  removeSpecial?: boolean;
+  unparseSpecial?: boolean;
+}
+
+/** How a text's token vectors become one: llama.cpp's pooling types. */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last';
+
+export interface EmbedOptions {
+  /** Default: the model file's <arch>.pooling_type ('none' without it). */
+  pooling?: Pooling;
+  /** L2-normalise each vector (default true). */
+  normalize?: boolean;
+  /** Tokens per forward pass (default 512; texts are batched together and split across passes). */
+  batchSize?: number;
+}
+
 export interface ModelDescription {
   version: string;
   path: string;
   fileBytes: number;
-  config: { nLayer: number; nEmbd: number; nHead: number; nHeadKv: number; nFf: number; nVocab: number; nCtxTrain: number };
-  defaults: { ctx: number; threads: number; kvType: KvType };
+  config: ModelConfig;
+  defaults: ModelDefaults;
   /** 'jinja' (the file's own template) or the built-in format's name. */
   chatTemplate: string;
   /** The kernels chosen for this CPU, one per line. */
@@ -165,9 +220,14 @@ export interface ModelDescription {
 export declare class Model {
   private constructor();
   createSession(options?: SessionOptions): Session;
-  /** Control-token text ("<|im_end|>", "</s>") in `text` stays text unless `special` is true. */
-  tokenize(text: string, options?: { addBos?: boolean; special?: boolean }): number[];
-  detokenize(tokens: number[] | Int32Array | Uint32Array, options?: { removeSpecial?: boolean; unparseSpecial?: boolean }): string;
+  tokenize(text: string, options?: TokenizeOptions): number[];
+  detokenize(tokens: number[] | Int32Array | Uint32Array, options?: DetokenizeOptions): string;
+  /**
+   * The model's last hidden state (after the final norm) of each text, pooled (one Float32Array of
+   * nEmbd floats per text; pooling 'none': nTokens x nEmbd, row after row), on a worker thread.
+   * Texts are tokenized with BOS/EOS as the vocabulary asks, as text (no control tokens).
+   */
+  embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
   describe(): ModelDescription;
   /** Drops the model's reference to the weights: they are freed when the last session using them closes. */
   close(): void;

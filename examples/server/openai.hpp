@@ -248,6 +248,18 @@ inline Json parse_body(std::string_view body, const ApiLimits& lim) {
   return j;
 }
 
+namespace detail {
+// "model": any name (or null) is served by the loaded model; with strict_model only its own (404).
+inline void check_model(const Json& j, const ApiLimits& lim) {
+  const Json* m = j.find("model");
+  if (!m || m->is_null()) return;
+  const std::string& name = string(*m, "model");
+  if (lim.strict_model && name != lim.model_id)
+    throw ApiError(404, "model '" + name + "' is not served here (GET /v1/models lists '" + lim.model_id + "')",
+                   "invalid_request_error", "model");
+}
+}  // namespace detail
+
 // Parses and checks a request body. Throws ApiError (400) naming the parameter for malformed JSON,
 // wrong types, values out of range, an unknown model, max_tokens beyond the context; unknown
 // fields are ignored, as OpenAI's own clients send some (e.g. "user").
@@ -359,14 +371,7 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
   r.endpoint = endpoint;
   r.gp.max_tokens = -1;
   r.gp.sampler = SamplerParams();  // llama-server's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05
-  if (const Json* m = j.find("model")) {
-    if (!m->is_null()) {
-      const std::string& name = string(*m, "model");
-      if (lim.strict_model && name != lim.model_id)
-        throw ApiError(404, "model '" + name + "' is not served here (GET /v1/models lists '" + lim.model_id + "')",
-                       "invalid_request_error", "model");
-    }
-  }
+  check_model(j, lim);
   if (const Json* v = j.find("chat_template_kwargs"); v && !v->is_null()) {
     if (!v->is_object()) throw bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     r.chat_kwargs = *v;

@@ -18,6 +18,8 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +31,7 @@
 #include <edgellm/model/memory_plan.hpp>
 #include <edgellm/text/chat_template.hpp>
 #include "client_socket.hpp"
+#include "embeddings_api.hpp"
 #include "common.hpp"  // examples/ (the tools' shared flags)
 #include "http_server.hpp"
 #include "openai.hpp"
@@ -99,6 +102,11 @@ const char* kUsage =
     "                         speculative decoding as in edgellm-cli: the draft source for every request,\n"
     "                         the draft parameters their default (requests: speculative.n_max, .n_min,\n"
     "                         .p_min as llama-server, and \"lookup\": true for prompt lookup)\n"
+    "  --embeddings           serve POST /v1/embeddings (OpenAI's shape, encoding_format float or base64)\n"
+    "                         and POST /embedding (llama-server's): the last hidden state pooled and\n"
+    "                         L2-normalised (embd_normalize -1: not); batches of -b tokens, -c per input\n"
+    "  --pooling P            none | mean | cls | last (default: the GGUF's <arch>.pooling_type, none\n"
+    "                         without it; none is served by /embedding only, one vector per token)\n"
     "  --version              print the version\n"
     "Also as llama-server: POST /tokenize {\"content\", \"add_special\", \"parse_special\", \"with_pieces\"},\n"
     "POST /detokenize {\"tokens\"}, GET /props.\n"
@@ -139,6 +147,10 @@ struct Server {
   std::atomic<uint64_t> http_requests{0};
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> n_requests{0}, n_refused{0};  // HTTP requests to the completion endpoints; refused with 4xx/503
+  // --embeddings: the embedder (one request at a time: it holds one scratch context) and its input limits.
+  std::unique_ptr<edgellm::Embedder> embedder;
+  std::mutex embed_mutex;
+  edgellm::openai::EmbedLimits embed_limits;
 };
 
 using edgellm::http::Headers;
@@ -506,6 +518,38 @@ void apply_template(Server& s, const Request& req, Reply& rep, const Headers& hd
   }
 }
 
+// POST /v1/embeddings (OpenAI's shape) and /embedding (llama-server's), on a thread of their own.
+bool embedding_path(const std::string& path) { return path == "/v1/embeddings" || path == "/embeddings" || path == "/embedding"; }
+
+void embeddings(Server& s, const Request& req, Reply& rep, const Headers& hdrs, edgellm::ops::RequestLog& log) {
+  try {
+    if (!s.embedder) throw ApiError(501, "this server does not serve embeddings: start it with --embeddings", "not_supported_error");
+    const edgellm::openai::EmbedRequest r =
+        edgellm::openai::parse_embedding_request(req.body, req.path == "/embedding", *s.tok, s.limits, s.embed_limits);
+    const edgellm::Pooling pooling = s.embedder->pooling();
+    if (r.oai && pooling == edgellm::Pooling::None)
+      throw ApiError(400, "pooling 'none' gives one vector per token, which OpenAI's shape cannot hold: use POST /embedding, or "
+                          "start the server with --pooling mean|cls|last", "invalid_request_error", "input");
+    std::vector<edgellm::Embedding> e;
+    {
+      std::lock_guard<std::mutex> lock(s.embed_mutex);
+      s.embedder->set_normalize(r.normalize && pooling != edgellm::Pooling::None);  // llama-server: token rows as computed
+      e = s.embedder->embed_tokens(r.inputs);
+    }
+    int n_tokens = 0;
+    for (const edgellm::Embedding& x : e) n_tokens += x.n_tokens;
+    s.prompt_tokens += static_cast<uint64_t>(n_tokens);
+    log.prompt_tokens = n_tokens;
+    rep.send(200, "application/json", edgellm::openai::embeddings_json(r, e, s.embedder->n_embd(), s.model_id).dump(), hdrs);
+  } catch (const ApiError& e) {
+    ++s.n_refused;
+    rep.send(e.status(), "application/json", edgellm::openai::error_body(e), hdrs);
+  } catch (const edgellm::Error& e) {
+    ++s.n_refused;
+    rep.send(400, "application/json", error_json(400, e.what(), "invalid_request_error"), hdrs);
+  }
+}
+
 bool completion_path(const std::string& path, Endpoint& ep) {
   if (path == "/v1/chat/completions" || path == "/chat/completions") return ep = Endpoint::Chat, true;
   if (path == "/v1/completions" || path == "/completions") return ep = Endpoint::Completion, true;
@@ -573,7 +617,7 @@ void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog&
     return reply_error(403, "cross-origin request from '" + req.header_or("origin") + "' refused (allow it with --cors ORIGIN)",
                        "permission_error");
   Endpoint ep = Endpoint::Chat;
-  const bool is_completion = completion_path(req.path, ep) || tokenizer_path(req.path);
+  const bool is_completion = completion_path(req.path, ep) || tokenizer_path(req.path) || embedding_path(req.path);
   const bool is_get = req.path == "/health" || req.path == "/v1/models" || req.path == "/models" || req.path == "/props" ||
                       req.path == "/metrics";
   if (req.method == "OPTIONS") {  // CORS preflight (or a plain OPTIONS): allowed origins only, checked above
@@ -602,6 +646,7 @@ void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog&
       return rep.send(e.status(), "application/json", edgellm::openai::error_body(e), hdrs);
     }
   }
+  if (is_completion && req.method == "POST" && embedding_path(req.path)) return embeddings(s, req, rep, hdrs, log);
   if (is_completion && req.method == "POST") return complete(s, ep, req, rep, hdrs, log);
   if (req.path.compare(0, 7, "/slots/") == 0) {
     if (req.method != "POST") {
@@ -637,7 +682,8 @@ int main(int argc, char** argv) {
     hl.body_timeout_s = 600;
     hl.write_timeout_s = 60;
     long long max_body_kb = 1024, max_header_kb = 32;
-    bool repack = true, strict_model = false, prompt_special = true;
+    bool repack = true, strict_model = false, prompt_special = true, embeddings = false;
+    std::optional<edgellm::Pooling> pooling;
     edgellm::SchedulerParams p;
     edgellm::SpeculativeParams spec;
     tool::DraftFlags draft;
@@ -673,6 +719,8 @@ int main(int argc, char** argv) {
       else if (f == "--alias" || f == "-a") alias = args.value(f);
       else if (tool::chat_flag(args, f, chat)) continue;
       else if (f == "--no-repack") repack = false;
+      else if (f == "--embeddings" || f == "--embedding") embeddings = true;
+      else if (f == "--pooling") pooling = edgellm::parse_pooling(args.value(f), "option --pooling");
       else tool::unknown(f);
     }
     args.no_positional();
@@ -748,6 +796,22 @@ int main(int argc, char** argv) {
     s.limits.n_vocab = cfg.n_vocab;
     s.limits.n_ctx = p.session.n_ctx;
     s.limits.speculative = spec;
+    if (embeddings) {
+      edgellm::EmbedParams ep;
+      ep.pooling = pooling;
+      ep.n_batch = p.session.n_batch;
+      ep.n_ctx = p.session.n_ctx;
+      ep.n_threads = m.threads;
+      ep.parse_special = prompt_special;
+      s.embedder.reset(new edgellm::Embedder(model, s.tok, ep));
+      s.embed_limits.n_ctx = p.session.n_ctx;
+      s.embed_limits.n_vocab = cfg.n_vocab;
+      s.embed_limits.parse_special = prompt_special;
+      std::fprintf(stderr, "edgellm-server: embeddings on (/v1/embeddings, /embedding), pooling %s, %d dimensions\n",
+                   edgellm::pooling_name(s.embedder->pooling()), s.embedder->n_embd());
+    } else if (pooling) {
+      edgellm::throw_error("option --pooling: needs --embeddings");
+    }
 
     // SIGINT / SIGTERM end the server from a thread of its own (sigwait), not in a signal handler;
     // every thread started from here on inherits the blocked mask.
@@ -782,7 +846,7 @@ int main(int argc, char** argv) {
         },
         [](const Request& req) {  // completions, tokenizing and templates run on a thread of their own; the rest on the poll thread
           Endpoint ep;  // (a template renders on the request's thread too: it is bounded, not instant)
-          return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path) ||
+          return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path) || embedding_path(req.path) ||
                                           req.path == "/apply-template" || req.path == "/v1/apply-template");
         },
         [&s](int status, const std::string& message) {  // a refusal before any handler: logged here

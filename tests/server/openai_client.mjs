@@ -1,10 +1,11 @@
 // edgellm-server driven by the official `openai` npm client (issue 24): non-streamed and streamed
 // chat and completions on stories260K greedy equal edgellm-cli's text; two (and four) clients at
 // once get the texts they get one at a time; an aborted stream frees its slot; API key, 400s and
-// 404s come back as OpenAI error objects and the server keeps serving.
+// 404s come back as OpenAI error objects and the server keeps serving; client.embeddings.create
+// (base64 by the client's default, and float) gives llama-embedding's vectors (tests/data).
 // usage: node openai_client.mjs SERVER CLI MODEL NPM_DIR   (exit 77 = skipped)
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
@@ -41,7 +42,7 @@ function cliText(args) {
 const KEY = 'test-key-0123456789';
 const PARALLEL = 2;
 const proc = spawn(server, ['-m', model, '--port', '0', '-t', '1', '--parallel', String(PARALLEL), '-c', '2048',
-                            '--api-key', KEY], { stdio: ['ignore', 'inherit', 'pipe'] });
+                            '--api-key', KEY, '--embeddings', '--pooling', 'mean'], { stdio: ['ignore', 'inherit', 'pipe'] });
 let stderr = '';
 const port = await new Promise((resolve, reject) => {
   proc.stderr.on('data', (d) => {
@@ -126,6 +127,20 @@ try {
   ok(after.requests_cancelled === cancelledBefore + 1, 'the aborted stream was cancelled (not run to max_tokens)');
   ok(after.slots_idle === PARALLEL && after.slots_processing === 0, 'its slot is free again');
   eq(await complete(prompts[1]), want[1], 'the server serves the next request as before');
+
+  // Embeddings: the client asks for base64 by default and decodes it; float on request.
+  const ref = JSON.parse(readFileSync(new URL('../data/embed-stories260K-mean.json', import.meta.url), 'utf8'));
+  const cosine = (a, b) => {
+    let ab = 0, aa = 0, bb = 0;
+    for (let i = 0; i < a.length; ++i) { ab += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }
+    return ab / Math.sqrt(aa * bb);
+  };
+  for (const encoding_format of [undefined, 'float']) {
+    const emb = await client.embeddings.create({ model: path.basename(model), input: ref.texts, ...(encoding_format ? { encoding_format } : {}) });
+    ok(emb.data.length === ref.texts.length && emb.data.every((d, i) => d.index === i &&
+       cosine(d.embedding, ref.embeddings[i]) >= 1 - 1e-4), `embeddings.create (${encoding_format ?? 'client default'}): llama-embedding's vectors`);
+    eq(emb.usage.prompt_tokens, ref.tokens.reduce((n, t) => n + t.length, 0), 'embeddings usage: the prompt tokens');
+  }
 
   // Errors: OpenAI error objects, and the server goes on.
   const status = async (fn) => { try { await fn(); return 200; } catch (e) { return e.status; } };

@@ -66,6 +66,12 @@ class LlamaContext {
   // Logits of the last forward(): [n_outputs][n_vocab].
   const float* logits(int i = 0) const { return logits_.data() + static_cast<size_t>(i) * n_vocab_; }
   int n_outputs() const { return n_outputs_; }
+  // Hidden-state output (embeddings, engine/embedding.hpp): while on, forward() stops after the
+  // final RMSNorm of the flagged tokens, leaves those rows in hidden(i) ([n_outputs][n_embd]) and
+  // computes no logits. Off (the default): logits as usual.
+  void set_hidden_output(bool on) { hidden_output_ = on; }
+  bool hidden_output() const { return hidden_output_; }
+  const float* hidden(int i = 0) const { return out_in_.data() + static_cast<size_t>(i) * n_embd_; }
 
   // Optional: called on the forward() thread before each weight matrix product with the weight's
   // tensor name and its input rows x [n_rows, n_cols] (edgellm-imatrix collects importance
@@ -93,6 +99,8 @@ class LlamaContext {
   std::vector<float> out_tmp_; // [n_outputs, rows] one row chunk of a streamed output matrix
   int n_outputs_ = 0;
   int n_vocab_ = 0;
+  int n_embd_ = 0;
+  bool hidden_output_ = false;
 };
 
 class LlamaModel {
@@ -384,7 +392,9 @@ class LlamaModel {
     for (int i = 0, o = 0; i < n; ++i)
       if (b.logits[i]) f.rmsnorm(ctx.out_in_.data() + static_cast<size_t>(o++) * D, x + i * D, w_.output_norm.data(), c.n_embd, c.rms_eps);
     ctx.n_vocab_ = c.n_vocab;
+    ctx.n_embd_ = c.n_embd;
     ctx.n_outputs_ = n_out;
+    if (ctx.hidden_output_) return;
     ctx.logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
     if (n_out > 0) observe(-1, kUnitNone, ctx.out_in_.data(), n_out, D);
     if (n_out > 0) output_logits(ctx, ctx.out_in_.data(), n_out, ctx.logits_.data(), b.n_generated < 0 ? -1 : n_out_dec);
