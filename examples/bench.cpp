@@ -55,6 +55,9 @@ constexpr const char* kUsage =
     "                          model streams what does not fit from storage on every token, and the rows gain\n"
     "                          s/tok, storage MiB read per token and the limit max(compute, streamed / read rate)\n"
     "                          (default: what the process may use; a model that fits loads as without a budget)\n"
+    "  --grammar-file F, --json-schema JSON, --json-schema-file F\n"
+    "                          -n rows generate under the grammar (repeated: each complete sentence starts\n"
+    "                          the next), through the token loop; -v prints the mask time per token\n"
     "  --verify-rows LIST      instead of the -p / -n tests: the cost of a speculative decoding verify\n"
     "                          pass, one forward pass of k + 1 rows of one sequence (k drafted tokens, a\n"
     "                          fixed draft; all rows decoded, all with logits; cache cut back after it),\n"
@@ -145,6 +148,7 @@ Options parse(int argc, char** argv, std::string* early) {
     else if (f == "-o" || f == "--output") o.output = args.value(f);
     else if (f == "-v" || f == "--verbose") o.verbose = true;
     else if (tool::speculative_flag(args, f, o.spec, o.draft)) draft_flag = true;
+    else if (f != "--grammar" && tool::grammar_flag(args, f, o.grammar)) continue;
     else tool::unknown(f);
   }
   if (!early->empty()) return o;
@@ -353,6 +357,15 @@ class Runner {
     gp.ignore_eos = true;
     gp.add_bos = false;
     gp.speculative = o_.spec;
+    if (o_.constrained()) {
+      if (!grammar_.masker) {  // compiled once: later runs reuse its mask cache, as a server's requests do
+        const std::string looped = o_.grammar.gbnf + "\nedgellm-bench-repeat ::= (root [ \\t\\n]{0,2})+\n";
+        grammar_.masker = std::make_shared<const edgellm::TokenMasker>(
+            std::make_shared<const edgellm::Grammar>(edgellm::Grammar::parse(looped, "edgellm-bench-repeat")),
+            edgellm::grammar_vocab_of(session_->tokenizer()));
+      }
+      gp.grammar = grammar_;
+    }
     const edgellm::Timer timer;
     const double cpu0 = cpu_seconds();
     const edgellm::GenerateResult g = session_->generate("", gp);
@@ -362,6 +375,7 @@ class Runner {
                            edgellm::stop_reason_name(g.reason), ")");
     if (token_ms) token_ms->insert(token_ms->end(), g.token_ms.begin(), g.token_ms.end());
     if (r) {
+      r->grammar_ms += g.grammar_ms;
       r->n_passes += g.n_passes;
       r->n_drafted += g.n_drafted;
       r->n_accepted += g.n_accepted;
@@ -386,6 +400,7 @@ class Runner {
   std::unique_ptr<edgellm::PagedKvCache> kv_;
   int seq_ = 0;
   std::unique_ptr<edgellm::Session> session_;  // speculative runs: its own pool, cache and draft
+  edgellm::GrammarParams grammar_;              // --grammar-file / --json-schema rows
   uint32_t tokens_hash_ = 0;
   bool speculative_ran_ = false;  // the last run was speculative: its hash is of the tokens
 };
@@ -395,7 +410,7 @@ Result run_test(Runner& runner, const Test& t, const Options& o, int n_threads, 
   Result r;
   r.test = t;
   r.n_threads = n_threads;
-  r.speculative = o.speculative() && t.n_prompt == 0;
+  r.speculative = o.session_rows() && t.n_prompt == 0;
   auto run = [&](const Test& x, std::vector<double>* token_ms, Result* into) {
     return r.speculative ? runner.run_speculative(x, token_ms, into) : runner.run_once(x, token_ms);
   };
@@ -514,6 +529,9 @@ int bench_main(int argc, char** argv) {
         std::fprintf(stderr, "stream: %.1f MiB read per token; per token %.3f s reading, %.3f s copying / repacking (its own "
                              "thread, overlapped), %.3f s compute\n",
                      r.stream_per_tok / (1024.0 * 1024.0), r.read_s_tok, r.place_s_tok, r.compute_s_tok);
+      if (o.verbose && r.speculative && o.constrained() && t.n_gen > 0)
+        std::fprintf(stderr, "grammar (%s): %.1f us per token in masks and steps, %.1f %% of the run\n", o.grammar.flag.c_str(),
+                     r.grammar_ms * 1e3 / (double(t.n_gen) * o.reps), 100.0 * r.grammar_ms * 1e6 / (r.avg_ns * o.reps));
     }
   }
   out.footer();

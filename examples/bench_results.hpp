@@ -45,6 +45,11 @@ struct Options {
   edgellm::SpeculativeParams spec;
   tool::DraftFlags draft;
   bool speculative() const { return tool::has_draft_source(spec, draft); }
+  // --grammar-file / --json-schema / --json-schema-file: -n rows generate under the grammar
+  // (repeated: a complete sentence starts the next), through the same token loop.
+  tool::GrammarFlags grammar;
+  bool constrained() const { return !grammar.flag.empty(); }
+  bool session_rows() const { return speculative() || constrained(); }
 };
 
 struct LoadedModel {
@@ -89,6 +94,7 @@ struct Result {
   // and drafts accepted, summed over the timed runs (hash: of the generated tokens).
   bool speculative = false;
   int64_t n_passes = 0, n_drafted = 0, n_accepted = 0;
+  double grammar_ms = 0;  // constrained -n rows: time in the grammar's masks and steps, all runs
   double acceptance() const { return n_drafted > 0 ? double(n_accepted) / double(n_drafted) : 0; }
   double tokens_per_pass() const { return n_passes > 0 ? double(n_passes + n_accepted) / double(n_passes) : 0; }
 };

@@ -422,13 +422,14 @@ TEST_CASE("grammar: token masks equal the token-by-token check (synthetic vocabu
   };
   for (size_t gi = 0; gi < grammars.size(); ++gi) {
     const auto g = compile(grammars[gi]);
-    for (int depth : {1, 3, 6, 12}) {
+    // (Each masker compiles its grammar over the vocabulary; under qemu that is most of the case.)
+    for (int depth : {1, 4, 16}) {
       TokenMaskerOptions opt;
       opt.suffix_depth = depth;
       const TokenMasker masker(g, vocab, opt);
       int mismatches = 0;
-      for (uint32_t seed = 1; seed <= 3; ++seed) {
-        const int steps = walk_and_compare(masker, seed * 100 + uint32_t(gi), 60, &mismatches);
+      for (uint32_t seed = 1; seed <= 2; ++seed) {
+        const int steps = walk_and_compare(masker, seed * 100 + uint32_t(gi), 50, &mismatches);
         CHECK(steps > 0);
       }
       CHECK_MESSAGE(mismatches == 0, "grammar ", gi, " suffix depth ", depth);

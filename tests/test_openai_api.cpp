@@ -108,7 +108,11 @@ TEST_CASE("malformed bodies, wrong types and out-of-range values are 400 naming 
   check_refused("{\"prompt\": [1, 2]}", P, "prompt");
   check_refused("{\"prompt\": \"x\", \"tools\": [{\"type\": \"function\"}]}", P, "tools");
   check_refused("{\"prompt\": \"x\", \"tool_choice\": \"required\"}", P, "tool_choice");
-  check_refused("{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_object\"}}", P, "response_format");
+  check_refused("{\"prompt\": \"x\", \"response_format\": {\"type\": \"yaml\"}}", P, "response_format");
+  check_refused("{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\"}}", P, "response_format");
+  check_refused("{\"prompt\": \"x\", \"json_schema\": {\"type\": \"object\", \"patternProperties\": {}}}", P, "json_schema");
+  check_refused("{\"prompt\": \"x\", \"grammar\": 5}", P, "grammar");
+  check_refused("{\"prompt\": \"x\", \"grammar\": \"root ::= [a]\", \"json_schema\": {}}", P, "grammar");
   check_refused("{\"prompt\": \"x\", \"response_format\": \"text\"}", P, "response_format");
   check_refused("{\"prompt\": \"x\", \"logit_bias\": {\"abc\": 1}}", P, "logit_bias");
   check_refused("{\"prompt\": \"x\", \"logit_bias\": {\"1\": 101}}", P, "logit_bias");
@@ -304,7 +308,7 @@ TEST_CASE("openai api: /apply-template requests render messages and tools with t
   CHECK(prompt_text(r, t, Json::parse(R"({"x": 0, "y": 2})")) == "user=hi;112");
   check_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", Endpoint::ApplyTemplate, "tools");
   check_refused(R"({"add_generation_prompt": true})", Endpoint::ApplyTemplate, "messages");
-  // The completion endpoints still refuse tools (their calls are not parsed yet).
+  // A tool without a function name is refused by chat completions too.
   check_refused(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", Endpoint::Chat, "tools");
 }
 

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,6 +24,9 @@
 
 #include <edgellm/engine/embedding.hpp>
 #include <edgellm/engine/session.hpp>
+#include <edgellm/grammar/constrained_sampler.hpp>
+#include <edgellm/grammar/json_schema.hpp>
+#include <edgellm/grammar/tool_calls.hpp>
 #include <edgellm/kernels/select.hpp>
 #include <edgellm/model/memory_plan.hpp>
 #include <edgellm/text/chat.hpp>
@@ -225,6 +230,15 @@ struct ModelState {
   edgellm::SessionParams defaults;  // n_ctx, n_threads, kv_type from loadModel's options
   edgellm::ChatTemplate chat;       // the file's own (Jinja) template, else chatml
   std::string path;
+  // Grammars compiled for this vocabulary (grammar / jsonSchema / tools), shared by its sessions;
+  // made at the first constrained call.
+  std::shared_ptr<edgellm::GrammarCache> grammars;
+  std::mutex grammars_mu;
+  edgellm::GrammarCache& grammar_cache() {
+    std::lock_guard<std::mutex> lock(grammars_mu);
+    if (!grammars) grammars = std::make_shared<edgellm::GrammarCache>(*tok);
+    return *grammars;
+  }
 };
 
 struct SessionState {
@@ -669,6 +683,13 @@ struct GenerateWork {
   std::vector<int32_t> tokens;  // messages: the whole conversation, tokenized
   bool chat = false;
   edgellm::GenerateParams gp;
+  // grammar / jsonSchema / tools: compiled on the generating thread (a grammar's compile may take
+  // most of a second; the model's cache keeps it for the next call).
+  std::string gbnf;
+  std::vector<std::string> triggers;
+  bool tools = false;
+  edgellm::ToolCallFormat tool_format = edgellm::ToolCallFormat::None;
+  edgellm::ToolChoice tool_choice;
   napi_threadsafe_function tsfn = nullptr;  // pieces to onToken (when given); its finalizer settles
   bool streaming = false;       // onToken was given
   bool stream_stopped = false;  // onToken returned false or threw (JS thread)
@@ -707,6 +728,10 @@ void generate_execute(napi_env, void* data) {
       }
       return !w->st->cancel.load();
     };
+    if (!w->gbnf.empty()) {
+      w->gp.grammar.masker = st.model->grammar_cache().get(w->gbnf);
+      w->gp.grammar.triggers = w->triggers;
+    }
     if (w->chat) {
       // What the KV cache holds of the conversation so far is kept (the longest common prefix
       // of tokens): only the rest is evaluated; an edited history starts over where it differs.
@@ -720,9 +745,28 @@ void generate_execute(napi_env, void* data) {
   }
 }
 
-napi_value result_object(napi_env env, const edgellm::GenerateResult& r) {
+napi_value result_object(napi_env env, const GenerateWork& w) {
+  const edgellm::GenerateResult& r = w.result;
   napi_value out = make_object(env), t = make_object(env);
-  set(env, out, "text", make_string(env, r.text));
+  edgellm::ParsedToolCalls calls;
+  if (w.tools) calls = edgellm::parse_tool_calls(w.tool_format, r.text);
+  if (calls.calls.empty()) {
+    set(env, out, "text", make_string(env, r.text));
+  } else {  // the text around the calls, and the calls (arguments as a JSON string, as OpenAI's)
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    set(env, out, "text", make_string(env, calls.content));
+    napi_value list;
+    check(env, napi_create_array_with_length(env, calls.calls.size(), &list));
+    for (size_t i = 0; i < calls.calls.size(); ++i) {
+      const edgellm::ToolCall& c = calls.calls[i];
+      napi_value call = make_object(env);
+      set(env, call, "id", make_string(env, c.id.empty() ? edgellm::new_tool_call_id(w.tool_format, rng) : c.id));
+      set(env, call, "name", make_string(env, c.name));
+      set(env, call, "arguments", make_string(env, c.arguments));
+      check(env, napi_set_element(env, list, static_cast<uint32_t>(i), call));
+    }
+    set(env, out, "toolCalls", list);
+  }
   set(env, out, "tokens", make_id_array(env, r.tokens));
   set(env, out, "stopReason", make_string(env, stop_reason_js(r.reason)));
   set(env, t, "promptTokens", make_number(env, r.n_prompt));
@@ -750,7 +794,7 @@ void generate_settle(napi_env env, GenerateWork* w) {
   napi_value value = nullptr;
   if (w->error.empty()) {
     try {
-      value = result_object(env, w->result);
+      value = result_object(env, *w);
     } catch (const std::exception& e) {
       w->error = e.what();
     }
@@ -858,6 +902,53 @@ edgellm::GenerateParams generate_params(const Options& o) {
   return gp;
 }
 
+// grammar (GBNF text), jsonSchema (an object), or tools ([{type: "function", function: {name,
+// description, parameters}}], with toolChoice "auto" | "required" | "none" | {type: "function",
+// function: {name}} and parallelToolCalls; messages only: the tools go to the template, the
+// calls come back as result.toolCalls in the format the template teaches).
+void constraints(const Options& o, const SessionState& st, GenerateWork& w, edgellm::ChatRequest& req) {
+  int given = 0;
+  if (o.get("grammar")) {
+    w.gbnf = o.text("grammar", "");
+    ++given;
+  }
+  if (napi_value v = o.get("jsonSchema")) {
+    try {
+      w.gbnf = edgellm::json_schema_to_gbnf(json_of(o.env, v, o.field("jsonSchema")));
+    } catch (const edgellm::Error& e) {
+      edgellm::throw_error(o.field("jsonSchema"), ": ", e.what());
+    }
+    ++given;
+  }
+  napi_value tools = o.get("tools");
+  if (!tools) {
+    if (given > 1) edgellm::throw_error("generate options: give one of grammar and jsonSchema");
+    return;
+  }
+  if (!w.chat) edgellm::throw_error(o.field("tools"), ": tools need messages (a chat), not a prompt string");
+  const edgellm::Json tj = json_of(o.env, tools, o.field("tools"));
+  std::vector<edgellm::ToolFunction> fns;
+  try {
+    fns = edgellm::tool_functions(tj);
+    if (napi_value c = o.get("toolChoice")) w.tool_choice = edgellm::ToolChoice::parse(json_of(o.env, c, o.field("toolChoice")));
+  } catch (const edgellm::Error& e) {
+    edgellm::throw_error(o.field("tools"), ": ", e.what());
+  }
+  req.tools = tj;
+  if (fns.empty() || w.tool_choice.mode == edgellm::ToolChoice::None) return;
+  if (given > 0) edgellm::throw_error("generate options: tools and grammar / jsonSchema cannot both constrain the answer");
+  w.tools = true;
+  w.tool_format = edgellm::tool_call_format_of(st.chat.source());
+  try {
+    const edgellm::ToolCallGrammar g =
+        edgellm::tool_call_grammar(w.tool_format, fns, w.tool_choice, o.boolean("parallelToolCalls", true));
+    w.gbnf = g.gbnf;
+    w.triggers = g.triggers;
+  } catch (const edgellm::Error& e) {
+    edgellm::throw_error(o.field("tools"), ": ", e.what());
+  }
+}
+
 napi_value SessionGenerate(napi_env env, napi_callback_info info) {
   return guarded_promise(env, [&]() -> napi_value {
     Args<3> a(env, info);
@@ -877,10 +968,15 @@ napi_value SessionGenerate(napi_env env, napi_callback_info info) {
       edgellm::ChatRequest req;
       req.messages = std::move(msgs);
       req.kwargs = st->chat_kwargs;
+      if (a.argv[1] && type_of(env, a.argv[1]) == napi_object) constraints(Options(env, a.argv[1], "generate options"), *st, *w, req);
       w->tokens = st->chat.tokenize(req, *st->model->tok);
     }
     if (a.argv[1] && !a.argv[2] && type_of(env, a.argv[1]) == napi_function) std::swap(a.argv[1], a.argv[2]);  // (prompt, onToken)
     w->gp = generate_params(Options(env, a.argv[1], "generate options"));
+    if (!w->chat && a.argv[1] && type_of(env, a.argv[1]) == napi_object) {
+      edgellm::ChatRequest unused;
+      constraints(Options(env, a.argv[1], "generate options"), *st, *w, unused);
+    }
     if (a.argv[2] && type_of(env, a.argv[2]) != napi_undefined) {
       if (type_of(env, a.argv[2]) != napi_function) edgellm::throw_error("generate: onToken must be a function");
     } else {

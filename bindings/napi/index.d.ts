@@ -91,6 +91,46 @@ export interface GenerateOptions {
   deadlineMs?: number;
   /** Keep going past end-of-generation tokens. */
   ignoreEos?: boolean;
+  /** The answer matches this GBNF grammar (llama.cpp's syntax); near maxTokens it closes what it opened. */
+  grammar?: string;
+  /** The answer is JSON valid for this JSON Schema (the subset llama.cpp's converter covers). */
+  jsonSchema?: Record<string, unknown>;
+  /** Chat only: functions the model may call, rendered by the chat template; calls come back as
+   *  result.toolCalls in the format the template teaches (Hermes/Qwen, Llama 3.x, Mistral,
+   *  Functionary v3.1), their arguments valid for each function's parameters. */
+  tools?: Tool[];
+  /** 'auto' (default): the model chooses; 'required': at least one call; 'none': no call; or a named function. */
+  toolChoice?: 'auto' | 'required' | 'none' | NamedToolChoice;
+  /** More than one call in an answer (default true). */
+  parallelToolCalls?: boolean;
+}
+
+export interface Tool {
+  type: 'function';
+  function: ToolFunction;
+}
+
+export interface ToolFunction {
+  name: string;
+  description?: string;
+  /** A JSON Schema of the arguments (default: any object). */
+  parameters?: Record<string, unknown>;
+}
+
+export interface NamedToolChoice {
+  type: 'function';
+  function: NamedFunction;
+}
+
+export interface NamedFunction {
+  name: string;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as JSON text (OpenAI's function.arguments). */
+  arguments: string;
 }
 
 export type StopReason = 'eos' | 'stop' | 'maxTokens' | 'deadline' | 'contextFull' | 'cancelled';
@@ -112,6 +152,8 @@ export interface GenerateResult {
   tokens: number[];
   stopReason: StopReason;
   timings: Timings;
+  /** With tools: the calls the answer made (`text` is then what it wrote besides them). */
+  toolCalls?: ToolCall[];
 }
 
 /**

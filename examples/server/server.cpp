@@ -417,6 +417,10 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
   };
   try {
     r = edgellm::openai::parse_request(req.body, ep, s.limits);
+    if (!r.functions.empty() && !s.chat.is_jinja())
+      throw ApiError(400, "tools need the model's own (Jinja) chat template: the built-in format \"" + s.chat.name() +
+                              "\" cannot render them (--chat-template-file, or a model file with one)",
+                     "invalid_request_error", "tools");
     std::string rendered;
     std::vector<int32_t> toks = edgellm::openai::prompt_tokens(r, s.chat, s.chat_kwargs, *s.tok, s.prompt_special, &rendered);
     if (ep == Endpoint::Chat) {

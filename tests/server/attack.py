@@ -10,7 +10,8 @@
  6. without --api-key: Host evil.example -> 403; a cross-origin POST -> 403 unless --cors allows
     it (preflight OPTIONS answered then).
  7. '</s>' in a user message costs the tokens of its text, not one EOS.
- 8. logit_bias works (-100 bans); tools and response_format -> 400; any model name is served by
+ 8. logit_bias works (-100 bans); tools with a built-in chat format -> 400, response_format
+    json_object -> a JSON object; any model name is served by
     the loaded model, --strict-model refuses others (404).
  9. a request followed by shutdown(SHUT_WR): a light request is answered; a generation is
     cancelled (a peer that closed and one that half-closed look alike until a write fails), and
@@ -354,9 +355,10 @@ def probe_fields(port):
     st, _, _ = request(port, "POST", "/v1/completions", dict(req, logit_bias={"999999": 1}))
     ok(st == 400, f"logit_bias outside the vocabulary: {st}")
     st, _, b = chat(port, "Hi", tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
-    ok(st == 400 and jbody(b)["error"]["param"] == "tools", f"tools: {st} ({jbody(b)['error']['message']})")
-    st, _, b = chat(port, "Hi", response_format={"type": "json_object"})
-    ok(st == 400 and jbody(b)["error"]["param"] == "response_format", f"response_format json_object: {st}")
+    ok(st == 400 and jbody(b)["error"]["param"] == "tools", f"tools with chatml: {st} ({jbody(b)['error']['message']})")
+    st, _, b = chat(port, "Hi", response_format={"type": "json_object"}, max_tokens=200)
+    ok(st == 200 and isinstance(json.loads(jbody(b)["choices"][0]["message"]["content"]), dict),
+       f"response_format json_object: {st}, an object")
     st, _, b = chat(port, "Hi", response_format={"type": "text"})
     ok(st == 200, f"response_format text: {st}")
 

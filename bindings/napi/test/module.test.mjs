@@ -300,6 +300,38 @@ test('stop strings and deadlines', async () => {
   await assert.rejects(model.createSession().generate(PROMPT, { temperature: -1 }), /temperature must be a number/);
 });
 
+test('grammar, jsonSchema and tools constrain the answer; tool calls come back as toolCalls', async () => {
+  const s = model.createSession();
+  const g = await s.generate(PROMPT, { maxTokens: 32, seed: 3, grammar: 'root ::= ("yes" | "no") "."' });
+  assert.ok(g.text === 'yes.' || g.text === 'no.', g.text);
+  s.reset();
+  const schema = { type: 'object', properties: { n: { type: 'integer', minimum: 1, maximum: 9 } }, required: ['n'],
+                   additionalProperties: false };
+  const j = await s.generate(PROMPT, { maxTokens: 200, temperature: 1, seed: 5, jsonSchema: schema });
+  const v = JSON.parse(j.text);
+  assert.ok(Number.isInteger(v.n) && v.n >= 1 && v.n <= 9, j.text);
+  await assert.rejects(s.generate(PROMPT, { grammar: 'root ::= "a"', jsonSchema: schema }), /one of grammar and jsonSchema/);
+  await assert.rejects(s.generate(PROMPT, { grammar: 'root ::= missing' }), /undefined rule 'missing'/);
+  s.close();
+  // Tools through the Qwen2.5 template (Hermes calls), a named function's arguments valid.
+  const tmplPath = join(process.env.EDGELLM_SHARED_DATA, 'templates', 'Qwen-Qwen2.5-7B-Instruct.jinja');
+  if (!existsSync(tmplPath)) return;
+  const chat = model.createSession({ chatTemplate: readFileSync(tmplPath, 'utf8') });
+  const tools = [{ type: 'function', function: { name: 'set_alarm', parameters: { type: 'object',
+    properties: { time: { type: 'string', pattern: '^[0-2][0-9]:[0-5][0-9]$' } }, required: ['time'], additionalProperties: false } } },
+    { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } },
+      required: ['city'] } } }];
+  const r = await chat.generate([{ role: 'user', content: 'Wake me at seven' }],
+                                { maxTokens: 200, temperature: 1, seed: 2, tools, parallelToolCalls: false,
+                                  toolChoice: { type: 'function', function: { name: 'set_alarm' } } });
+  assert.equal(r.toolCalls.length, 1, JSON.stringify(r));
+  assert.equal(r.toolCalls[0].name, 'set_alarm');
+  assert.match(JSON.parse(r.toolCalls[0].arguments).time, /^[0-2][0-9]:[0-5][0-9]$/);
+  assert.match(r.toolCalls[0].id, /^call_[A-Za-z0-9]{24}$/);
+  await assert.rejects(chat.generate('a prompt string', { tools }), /tools need messages/);
+  chat.close();
+});
+
 test('onToken throwing rejects generate() with its error', async () => {
   const s = model.createSession();
   await assert.rejects(s.generate(PROMPT, greedy(32), () => { throw new Error('from the callback'); }), /from the callback/);

@@ -72,6 +72,7 @@ struct GenerateResult {
   // tokens drafted for them and drafts accepted (each accepted draft is a token without a pass).
   int n_passes = 0;
   int n_drafted = 0;
+  double grammar_ms = 0;            // in the grammar's masks and steps (GenerateParams::grammar)
   int n_accepted = 0;
   double acceptance_rate() const { return n_drafted > 0 ? static_cast<double>(n_accepted) / n_drafted : 0; }
   double tokens_per_pass() const { return n_passes > 0 ? static_cast<double>(n_passes + n_accepted) / n_passes : 0; }
@@ -432,7 +433,9 @@ class DecodeLoop {
     s.sampler->accept(id);
     if (s.grammar) {
       try {
+        const Timer t;
         s.grammar->accept(id);
+        s.r.grammar_ms += t.ms();
       } catch (const std::exception&) {
         fail(s, std::current_exception());
         return false;
@@ -448,7 +451,10 @@ class DecodeLoop {
   // only the tokens that close what is open), or `row` itself.
   const float* constrained(DecodeStream& s, const float* row) const {
     if (!s.grammar) return row;
-    return s.grammar->apply(row, n_vocab_, s.gp.max_tokens >= 0 ? s.gp.max_tokens - s.step : -1);
+    const Timer t;
+    const float* out = s.grammar->apply(row, n_vocab_, s.gp.max_tokens >= 0 ? s.gp.max_tokens - s.step : -1);
+    s.r.grammar_ms += t.ms();
+    return out;
   }
 
   // The drafts of a stream about to evaluate s.next: none unless it speculates (a draft source and
