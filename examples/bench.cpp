@@ -58,6 +58,7 @@ constexpr const char* kUsage =
     "  --grammar-file F, --json-schema JSON, --json-schema-file F\n"
     "                          -n rows generate under the grammar (repeated: each complete sentence starts\n"
     "                          the next), through the token loop; -v prints the mask time per token\n"
+    "  --session-loop          -n rows through that token loop without a grammar (the baseline of the above)\n"
     "  --verify-rows LIST      instead of the -p / -n tests: the cost of a speculative decoding verify\n"
     "                          pass, one forward pass of k + 1 rows of one sequence (k drafted tokens, a\n"
     "                          fixed draft; all rows decoded, all with logits; cache cut back after it),\n"
@@ -149,6 +150,7 @@ Options parse(int argc, char** argv, std::string* early) {
     else if (f == "-v" || f == "--verbose") o.verbose = true;
     else if (tool::speculative_flag(args, f, o.spec, o.draft)) draft_flag = true;
     else if (f != "--grammar" && tool::grammar_flag(args, f, o.grammar)) continue;
+    else if (f == "--session-loop") o.session_loop = true;
     else tool::unknown(f);
   }
   if (!early->empty()) return o;

@@ -49,7 +49,8 @@ struct Options {
   // (repeated: a complete sentence starts the next), through the same token loop.
   tool::GrammarFlags grammar;
   bool constrained() const { return !grammar.flag.empty(); }
-  bool session_rows() const { return speculative() || constrained(); }
+  bool session_loop = false;  // --session-loop: -n rows through the same loop without a grammar (a grammar row's baseline)
+  bool session_rows() const { return speculative() || constrained() || session_loop; }
 };
 
 struct LoadedModel {

@@ -82,12 +82,30 @@ class GrammarConstraint {
     EDGELLM_CHECK(mask_.count() > 0, "grammar: no token can continue the text here");
     if (tokens_left >= 0) close_within(tokens_left);
     const float kNegInf = -std::numeric_limits<float>::infinity();
-    row_.assign(logits, logits + n_vocab);
+    // 64 tokens a word: a refused run is filled, an allowed one copied (most words are one or
+    // the other: a mask is runs of the vocabulary's ids), the rest bit by bit.
+    row_.resize(size_t(n_vocab));
+    const std::vector<uint64_t>& words = mask_.words();
     bool any_finite = false;
-    for (int i = 0; i < n_vocab; ++i) {
-      if (i >= n_grammar || !mask_.test(i)) row_[size_t(i)] = kNegInf;
-      else any_finite = any_finite || row_[size_t(i)] != kNegInf;
+    for (size_t w = 0; w < words.size(); ++w) {
+      const size_t b = w * 64, e = std::min(b + 64, size_t(n_grammar));
+      const uint64_t bits = words[w];
+      if (bits == 0) {
+        std::fill(row_.begin() + std::ptrdiff_t(b), row_.begin() + std::ptrdiff_t(e), kNegInf);
+        continue;
+      }
+      if (bits == ~uint64_t(0) && e == b + 64) {
+        std::copy(logits + b, logits + e, row_.begin() + std::ptrdiff_t(b));
+        for (size_t i = b; i < e && !any_finite; ++i) any_finite = logits[i] != kNegInf;
+        continue;
+      }
+      for (size_t i = b; i < e; ++i) {
+        const bool ok = (bits >> (i - b)) & 1;
+        row_[i] = ok ? logits[i] : kNegInf;
+        any_finite = any_finite || (ok && logits[i] != kNegInf);
+      }
     }
+    std::fill(row_.begin() + n_grammar, row_.end(), kNegInf);
     // Every allowed logit -inf (or NaN): a sampler would fall back to token 0; make them even.
     if (!any_finite)
       for (int i = 0; i < n_grammar; ++i)
@@ -135,13 +153,14 @@ class GrammarConstraint {
 
  private:
   // The budget rule of apply(): when the completion needs at least tokens_left - 1 bytes, mask_
-  // keeps only the tokens after which the fewest bytes are needed (short tokens first: a byte
-  // token along the shortest completion always exists in byte-level and byte-fallback vocabularies).
+  // keeps only the tokens after which the fewest bytes are needed, among the shortest tokens that
+  // make progress (single bytes first: one along the shortest completion exists in byte-level and
+  // byte-fallback vocabularies, and there are at most 256 of them to try).
   void close_within(int tokens_left) {
     const uint32_t d = bytes_to_complete();
     if (d == 0 || d == CompletionDistance::kInf || uint32_t(tokens_left) > d + 1) return;
     const std::vector<int32_t> allowed = mask_.ids();
-    for (size_t max_len : {size_t(4), std::numeric_limits<size_t>::max()}) {
+    for (size_t max_len : {size_t(1), size_t(4), std::numeric_limits<size_t>::max()}) {  // byte tokens first: few, and enough
       uint32_t best = d;
       best_.clear();
       for (int32_t id : allowed) {

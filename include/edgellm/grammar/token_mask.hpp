@@ -53,6 +53,8 @@ class TokenMask {
       if (test(i)) out.push_back(i);
     return out;
   }
+  // Bit i % 64 of word i / 64 is token i (the bits past size() are 0).
+  const std::vector<uint64_t>& words() const { return words_; }
   bool operator==(const TokenMask& o) const { return n_ == o.n_ && words_ == o.words_; }
   bool operator!=(const TokenMask& o) const { return !(*this == o); }
 
