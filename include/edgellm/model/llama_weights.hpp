@@ -186,7 +186,7 @@ struct LlamaWeights {
     } else {
       w.load_resident(f, kt, c.tied_embeddings, opt.repack, &progress);
     }
-    progress.add(matrix_bytes);  // (the repack's early return when no matrix has a packed form)
+    progress.add(matrix_bytes);  // (a load with no matrix at all: still below 1 until finish())
     return w;
   }
 
@@ -393,7 +393,11 @@ struct LlamaWeights {
       offset[i] = total;
       total += resident_form_bytes(m, pf, m.n_out);
     }
-    if (total == 0) return;
+    if (total == 0) {  // no packed form here (an ARMv8.0 table, say): the matrices stay mapped, a step each
+      if (progress)
+        for (const NamedMatrix& m : list) progress->add(uint64_t(m.w->n_out) * m.w->row_bytes);
+      return;
+    }
     packed_memory = AnonymousMemory(total);
     // Every core packs (plain C++ at ~0.6 GB/s per x86 core: an 8B model's repack would otherwise
     // be tens of seconds of one A55); a matrix's groups are split across the threads.
