@@ -306,8 +306,7 @@ inline edgellm::GrammarParams grammar_params(const GrammarFlags& g, const edgell
   edgellm::GrammarParams p;
   if (g.flag.empty()) return p;
   try {
-    p.masker = std::make_shared<const edgellm::TokenMasker>(
-        std::make_shared<const edgellm::Grammar>(edgellm::Grammar::parse(g.gbnf)), edgellm::grammar_vocab_of(tok));
+    p.masker = edgellm::GrammarCache(tok, 1).get(g.gbnf);  // the masker keeps its vocabulary
   } catch (const edgellm::Error& e) {
     edgellm::throw_error("option ", g.flag, ": ", e.what());
   }
