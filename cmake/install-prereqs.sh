@@ -1,6 +1,6 @@
 #!/bin/sh
 # install-prereqs.sh [--tests] [--server]: the Debian / Ubuntu packages edgellm's build needs
-# (cmake, g++; with --tests also doctest-dev, and node with node_api.h for the Node-API module and
+# (cmake, make, g++; with --tests also doctest-dev, and node with node_api.h for the Node-API module and
 # its tests: nodejs + libnode-dev, unless a node and the header are there already, e.g.
 # NodeSource's nodejs; --server adds nothing now: edgellm-server and edgellm-eval --server need no
 # HTTP library; npm for the server's client test comes from elsewhere: it skips without it;
@@ -8,7 +8,7 @@
 # constrained answers), installed only when missing,
 # as root or through sudo. Used by README's commands and .ci/run.
 set -eu
-pkgs="cmake g++"
+pkgs="cmake make g++"
 for a in "$@"; do
   case "$a" in
     --tests)
