@@ -95,6 +95,41 @@ constexpr const char* kUsageOutput =
     "  took away (close to t/s on an idle machine); GB/s is weight bytes read per second and roofline\n"
     "  its share of --membw; logits is a hash of the last logits row (equal hashes: same results).\n";
 
+// The flags that only make sense together, or not at all together. given: the list flags the
+// command line set; ctk / ctv: the KV cache types of -ctk / -ctv (or --kv-type); draft_flag: any
+// speculative decoding flag was given.
+void check_options(Options& o, const std::vector<const std::vector<int>*>& given, const std::string& ctk,
+                   const std::string& ctv, bool draft_flag) {
+  if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
+  if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
+  if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
+  tool::check_speculative(o.spec, o.draft);
+  if (draft_flag && !o.speculative())
+    edgellm::throw_error("the --draft-* flags need a draft source: -md FILE, --lookup or --draft-layers N");
+  if (o.speculative()) {
+    if (o.spec.sample_drafts) edgellm::throw_error("--draft-sample: edgellm-bench decodes greedily (no sampling)");
+    if (!o.verify_rows.empty()) edgellm::throw_error("--verify-rows uses a fixed draft: leave out -md, --lookup and --draft-layers");
+    if (!o.pg.empty()) edgellm::throw_error("-pg with a draft source: speculative rows are -n rows (give -p and -n apart)");
+  }
+  if (!o.verify_rows.empty()) {
+    auto was_given = [&](const std::vector<int>& v) { return std::find(given.begin(), given.end(), &v) != given.end(); };
+    if (was_given(o.n_prompt) || was_given(o.n_gen) || !o.pg.empty())
+      edgellm::throw_error("--verify-rows runs its own passes: leave out -p, -n and -pg (-d sets the context)");
+    if (o.output != "md" && o.output != "jsonl")
+      edgellm::throw_error("-o ", o.output, ": --verify-rows prints md or jsonl");
+    o.n_prompt = {0};
+    o.n_gen = {0};
+  }
+  if (o.blocks != edgellm::SyntheticBlocks::Quantized && o.preset.empty())
+    edgellm::throw_error("--synthetic-blocks needs --preset");
+  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl" && o.output != "sql")
+    edgellm::throw_error("-o ", o.output, ": expected md, csv, json, jsonl or sql");
+  // One cache type holds K and V (the paged cache stores both alike): -ctk / -ctv must agree.
+  if (!ctk.empty() && !ctv.empty() && ctk != ctv)
+    edgellm::throw_error("-ctk ", ctk, " / -ctv ", ctv, ": K and V share one cache type here; give the same one");
+  if (!ctk.empty() || !ctv.empty()) o.kv_type = ctk.empty() ? ctv : ctk;
+}
+
 // *early: "help" or "version" when one of them was asked for (the other flags are then not checked).
 Options parse(int argc, char** argv, std::string* early) {
   Options o;
@@ -155,34 +190,7 @@ Options parse(int argc, char** argv, std::string* early) {
   }
   if (!early->empty()) return o;
   if (!args.positional().empty()) edgellm::throw_error("unexpected argument '", args.positional()[0], "'");
-  if (o.model_path.empty() == o.preset.empty()) edgellm::throw_error("give either -m FILE or --preset NAME (see --help)");
-  if (!o.write_gguf.empty() && o.preset.empty()) edgellm::throw_error("--write-gguf needs --preset");
-  if (o.plan && o.preset.empty()) edgellm::throw_error("--plan needs --preset");
-  tool::check_speculative(o.spec, o.draft);
-  if (draft_flag && !o.speculative())
-    edgellm::throw_error("the --draft-* flags need a draft source: -md FILE, --lookup or --draft-layers N");
-  if (o.speculative()) {
-    if (o.spec.sample_drafts) edgellm::throw_error("--draft-sample: edgellm-bench decodes greedily (no sampling)");
-    if (!o.verify_rows.empty()) edgellm::throw_error("--verify-rows uses a fixed draft: leave out -md, --lookup and --draft-layers");
-    if (!o.pg.empty()) edgellm::throw_error("-pg with a draft source: speculative rows are -n rows (give -p and -n apart)");
-  }
-  if (!o.verify_rows.empty()) {
-    auto was_given = [&](const std::vector<int>& v) { return std::find(given.begin(), given.end(), &v) != given.end(); };
-    if (was_given(o.n_prompt) || was_given(o.n_gen) || !o.pg.empty())
-      edgellm::throw_error("--verify-rows runs its own passes: leave out -p, -n and -pg (-d sets the context)");
-    if (o.output != "md" && o.output != "jsonl")
-      edgellm::throw_error("-o ", o.output, ": --verify-rows prints md or jsonl");
-    o.n_prompt = {0};
-    o.n_gen = {0};
-  }
-  if (o.blocks != edgellm::SyntheticBlocks::Quantized && o.preset.empty())
-    edgellm::throw_error("--synthetic-blocks needs --preset");
-  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl" && o.output != "sql")
-    edgellm::throw_error("-o ", o.output, ": expected md, csv, json, jsonl or sql");
-  // One cache type holds K and V (the paged cache stores both alike): -ctk / -ctv must agree.
-  if (!ctk.empty() && !ctv.empty() && ctk != ctv)
-    edgellm::throw_error("-ctk ", ctk, " / -ctv ", ctv, ": K and V share one cache type here; give the same one");
-  if (!ctk.empty() || !ctv.empty()) o.kv_type = ctk.empty() ? ctv : ctk;
+  check_options(o, given, ctk, ctv, draft_flag);
   return o;
 }
 

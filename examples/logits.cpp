@@ -3,6 +3,7 @@
 // row per prompt position then one after each greedy step but the last, greedy tokens, greedy text
 // as hex. The prompt is evaluated as one batch; the KV cache stores F32 unless --kv-type says otherwise.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,86 +60,131 @@ std::string json_string(const std::string& s) {
   return o + "\"";
 }
 
+struct Options {
+  tool::ModelFlags m;
+  std::string prompt;
+  int n = 16, top = 0;
+  bool verbose = false;
+  edgellm::DType kv_dtype = edgellm::DType::F32;
+};
+
+// *early: true when --help or --version was answered (the other flags are then not checked).
+Options parse(int argc, char** argv, bool* early) {
+  tool::Args args(argc, argv);
+  Options o;
+  auto& m = o.m;
+  std::string kv_type = "f32";
+  bool have_prompt = false;
+  for (std::string f; args.next(f);) {
+    if (tool::standard_flag(f, kUsage, "edgellm-logits")) { *early = true; return o; }
+    else if (tool::model_flag(args, f, m)) continue;
+    else if (f == "-p" || f == "--prompt") { o.prompt = args.value(f); have_prompt = true; }
+    else if (f == "-n" || f == "--n-predict") o.n = args.integer32(f, 1, tool::kMaxTokens);
+    else if (f == "--top") o.top = args.integer32(f, 0, 1 << 30);
+    else if (f == "--kv-type") kv_type = args.value(f);
+    else if (f == "-v" || f == "--verbose") o.verbose = true;
+    else tool::unknown(f);
+  }
+  if (m.path.empty()) edgellm::throw_error("-m MODEL is required (see --help)");
+  if (!have_prompt) edgellm::throw_error("-p TEXT is required");
+  o.kv_dtype = tool::kv_type_from(kv_type, "--kv-type");
+  return o;
+}
+
+// The prompt's tokens first (the vocabulary alone), so the budget can plan KV for exactly them.
+std::vector<int32_t> prompt_tokens(const Options& o) {
+  std::vector<int32_t> ptoks;
+  {
+    const edgellm::GgufFile vf = edgellm::GgufFile::open(o.m.path);
+    const edgellm::Tokenizer vt(edgellm::Vocab::from_gguf(vf));
+    ptoks = vt.encode(o.prompt, vt.add_bos(), /*parse_special=*/true);
+  }
+  if (ptoks.empty()) edgellm::throw_error("the prompt gives no tokens");
+  return ptoks;
+}
+
+std::shared_ptr<const edgellm::LlamaModel> load(const Options& o, int n_ctx) {
+  const auto& m = o.m;
+  edgellm::LoadOptions lo;
+  lo.mem_budget = m.mem_budget;
+  lo.plan.n_ctx = n_ctx;
+  lo.plan.n_batch = n_ctx;
+  lo.plan.n_threads = m.threads;
+  lo.plan.kv_type = o.kv_dtype;
+  auto model = edgellm::LlamaModel::load(m.path, lo);
+  if (o.verbose) std::fprintf(stderr, "%s%s", model->weights().describe_repack().c_str(), model->weights().describe_residency().c_str());
+  return model;
+}
+
+// The prompt as one batch, then o.n greedy steps: the logits rows (printed), the tokens and their text.
+struct Greedy {
+  std::string rows;
+  std::vector<int32_t> greedy;
+  std::string text;
+};
+
+Greedy run(const Options& o, const edgellm::LlamaModel& m, const std::vector<int32_t>& ptoks, int n_ctx) {
+  const auto* model = &m;
+  const int n = o.n, top = o.top;
+  const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
+  const auto& cfg = model->config();
+  edgellm::ThreadPool pool(o.m.threads > 0 ? o.m.threads : edgellm::default_thread_count());
+  edgellm::PagedKvCache kv(model->kv_params(n_ctx, 16, 0, o.kv_dtype));
+  const int seq = kv.create_sequence();
+  edgellm::LlamaContext ctx(&pool);
+
+  Greedy g;
+  std::string& rows = g.rows;
+  edgellm::Batch b;
+  for (size_t i = 0; i < ptoks.size(); ++i) b.add(ptoks[i], static_cast<int32_t>(i), seq, true);
+  model->forward(ctx, kv, b);
+  for (int i = 0; i < ctx.n_outputs(); ++i) {
+    if (!rows.empty()) rows += ",\n  ";
+    print_row(rows, ctx.logits(i), cfg.n_vocab, top);
+  }
+  const float* last = ctx.logits(ctx.n_outputs() - 1);
+  for (int step = 0; step < n; ++step) {
+    const int32_t id = argmax(last, cfg.n_vocab);
+    g.greedy.push_back(id);
+    g.text += tok.token_to_piece(id, /*special=*/true);
+    if (step + 1 == n) break;
+    b.clear();
+    b.add(id, static_cast<int32_t>(ptoks.size()) + step, seq, true);
+    model->forward(ctx, kv, b);
+    last = ctx.logits(0);
+    rows += ",\n  ";
+    print_row(rows, last, cfg.n_vocab, top);
+  }
+  return g;
+}
+
+void print_json(const std::string& prompt, int n_vocab, const std::vector<int32_t>& ptoks, const Greedy& g) {
+  const auto& greedy = g.greedy;
+  std::string out = "{\"prompt\": " + json_string(prompt) + ", \"n_vocab\": " + std::to_string(n_vocab) +
+                    ", \"prompt_tokens\": [";
+  for (size_t i = 0; i < ptoks.size(); ++i) out += (i ? ", " : "") + std::to_string(ptoks[i]);
+  out += "],\n \"logits\": [\n  " + g.rows + "],\n \"greedy_tokens\": [";
+  for (size_t i = 0; i < greedy.size(); ++i) out += (i ? ", " : "") + std::to_string(greedy[i]);
+  out += "],\n \"greedy_text_hex\": \"";
+  static const char* hex = "0123456789abcdef";
+  for (unsigned char c : g.text) { out += hex[c >> 4]; out += hex[c & 15]; }
+  out += "\"}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+int logits_main(int argc, char** argv) {
+  bool early = false;
+  const Options o = parse(argc, argv, &early);
+  if (early) return 0;
+  const std::vector<int32_t> ptoks = prompt_tokens(o);
+  const int n_ctx = static_cast<int>(ptoks.size()) + o.n;
+  const auto model = load(o, n_ctx);
+  print_json(o.prompt, model->config().n_vocab, ptoks, run(o, *model, ptoks, n_ctx));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool::run([&] {
-    tool::Args args(argc, argv);
-    tool::ModelFlags m;
-    std::string prompt, kv_type = "f32";
-    int n = 16, top = 0;
-    bool have_prompt = false, verbose = false;
-    for (std::string f; args.next(f);) {
-      if (tool::standard_flag(f, kUsage, "edgellm-logits")) return 0;
-      else if (tool::model_flag(args, f, m)) continue;
-      else if (f == "-p" || f == "--prompt") { prompt = args.value(f); have_prompt = true; }
-      else if (f == "-n" || f == "--n-predict") n = args.integer32(f, 1, tool::kMaxTokens);
-      else if (f == "--top") top = args.integer32(f, 0, 1 << 30);
-      else if (f == "--kv-type") kv_type = args.value(f);
-      else if (f == "-v" || f == "--verbose") verbose = true;
-      else tool::unknown(f);
-    }
-    if (m.path.empty()) edgellm::throw_error("-m MODEL is required (see --help)");
-    if (!have_prompt) edgellm::throw_error("-p TEXT is required");
-    const edgellm::DType kv_dtype = tool::kv_type_from(kv_type, "--kv-type");
-
-    // The prompt's tokens first (the vocabulary alone), so the budget can plan KV for exactly them.
-    std::vector<int32_t> ptoks;
-    {
-      const edgellm::GgufFile vf = edgellm::GgufFile::open(m.path);
-      const edgellm::Tokenizer vt(edgellm::Vocab::from_gguf(vf));
-      ptoks = vt.encode(prompt, vt.add_bos(), /*parse_special=*/true);
-    }
-    if (ptoks.empty()) edgellm::throw_error("the prompt gives no tokens");
-    const int n_ctx = static_cast<int>(ptoks.size()) + n;
-    edgellm::LoadOptions lo;
-    lo.mem_budget = m.mem_budget;
-    lo.plan.n_ctx = n_ctx;
-    lo.plan.n_batch = n_ctx;
-    lo.plan.n_threads = m.threads;
-    lo.plan.kv_type = kv_dtype;
-    auto model = edgellm::LlamaModel::load(m.path, lo);
-    if (verbose) std::fprintf(stderr, "%s%s", model->weights().describe_repack().c_str(), model->weights().describe_residency().c_str());
-    const edgellm::Tokenizer tok(edgellm::Vocab::from_gguf(model->file()));
-    const auto& cfg = model->config();
-    edgellm::ThreadPool pool(m.threads > 0 ? m.threads : edgellm::default_thread_count());
-    edgellm::PagedKvCache kv(model->kv_params(n_ctx, 16, 0, kv_dtype));
-    const int seq = kv.create_sequence();
-    edgellm::LlamaContext ctx(&pool);
-
-    std::string rows;
-    edgellm::Batch b;
-    for (size_t i = 0; i < ptoks.size(); ++i) b.add(ptoks[i], static_cast<int32_t>(i), seq, true);
-    model->forward(ctx, kv, b);
-    for (int i = 0; i < ctx.n_outputs(); ++i) {
-      if (!rows.empty()) rows += ",\n  ";
-      print_row(rows, ctx.logits(i), cfg.n_vocab, top);
-    }
-    std::vector<int32_t> greedy;
-    std::string text;
-    const float* last = ctx.logits(ctx.n_outputs() - 1);
-    for (int step = 0; step < n; ++step) {
-      const int32_t id = argmax(last, cfg.n_vocab);
-      greedy.push_back(id);
-      text += tok.token_to_piece(id, /*special=*/true);
-      if (step + 1 == n) break;
-      b.clear();
-      b.add(id, static_cast<int32_t>(ptoks.size()) + step, seq, true);
-      model->forward(ctx, kv, b);
-      last = ctx.logits(0);
-      rows += ",\n  ";
-      print_row(rows, last, cfg.n_vocab, top);
-    }
-    std::string out = "{\"prompt\": " + json_string(prompt) + ", \"n_vocab\": " + std::to_string(cfg.n_vocab) +
-                      ", \"prompt_tokens\": [";
-    for (size_t i = 0; i < ptoks.size(); ++i) out += (i ? ", " : "") + std::to_string(ptoks[i]);
-    out += "],\n \"logits\": [\n  " + rows + "],\n \"greedy_tokens\": [";
-    for (size_t i = 0; i < greedy.size(); ++i) out += (i ? ", " : "") + std::to_string(greedy[i]);
-    out += "],\n \"greedy_text_hex\": \"";
-    static const char* hex = "0123456789abcdef";
-    for (unsigned char c : text) { out += hex[c >> 4]; out += hex[c & 15]; }
-    out += "\"}\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    return 0;
-  });
+  return tool::run([&] { return logits_main(argc, argv); });
 }

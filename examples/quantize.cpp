@@ -242,142 +242,189 @@ const float* tensor_imatrix(const ImatrixUse& im, const GgufTensorInfo& t) {
               want);
 }
 
+struct Options {
+  bool pure = false;
+  int threads = 0;
+  std::string compare, imatrix_file;
+  std::vector<std::string> include, exclude;
+  std::string in, out, type;  // the positional IN.gguf OUT.gguf TYPE
+};
+
+// *early: "help" or "version" when one of them was asked for (the other flags are then not checked).
+Options parse(int argc, char** argv, std::string* early) {
+  Options o;
+  tool::Args args(argc, argv);
+  for (std::string f; args.next(f);) {
+    if (f == "-h" || f == "--help") { *early = "help"; return o; }
+    else if (f == "--version") { *early = "version"; return o; }
+    else if (f == "--pure") o.pure = true;
+    else if (f == "--threads" || f == "-t") o.threads = tool::threads_flag(args, f);
+    else if (f == "--compare") o.compare = args.value(f);
+    else if (f == "--imatrix") o.imatrix_file = args.value(f);
+    else if (f == "--include-weights") o.include.push_back(args.value(f));
+    else if (f == "--exclude-weights") o.exclude.push_back(args.value(f));
+    else tool::unknown(f);
+  }
+  const auto& pos = args.positional();
+  if (pos.size() != 3) edgellm::throw_error("expected IN.gguf OUT.gguf TYPE, got ", pos.size(), " arguments (see --help)");
+  if (pos[0] == pos[1]) edgellm::throw_error("OUT.gguf must differ from IN.gguf");
+  if (!o.include.empty() && !o.exclude.empty())
+    edgellm::throw_error("--include-weights and --exclude-weights cannot be used together");
+  if ((!o.include.empty() || !o.exclude.empty()) && o.imatrix_file.empty())
+    edgellm::throw_error(o.include.empty() ? "--exclude-weights" : "--include-weights", " needs --imatrix");
+  o.in = pos[0];
+  o.out = pos[1];
+  o.type = pos[2];
+  return o;
+}
+
+// What is written: the tensors in output order, their types, and per tensor the report row and
+// the importances the quantizer weights columns by (nullptr: none).
+struct Plan {
+  std::vector<const GgufTensorInfo*> order;  // [n_tensors] output order
+  std::vector<DType> types;                  // [n_tensors]
+  std::vector<TensorReport> rep;             // [n_tensors]
+  std::vector<const float*> tensor_weights;  // [n_tensors] importances or nullptr
+};
+
+Plan plan_tensors(const GgufFile& src, const QuantMix& mix, const ImatrixUse& im, bool pure) {
+  const bool have_imatrix = !im.weights.empty();
+  Plan p;
+  auto& order = p.order;
+  // Written in llama-quantize's order, so its layer counters and the file come out the same.
+  std::vector<std::string> names;
+  for (const auto& t : src.tensors()) names.push_back(t.name);
+  for (size_t i : llama_tensor_order(names)) order.push_back(&src.tensors()[i]);
+  std::vector<MixTensor> tensors;
+  std::vector<DType> current;
+  for (const GgufTensorInfo* t : order) {
+    tensors.push_back({t->name, static_cast<int>(t->n_dims), t->ne[0]});
+    current.push_back(t->type);
+  }
+  MixModelInfo info = model_info(src);
+  info.has_imatrix = have_imatrix;
+  int n_fallback = 0;
+  p.types = plan_quant_mix(mix, info, tensors, current, pure, &n_fallback);
+  const std::vector<DType>& plan = p.types;
+  if (n_fallback)
+    std::fprintf(stderr, "warning: %d tensors have rows that do not split into %s blocks; they use a type with "
+                         "smaller blocks (iq4_nl / q4_0 / q5_0 / q5_1 / q8_0, or f16)\n", n_fallback, dtype_name(mix.base));
+
+  p.rep.resize(plan.size());
+  p.tensor_weights.assign(plan.size(), nullptr);
+  auto& rep = p.rep;
+  auto& tensor_weights = p.tensor_weights;
+  int requant = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const auto& t = *order[i];
+    const bool requires_imatrix = is_quantizable_tensor(t.name, int(t.n_dims)) && mix_requires_imatrix(mix, t.name, plan[i]);
+    if (requires_imatrix && !have_imatrix)
+      throw_error(mix.name, " needs an importance matrix (tensor '", t.name, "' would be ", dtype_name(plan[i]),
+                  "): make one with edgellm-imatrix and pass it with --imatrix");
+    rep[i].from = t.type;
+    rep[i].to = plan[i];
+    rep[i].converted = plan[i] != t.type;
+    if (!rep[i].converted) continue;
+    if (!can_dequantize(t.type))
+      throw_error("tensor '", t.name, "' has type ", dtype_name(t.type), ", which cannot be converted");
+    if (!can_quantize_chunk(plan[i])) throw_error("tensor '", t.name, "': no quantizer for type ", dtype_name(plan[i]));
+    if (dtype_is_quantized(t.type)) ++requant;
+    if (have_imatrix) tensor_weights[i] = tensor_imatrix(im, t);
+    if (requires_imatrix && !tensor_weights[i])
+      throw_error("imatrix file ", im.file, ": no entry for tensor '", t.name, "', which ", mix.name, " makes ",
+                  dtype_name(plan[i]), " (a very low-bit type needs one)");
+  }
+  if (requant)
+    std::fprintf(stderr, "warning: %d tensors are already quantized; re-quantizing them loses more accuracy than "
+                         "quantizing from F32/F16/BF16\n", requant);
+  return p;
+}
+
+// The metadata of src and the keys llama-quantize sets, then the tensor directory of plan.
+// Returns the bytes of tensor data the file holds.
+size_t write_directory(GgufWriter& w, const GgufFile& src, const QuantMix& mix, const ImatrixUse& im, const Plan& p) {
+  const bool have_imatrix = !im.weights.empty();
+  // llama.cpp sets these keys after copying the rest: an existing one moves to the end.
+  std::vector<std::pair<std::string, std::string>> imatrix_strings;
+  std::vector<std::pair<std::string, uint32_t>> imatrix_counts;
+  if (have_imatrix) {
+    imatrix_strings.emplace_back("quantize.imatrix.file", im.file.substr(0, kMaxImatrixString));
+    if (!im.datasets.empty()) imatrix_strings.emplace_back("quantize.imatrix.dataset", im.datasets[0].substr(0, kMaxImatrixString));
+    imatrix_counts.emplace_back("quantize.imatrix.entries_count", static_cast<uint32_t>(im.weights.size()));
+    if (im.chunk_count > 0) imatrix_counts.emplace_back("quantize.imatrix.chunks_count", static_cast<uint32_t>(im.chunk_count));
+  }
+  auto set_later = [&](const std::string& k) {
+    if (k == "general.file_type" || k == "general.quantization_version") return true;
+    for (const auto& kv : imatrix_strings)
+      if (kv.first == k) return true;
+    for (const auto& kv : imatrix_counts)
+      if (kv.first == k) return true;
+    return false;
+  };
+  w.copy_metadata(src, set_later);
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", static_cast<uint32_t>(mix.file_type));
+  for (const auto& kv : imatrix_strings) w.set_string(kv.first, kv.second);
+  for (const auto& kv : imatrix_counts) w.set_u32(kv.first, kv.second);
+  size_t out_bytes = 0;
+  for (size_t i = 0; i < p.types.size(); ++i) {
+    const auto& t = *p.order[i];
+    w.add_tensor(t.name, p.types[i], t.shape());
+    out_bytes += dtype_row_bytes(p.types[i], t.ne[0]) * static_cast<size_t>(t.shape().n_rows());
+  }
+  return out_bytes;
+}
+
+int quantize_main(int argc, char** argv) {
+  std::string early;
+  const Options o = parse(argc, argv, &early);
+  if (early == "help") { std::fputs(kUsage, stdout); return 0; }
+  if (early == "version") return tool::print_version("edgellm-quantize");
+  const QuantMix& mix = quant_mix(o.type);
+  const GgufFile src = GgufFile::open(o.in);
+  std::unique_ptr<GgufFile> ref;
+  if (!o.compare.empty()) ref = std::make_unique<GgufFile>(GgufFile::open(o.compare));
+  ImatrixUse im;
+  if (!o.imatrix_file.empty()) im = load_imatrix_use(o.imatrix_file, o.include, o.exclude);
+  const bool have_imatrix = !im.weights.empty();
+  Plan p = plan_tensors(src, mix, im, o.pure);
+  const auto& order = p.order;
+  const auto& plan = p.types;
+  auto& rep = p.rep;
+  GgufWriter w(src.alignment());
+  const size_t out_bytes = write_directory(w, src, mix, im, p);
+
+  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
+  std::fprintf(stderr, "quantizing %s -> %s as %s (file type %d%s%s, %d threads)\n", o.in.c_str(), o.out.c_str(), mix.name,
+               mix.file_type, o.pure ? ", pure" : "", have_imatrix ? ", importance matrix" : "", pool.n_threads());
+  Timer clock;
+  w.write(o.out, [&](size_t i, std::vector<uint8_t>& out) {
+    const auto& t = *order[i];
+    progress(i, plan.size(), t.name);
+    if (rep[i].converted) {
+      convert_tensor(pool, t, plan[i], p.tensor_weights[i], out, rep[i]);
+    } else {
+      out.assign(t.data, t.data + t.nbytes);
+    }
+    if (ref) {
+      const GgufTensorInfo* r = ref->find_tensor(t.name);
+      if (r) {
+        rep[i].ref_seen = true;
+        rep[i].ref_type = r->type;
+        if (r->type == t.type && !rep[i].converted) rep[i].ref_rmse = 0.0;
+        else if (can_dequantize(r->type)) rep[i].ref_rmse = reference_rmse(pool, t, *r);
+      }
+    }
+    if (i + 1 == plan.size()) progress(plan.size(), plan.size(), "done");
+  });
+  std::fprintf(stderr, "wrote %s in %.2f s\n", o.out.c_str(), clock.seconds());
+  const int worse = print_summary(order, rep, ref != nullptr, out_bytes);
+  if (worse) throw_error(worse, " tensors differ in type from ", o.compare, " or have a larger RMSE");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool::run([&] {
-    tool::Args args(argc, argv);
-    bool pure = false;
-    int threads = 0;
-    std::string compare, imatrix_file;
-    std::vector<std::string> include, exclude;
-    for (std::string f; args.next(f);) {
-      if (f == "-h" || f == "--help") { std::fputs(kUsage, stdout); return 0; }
-      else if (f == "--version") return tool::print_version("edgellm-quantize");
-      else if (f == "--pure") pure = true;
-      else if (f == "--threads" || f == "-t") threads = tool::threads_flag(args, f);
-      else if (f == "--compare") compare = args.value(f);
-      else if (f == "--imatrix") imatrix_file = args.value(f);
-      else if (f == "--include-weights") include.push_back(args.value(f));
-      else if (f == "--exclude-weights") exclude.push_back(args.value(f));
-      else tool::unknown(f);
-    }
-    const auto& pos = args.positional();
-    if (pos.size() != 3) edgellm::throw_error("expected IN.gguf OUT.gguf TYPE, got ", pos.size(), " arguments (see --help)");
-    if (pos[0] == pos[1]) edgellm::throw_error("OUT.gguf must differ from IN.gguf");
-    if (!include.empty() && !exclude.empty())
-      edgellm::throw_error("--include-weights and --exclude-weights cannot be used together");
-    if ((!include.empty() || !exclude.empty()) && imatrix_file.empty())
-      edgellm::throw_error(include.empty() ? "--exclude-weights" : "--include-weights", " needs --imatrix");
-    const QuantMix& mix = quant_mix(pos[2]);
-    const GgufFile src = GgufFile::open(pos[0]);
-    std::unique_ptr<GgufFile> ref;
-    if (!compare.empty()) ref = std::make_unique<GgufFile>(GgufFile::open(compare));
-    ImatrixUse im;
-    if (!imatrix_file.empty()) im = load_imatrix_use(imatrix_file, include, exclude);
-    const bool have_imatrix = !im.weights.empty();
-
-    // Written in llama-quantize's order, so its layer counters and the file come out the same.
-    std::vector<std::string> names;
-    for (const auto& t : src.tensors()) names.push_back(t.name);
-    std::vector<const GgufTensorInfo*> order;  // [n_tensors] output order
-    for (size_t i : llama_tensor_order(names)) order.push_back(&src.tensors()[i]);
-    std::vector<MixTensor> tensors;
-    std::vector<DType> current;
-    for (const GgufTensorInfo* t : order) {
-      tensors.push_back({t->name, static_cast<int>(t->n_dims), t->ne[0]});
-      current.push_back(t->type);
-    }
-    MixModelInfo info = model_info(src);
-    info.has_imatrix = have_imatrix;
-    int n_fallback = 0;
-    const std::vector<DType> plan = plan_quant_mix(mix, info, tensors, current, pure, &n_fallback);
-    if (n_fallback)
-      std::fprintf(stderr, "warning: %d tensors have rows that do not split into %s blocks; they use a type with "
-                           "smaller blocks (iq4_nl / q4_0 / q5_0 / q5_1 / q8_0, or f16)\n", n_fallback, dtype_name(mix.base));
-
-    std::vector<TensorReport> rep(plan.size());
-    std::vector<const float*> tensor_weights(plan.size(), nullptr);  // [n_tensors] importances or nullptr
-    int requant = 0;
-    for (size_t i = 0; i < plan.size(); ++i) {
-      const auto& t = *order[i];
-      const bool requires_imatrix = is_quantizable_tensor(t.name, int(t.n_dims)) && mix_requires_imatrix(mix, t.name, plan[i]);
-      if (requires_imatrix && !have_imatrix)
-        throw_error(mix.name, " needs an importance matrix (tensor '", t.name, "' would be ", dtype_name(plan[i]),
-                    "): make one with edgellm-imatrix and pass it with --imatrix");
-      rep[i].from = t.type;
-      rep[i].to = plan[i];
-      rep[i].converted = plan[i] != t.type;
-      if (!rep[i].converted) continue;
-      if (!can_dequantize(t.type))
-        throw_error("tensor '", t.name, "' has type ", dtype_name(t.type), ", which cannot be converted");
-      if (!can_quantize_chunk(plan[i])) throw_error("tensor '", t.name, "': no quantizer for type ", dtype_name(plan[i]));
-      if (dtype_is_quantized(t.type)) ++requant;
-      if (have_imatrix) tensor_weights[i] = tensor_imatrix(im, t);
-      if (requires_imatrix && !tensor_weights[i])
-        throw_error("imatrix file ", im.file, ": no entry for tensor '", t.name, "', which ", mix.name, " makes ",
-                    dtype_name(plan[i]), " (a very low-bit type needs one)");
-    }
-    if (requant)
-      std::fprintf(stderr, "warning: %d tensors are already quantized; re-quantizing them loses more accuracy than "
-                           "quantizing from F32/F16/BF16\n", requant);
-
-    // llama.cpp sets these keys after copying the rest: an existing one moves to the end.
-    std::vector<std::pair<std::string, std::string>> imatrix_strings;
-    std::vector<std::pair<std::string, uint32_t>> imatrix_counts;
-    if (have_imatrix) {
-      imatrix_strings.emplace_back("quantize.imatrix.file", im.file.substr(0, kMaxImatrixString));
-      if (!im.datasets.empty()) imatrix_strings.emplace_back("quantize.imatrix.dataset", im.datasets[0].substr(0, kMaxImatrixString));
-      imatrix_counts.emplace_back("quantize.imatrix.entries_count", static_cast<uint32_t>(im.weights.size()));
-      if (im.chunk_count > 0) imatrix_counts.emplace_back("quantize.imatrix.chunks_count", static_cast<uint32_t>(im.chunk_count));
-    }
-    auto set_later = [&](const std::string& k) {
-      if (k == "general.file_type" || k == "general.quantization_version") return true;
-      for (const auto& kv : imatrix_strings)
-        if (kv.first == k) return true;
-      for (const auto& kv : imatrix_counts)
-        if (kv.first == k) return true;
-      return false;
-    };
-    GgufWriter w(src.alignment());
-    w.copy_metadata(src, set_later);
-    w.set_u32("general.quantization_version", 2);
-    w.set_u32("general.file_type", static_cast<uint32_t>(mix.file_type));
-    for (const auto& kv : imatrix_strings) w.set_string(kv.first, kv.second);
-    for (const auto& kv : imatrix_counts) w.set_u32(kv.first, kv.second);
-    size_t out_bytes = 0;
-    for (size_t i = 0; i < plan.size(); ++i) {
-      const auto& t = *order[i];
-      w.add_tensor(t.name, plan[i], t.shape());
-      out_bytes += dtype_row_bytes(plan[i], t.ne[0]) * static_cast<size_t>(t.shape().n_rows());
-    }
-
-    ThreadPool pool(threads > 0 ? threads : default_thread_count());
-    std::fprintf(stderr, "quantizing %s -> %s as %s (file type %d%s%s, %d threads)\n", pos[0].c_str(), pos[1].c_str(), mix.name,
-                 mix.file_type, pure ? ", pure" : "", have_imatrix ? ", importance matrix" : "", pool.n_threads());
-    Timer clock;
-    w.write(pos[1], [&](size_t i, std::vector<uint8_t>& out) {
-      const auto& t = *order[i];
-      progress(i, plan.size(), t.name);
-      if (rep[i].converted) {
-        convert_tensor(pool, t, plan[i], tensor_weights[i], out, rep[i]);
-      } else {
-        out.assign(t.data, t.data + t.nbytes);
-      }
-      if (ref) {
-        const GgufTensorInfo* r = ref->find_tensor(t.name);
-        if (r) {
-          rep[i].ref_seen = true;
-          rep[i].ref_type = r->type;
-          if (r->type == t.type && !rep[i].converted) rep[i].ref_rmse = 0.0;
-          else if (can_dequantize(r->type)) rep[i].ref_rmse = reference_rmse(pool, t, *r);
-        }
-      }
-      if (i + 1 == plan.size()) progress(plan.size(), plan.size(), "done");
-    });
-    std::fprintf(stderr, "wrote %s in %.2f s\n", pos[1].c_str(), clock.seconds());
-    const int worse = print_summary(order, rep, ref != nullptr, out_bytes);
-    if (worse) throw_error(worse, " tensors differ in type from ", compare, " or have a larger RMSE");
-    return 0;
-  });
+  return tool::run([&] { return quantize_main(argc, argv); });
 }

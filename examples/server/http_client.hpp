@@ -65,6 +65,65 @@ struct Response {
   }
 };
 
+// The status line and header lines of the response head in[at, end) into r.
+inline void parse_response_head(const std::string& in, size_t at, size_t end, Response& r) {
+  r = Response();
+  size_t line_end = in.find("\r\n", at);
+  const std::string status_line = in.substr(at, line_end - at);
+  if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12 || status_line[8] != ' ')
+    throw_error("http: not an HTTP/1.x response: '", status_line.substr(0, 40), "'");
+  const std::string code = status_line.substr(9, 3);
+  if (code.find_first_not_of("0123456789") != std::string::npos) throw_error("http: malformed status line '", status_line.substr(0, 40), "'");
+  r.status = std::atoi(code.c_str());
+  for (size_t b = line_end + 2; b < end;) {
+    size_t e = in.find("\r\n", b);
+    if (e > end) e = end;
+    const std::string line = in.substr(b, e - b);
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || colon == 0) throw_error("http: malformed response header line");
+    std::string name = line.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    size_t vb = colon + 1, ve = line.size();
+    while (vb < ve && (line[vb] == ' ' || line[vb] == '\t')) ++vb;
+    while (ve > vb && (line[ve - 1] == ' ' || line[ve - 1] == '\t')) --ve;
+    r.headers.emplace_back(std::move(name), line.substr(vb, ve - vb));
+    b = e + 2;
+  }
+}
+
+// A chunked body from in[at]: true when it is complete (then in r.body), false when more bytes are
+// needed.
+inline bool parse_chunked_response(const std::string& in, size_t at, bool eof, Response& r) {
+  std::string body;
+  for (size_t p = at;;) {
+    const size_t eol = in.find("\r\n", p);
+    if (eol == std::string::npos) break;
+    const std::string size_line = in.substr(p, in.find_first_of(";\r", p) - p);
+    if (size_line.empty() || size_line.size() > 15 || size_line.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      throw_error("http: malformed chunk size in the response");
+    const size_t n = static_cast<size_t>(std::strtoull(size_line.c_str(), nullptr, 16));
+    if (n == 0) {
+      // Trailers, then an empty line.
+      for (size_t q = eol + 2;;) {
+        const size_t e = in.find("\r\n", q);
+        if (e == std::string::npos) break;
+        if (e == q) {
+          r.body = std::move(body);
+          return true;
+        }
+        q = e + 2;
+      }
+      break;
+    }
+    if (in.size() < eol + 2 + n + 2) break;
+    body.append(in, eol + 2, n);
+    if (in.compare(eol + 2 + n, 2, "\r\n") != 0) throw_error("http: malformed chunk in the response");
+    p = eol + 2 + n + 2;
+  }
+  if (eof) throw_error("http: truncated chunked response");
+  return false;
+}
+
 // Parses a response from the bytes received so far. True when it is complete (framed by
 // Content-Length, chunked, or the connection's end: `eof`); false when more bytes are needed;
 // Error when the bytes are not an HTTP/1.x response. 1xx responses before the final one are skipped.
@@ -77,64 +136,14 @@ inline bool parse_response(const std::string& in, bool eof, bool head_request, R
       if (eof) throw_error(in.size() == at ? "http: the server closed the connection without an answer" : "http: truncated response head");
       return false;
     }
-    r = Response();
-    size_t line_end = in.find("\r\n", at);
-    const std::string status_line = in.substr(at, line_end - at);
-    if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12 || status_line[8] != ' ')
-      throw_error("http: not an HTTP/1.x response: '", status_line.substr(0, 40), "'");
-    const std::string code = status_line.substr(9, 3);
-    if (code.find_first_not_of("0123456789") != std::string::npos) throw_error("http: malformed status line '", status_line.substr(0, 40), "'");
-    r.status = std::atoi(code.c_str());
-    for (size_t b = line_end + 2; b < end;) {
-      size_t e = in.find("\r\n", b);
-      if (e > end) e = end;
-      const std::string line = in.substr(b, e - b);
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos || colon == 0) throw_error("http: malformed response header line");
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-      size_t vb = colon + 1, ve = line.size();
-      while (vb < ve && (line[vb] == ' ' || line[vb] == '\t')) ++vb;
-      while (ve > vb && (line[ve - 1] == ' ' || line[ve - 1] == '\t')) --ve;
-      r.headers.emplace_back(std::move(name), line.substr(vb, ve - vb));
-      b = e + 2;
-    }
+    parse_response_head(in, at, end, r);
     at = end + 4;
     if (r.status >= 100 && r.status < 200) continue;  // 100 Continue and the like: the answer follows
     break;
   }
   if (head_request || r.status == 204 || r.status == 304) return true;
   const std::string* te = r.header("transfer-encoding");
-  if (te && *te == "chunked") {
-    std::string body;
-    for (size_t p = at;;) {
-      const size_t eol = in.find("\r\n", p);
-      if (eol == std::string::npos) break;
-      const std::string size_line = in.substr(p, in.find_first_of(";\r", p) - p);
-      if (size_line.empty() || size_line.size() > 15 || size_line.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-        throw_error("http: malformed chunk size in the response");
-      const size_t n = static_cast<size_t>(std::strtoull(size_line.c_str(), nullptr, 16));
-      if (n == 0) {
-        // Trailers, then an empty line.
-        for (size_t q = eol + 2;;) {
-          const size_t e = in.find("\r\n", q);
-          if (e == std::string::npos) break;
-          if (e == q) {
-            r.body = std::move(body);
-            return true;
-          }
-          q = e + 2;
-        }
-        break;
-      }
-      if (in.size() < eol + 2 + n + 2) break;
-      body.append(in, eol + 2, n);
-      if (in.compare(eol + 2 + n, 2, "\r\n") != 0) throw_error("http: malformed chunk in the response");
-      p = eol + 2 + n + 2;
-    }
-    if (eof) throw_error("http: truncated chunked response");
-    return false;
-  }
+  if (te && *te == "chunked") return parse_chunked_response(in, at, eof, r);
   if (const std::string* cl = r.header("content-length")) {
     if (cl->empty() || cl->size() > 18 || cl->find_first_not_of("0123456789") != std::string::npos)
       throw_error("http: malformed Content-Length in the response");

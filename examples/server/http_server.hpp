@@ -273,25 +273,7 @@ class RequestParser {
       b = e + 1;
     }
     if (lines.size() > lim_->max_headers + 1) return fail(431, "more than " + std::to_string(lim_->max_headers) + " header lines");
-    // Request line: METHOD SP target SP HTTP/1.x
-    const std::string& rl = lines[0];
-    if (has_ctl(rl)) return fail(400, "control character (NUL, CR, ...) in the request line");
-    const size_t s1 = rl.find(' '), s2 = rl.rfind(' ');
-    if (s1 == std::string::npos || s2 == s1 || s1 == 0) return fail(400, "malformed request line");
-    req_.method = rl.substr(0, s1);
-    for (char ch : req_.method)
-      if (!detail::is_tchar(ch)) return fail(400, "malformed method");
-    req_.target = rl.substr(s1 + 1, s2 - s1 - 1);
-    const std::string version = rl.substr(s2 + 1);
-    if (version == "HTTP/1.1") req_.minor = 1;
-    else if (version == "HTTP/1.0") req_.minor = 0;
-    else return fail(version.rfind("HTTP/", 0) == 0 ? 505 : 400, "unsupported HTTP version");
-    if (req_.target.empty()) return fail(400, "malformed request target");
-    for (char ch : req_.target)  // no white space or controls (HTAB passed the line's check)
-      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return fail(400, "malformed request target");
-    const size_t q = req_.target.find('?');
-    req_.path = req_.target.substr(0, q);
-    if (q != std::string::npos) req_.query = req_.target.substr(q + 1);
+    if (!request_line(lines[0])) return;
     size_t n_host = 0, n_te = 0, n_cl = 0;
     for (size_t i = 1; i < lines.size(); ++i) {
       std::string name, value;
@@ -301,6 +283,12 @@ class RequestParser {
       n_cl += name == "content-length";
       req_.headers.emplace_back(std::move(name), std::move(value));
     }
+    body_framing(n_host, n_te, n_cl);
+  }
+
+  // After the header lines (counted: Host, Transfer-Encoding, Content-Length): persistence and
+  // how the body is framed.
+  void body_framing(size_t n_host, size_t n_te, size_t n_cl) {
     // Connection persistence (RFC 9112 section 9.3).
     const std::string conn = detail::lower(req_.header_or("connection"));
     keep_alive_ = req_.minor >= 1 ? conn.find("close") == std::string::npos : conn.find("keep-alive") != std::string::npos;
@@ -329,6 +317,28 @@ class RequestParser {
     }
     expect_continue_ = state_ != State::Done && req_.minor >= 1 &&
                        detail::lower(req_.header_or("expect")) == "100-continue";
+  }
+
+  // Request line: METHOD SP target SP HTTP/1.x
+  bool request_line(const std::string& rl) {
+    if (has_ctl(rl)) return fail(400, "control character (NUL, CR, ...) in the request line"), false;
+    const size_t s1 = rl.find(' '), s2 = rl.rfind(' ');
+    if (s1 == std::string::npos || s2 == s1 || s1 == 0) return fail(400, "malformed request line"), false;
+    req_.method = rl.substr(0, s1);
+    for (char ch : req_.method)
+      if (!detail::is_tchar(ch)) return fail(400, "malformed method"), false;
+    req_.target = rl.substr(s1 + 1, s2 - s1 - 1);
+    const std::string version = rl.substr(s2 + 1);
+    if (version == "HTTP/1.1") req_.minor = 1;
+    else if (version == "HTTP/1.0") req_.minor = 0;
+    else return fail(version.rfind("HTTP/", 0) == 0 ? 505 : 400, "unsupported HTTP version"), false;
+    if (req_.target.empty()) return fail(400, "malformed request target"), false;
+    for (char ch : req_.target)  // no white space or controls (HTAB passed the line's check)
+      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return fail(400, "malformed request target"), false;
+    const size_t q = req_.target.find('?');
+    req_.path = req_.target.substr(0, q);
+    if (q != std::string::npos) req_.query = req_.target.substr(q + 1);
+    return true;
   }
 
   // chunk = size [;ext] CRLF data CRLF ... 0 CRLF [trailers] CRLF. The decoded size is checked

@@ -355,6 +355,62 @@ inline void parse_constraints(const Json& j, ApiRequest& r) {
     throw bad(grammar_from, std::string("'") + grammar_from + "' and tool calls cannot both constrain the answer (tool_choice \"none\" allows it)");
 }
 
+namespace detail {
+
+// POST /apply-template: the messages, tools and add_generation_prompt (no sampling).
+inline void parse_template_request(const Json& j, const ApiLimits& lim, ApiRequest& r) {
+  const Json* msgs = j.find("messages");
+  if (!msgs) throw bad("messages", "'messages' is required");
+  parse_messages(*msgs, lim, r.messages);
+  if (const Json* v = j.find("tools"); v && !v->is_null()) {
+    if (!v->is_array()) throw bad("tools", "'tools' must be an array");
+    for (const Json& t : v->as_array())
+      if (!t.is_object()) throw bad("tools", "each tool must be an object");
+    r.tools = *v;
+  }
+  if (const Json* v = j.find("add_generation_prompt"); v && !v->is_null())
+    r.add_generation_prompt = boolean(*v, "add_generation_prompt");
+}
+
+// The answer's length (max_tokens and its aliases, within the context) and the sampler's keys.
+inline void parse_sampling(const Json& j, const ApiLimits& lim, ApiRequest& r) {
+  const int64_t max_new = lim.n_ctx - 1;
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    const Json* v = j.find(key);
+    if (!v || v->is_null()) continue;
+    const int64_t n = integer_in(*v, key, -1, INT32_MAX);
+    if (n > max_new)
+      throw bad(key, std::string("'") + key + "' of " + std::to_string(n) + " is beyond the context of " +
+                         std::to_string(lim.n_ctx) + " tokens");
+    r.gp.max_tokens = static_cast<int>(n);
+  }
+  SamplerParams& sp = r.gp.sampler;
+  if (const Json* v = j.find("temperature"); v && !v->is_null()) sp.temperature = static_cast<float>(number_in(*v, "temperature", 0, 100));
+  if (const Json* v = j.find("top_p"); v && !v->is_null()) sp.top_p = static_cast<float>(number_in(*v, "top_p", 0, 1));
+  if (const Json* v = j.find("min_p"); v && !v->is_null()) sp.min_p = static_cast<float>(number_in(*v, "min_p", 0, 1));
+  if (const Json* v = j.find("top_k"); v && !v->is_null()) sp.top_k = static_cast<int>(integer_in(*v, "top_k", 0, 1 << 30));
+  if (const Json* v = j.find("seed"); v && !v->is_null()) sp.seed = static_cast<uint64_t>(integer_in(*v, "seed", 0, INT64_MAX));
+  if (const Json* v = j.find("presence_penalty"); v && !v->is_null()) sp.presence_penalty = static_cast<float>(number_in(*v, "presence_penalty", -2, 2));
+  if (const Json* v = j.find("frequency_penalty"); v && !v->is_null()) sp.frequency_penalty = static_cast<float>(number_in(*v, "frequency_penalty", -2, 2));
+  if (const Json* v = j.find("repeat_penalty"); v && !v->is_null()) sp.repeat_penalty = static_cast<float>(number_in(*v, "repeat_penalty", 1e-6, 1e6));
+  if (const Json* v = j.find("repeat_last_n"); v && !v->is_null()) sp.penalty_last_n = static_cast<int>(integer_in(*v, "repeat_last_n", -1, lim.n_ctx));
+}
+
+// Speculative decoding, with llama-server's keys; "lookup" (or "speculative.lookup"): prompt lookup.
+inline void parse_speculative(const Json& j, const ApiLimits& lim, SpeculativeParams& spec) {
+  spec = lim.speculative;
+  if (const Json* v = j.find("speculative.n_max"); v && !v->is_null()) spec.n_max = static_cast<int>(integer_in(*v, "speculative.n_max", 0, 64));
+  if (const Json* v = j.find("speculative.n_min"); v && !v->is_null()) spec.n_min = static_cast<int>(integer_in(*v, "speculative.n_min", 0, 64));
+  if (const Json* v = j.find("speculative.p_min"); v && !v->is_null()) spec.p_min = static_cast<float>(number_in(*v, "speculative.p_min", 0, 1));
+  for (const char* key : {"lookup", "speculative.lookup"})
+    if (const Json* v = j.find(key); v && !v->is_null()) spec.lookup = boolean(*v, key);
+  if (spec.n_min > spec.n_max)
+    throw bad("speculative.n_min", "'speculative.n_min' (" + std::to_string(spec.n_min) + ") is above 'speculative.n_max' (" +
+                                       std::to_string(spec.n_max) + ")");
+}
+
+}  // namespace detail
+
 inline ApiRequest parse_request(std::string_view body, Endpoint endpoint, const ApiLimits& lim) {
   try {
     return parse_request_checked(body, endpoint, lim);
@@ -387,17 +443,7 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
     r.has_reasoning_format = true;
   }
   if (endpoint == Endpoint::ApplyTemplate) {
-    const Json* msgs = j.find("messages");
-    if (!msgs) throw bad("messages", "'messages' is required");
-    parse_messages(*msgs, lim, r.messages);
-    if (const Json* v = j.find("tools"); v && !v->is_null()) {
-      if (!v->is_array()) throw bad("tools", "'tools' must be an array");
-      for (const Json& t : v->as_array())
-        if (!t.is_object()) throw bad("tools", "each tool must be an object");
-      r.tools = *v;
-    }
-    if (const Json* v = j.find("add_generation_prompt"); v && !v->is_null())
-      r.add_generation_prompt = boolean(*v, "add_generation_prompt");
+    parse_template_request(j, lim, r);
     return r;
   }
   parse_constraints(j, r);
@@ -414,26 +460,7 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
     else throw bad("prompt", "'prompt' must be a string (or an array holding one string)");
     if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty");
   }
-  const int64_t max_new = lim.n_ctx - 1;
-  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
-    const Json* v = j.find(key);
-    if (!v || v->is_null()) continue;
-    const int64_t n = integer_in(*v, key, -1, INT32_MAX);
-    if (n > max_new)
-      throw bad(key, std::string("'") + key + "' of " + std::to_string(n) + " is beyond the context of " +
-                         std::to_string(lim.n_ctx) + " tokens");
-    r.gp.max_tokens = static_cast<int>(n);
-  }
-  SamplerParams& sp = r.gp.sampler;
-  if (const Json* v = j.find("temperature"); v && !v->is_null()) sp.temperature = static_cast<float>(number_in(*v, "temperature", 0, 100));
-  if (const Json* v = j.find("top_p"); v && !v->is_null()) sp.top_p = static_cast<float>(number_in(*v, "top_p", 0, 1));
-  if (const Json* v = j.find("min_p"); v && !v->is_null()) sp.min_p = static_cast<float>(number_in(*v, "min_p", 0, 1));
-  if (const Json* v = j.find("top_k"); v && !v->is_null()) sp.top_k = static_cast<int>(integer_in(*v, "top_k", 0, 1 << 30));
-  if (const Json* v = j.find("seed"); v && !v->is_null()) sp.seed = static_cast<uint64_t>(integer_in(*v, "seed", 0, INT64_MAX));
-  if (const Json* v = j.find("presence_penalty"); v && !v->is_null()) sp.presence_penalty = static_cast<float>(number_in(*v, "presence_penalty", -2, 2));
-  if (const Json* v = j.find("frequency_penalty"); v && !v->is_null()) sp.frequency_penalty = static_cast<float>(number_in(*v, "frequency_penalty", -2, 2));
-  if (const Json* v = j.find("repeat_penalty"); v && !v->is_null()) sp.repeat_penalty = static_cast<float>(number_in(*v, "repeat_penalty", 1e-6, 1e6));
-  if (const Json* v = j.find("repeat_last_n"); v && !v->is_null()) sp.penalty_last_n = static_cast<int>(integer_in(*v, "repeat_last_n", -1, lim.n_ctx));
+  parse_sampling(j, lim, r);
   if (const Json* v = j.find("n"); v && !v->is_null() && integer_in(*v, "n", 1, 128) != 1)
     throw bad("n", "'n' other than 1 is not supported: send several requests (they are decoded in one batch)");
   if (const Json* v = j.find("stop")) parse_stop(*v, lim, r.gp.stop);
@@ -446,18 +473,8 @@ inline ApiRequest parse_request_checked(std::string_view body, Endpoint endpoint
   if (const Json* v = j.find("ignore_eos"); v && !v->is_null()) r.gp.ignore_eos = boolean(*v, "ignore_eos");
   if (const Json* v = j.find("n_probs"); v && !v->is_null()) r.n_probs = static_cast<int>(integer_in(*v, "n_probs", 0, lim.max_n_probs));
   if (const Json* v = j.find("deadline_ms"); v && !v->is_null()) r.gp.deadline_ms = number_in(*v, "deadline_ms", 0, lim.max_deadline_ms);
-  // Speculative decoding, with llama-server's keys; "lookup" (or "speculative.lookup"): prompt lookup.
-  SpeculativeParams& spec = r.gp.speculative;
-  spec = lim.speculative;
-  if (const Json* v = j.find("speculative.n_max"); v && !v->is_null()) spec.n_max = static_cast<int>(integer_in(*v, "speculative.n_max", 0, 64));
-  if (const Json* v = j.find("speculative.n_min"); v && !v->is_null()) spec.n_min = static_cast<int>(integer_in(*v, "speculative.n_min", 0, 64));
-  if (const Json* v = j.find("speculative.p_min"); v && !v->is_null()) spec.p_min = static_cast<float>(number_in(*v, "speculative.p_min", 0, 1));
-  for (const char* key : {"lookup", "speculative.lookup"})
-    if (const Json* v = j.find(key); v && !v->is_null()) spec.lookup = boolean(*v, key);
-  if (spec.n_min > spec.n_max)
-    throw bad("speculative.n_min", "'speculative.n_min' (" + std::to_string(spec.n_min) + ") is above 'speculative.n_max' (" +
-                                       std::to_string(spec.n_max) + ")");
-  Sampler::validate(sp);
+  parse_speculative(j, lim, r.gp.speculative);
+  Sampler::validate(r.gp.sampler);
   return r;
 }
 

@@ -402,19 +402,16 @@ void constrain(Server& s, edgellm::openai::ApiRequest& r) {
   }
 }
 
-// A completion request, on a thread of its own (the transport hands it over complete).
-void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs, edgellm::ops::RequestLog& log) {
-  ++s.n_requests;
-  edgellm::openai::ApiRequest r;
-  std::shared_ptr<edgellm::Job> job;
-  // This request's connection, probed by the scheduler before each token: a client that closed it
-  // cancels the request. Detached before the connection can close (after the answer), so a
-  // reused descriptor is never probed.
-  auto conn = std::make_shared<edgellm::ClientSocket>(req.fd);
-  std::function<bool()> client_gone = [conn] { return conn->gone(); };
-  auto send_error = [&](int status, const std::string& message, const std::string& type, const std::string& param) {
-    rep.send(status, "application/json", error_json(status, message, type, param), hdrs);
-  };
+void send_error(Reply& rep, const Headers& hdrs, int status, const std::string& message, const std::string& type,
+                const std::string& param) {
+  rep.send(status, "application/json", error_json(status, message, type, param), hdrs);
+}
+
+// A completion request parsed into r, rendered, constrained and handed to the scheduler. A request
+// refused on the way is answered here (nullptr).
+std::shared_ptr<edgellm::Job> submit(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs,
+                                     edgellm::openai::ApiRequest& r, edgellm::ClientSocket& conn,
+                                     const std::function<bool()>& client_gone) {
   try {
     r = edgellm::openai::parse_request(req.body, ep, s.limits);
     if (!r.functions.empty() && !s.chat.is_jinja())
@@ -432,52 +429,41 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
     if (toks.empty()) throw ApiError(400, "the prompt has no tokens", "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt");
     edgellm::openai::check_fits(r, toks.size(), s.limits.n_ctx);
     try {
-      job = s.sched->submit(std::move(toks), r.gp, r.cache_prompt, r.n_probs, r.stream, client_gone);
+      return s.sched->submit(std::move(toks), r.gp, r.cache_prompt, r.n_probs, r.stream, client_gone);
     } catch (const edgellm::Error& e) {
       throw ApiError(503, e.what(), "unavailable_error");
     }
   } catch (const ApiError& e) {
     ++s.n_refused;
-    conn->detach();
-    send_error(e.status(), e.what(), e.type(), e.param());
-    return;
+    conn.detach();
+    send_error(rep, hdrs, e.status(), e.what(), e.type(), e.param());
   } catch (const edgellm::Error& e) {  // e.g. a chat format that cannot hold these roles
     ++s.n_refused;
-    conn->detach();
-    send_error(400, e.what(), "invalid_request_error", "");
-    return;
+    conn.detach();
+    send_error(rep, hdrs, 400, e.what(), "invalid_request_error", "");
   }
-  edgellm::openai::ResponseId rid;
-  rid.id = std::string(ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
-  rid.created = static_cast<int64_t>(std::time(nullptr));
-  rid.model = s.model_id;
+  return nullptr;
+}
 
-  // A request cancelled because its client closed (or half-closed) gets no answer.
-  auto client_left = [&](const edgellm::JobResult& jr) { return jr.reason == edgellm::StopReason::Cancelled && conn->gone(); };
-  if (!r.stream) {
-    const edgellm::JobResult& jr = job->wait_done();
-    const bool left = client_left(jr);
-    conn->detach();
-    if (left) return rep.abort();
-    std::vector<edgellm::TokenAlternatives> probs;
-    for (auto& piece : job->wait(std::chrono::milliseconds(0)).pieces)
-      if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
-    account(s, jr, log);
-    if (!jr.error.empty()) return send_error(500, jr.error, "server_error", "");
-    rep.send(200, "application/json", edgellm::openai::response_json(r, rid, jr, probs, *s.tok).dump(), hdrs);
-    return;
-  }
+// A request cancelled because its client closed (or half-closed) gets no answer.
+bool client_left(const edgellm::JobResult& jr, edgellm::ClientSocket& conn) {
+  return jr.reason == edgellm::StopReason::Cancelled && conn.gone();
+}
 
+// "stream": true: one server-sent event per token, then the finish and [DONE].
+void stream_answer(Server& s, const edgellm::openai::ApiRequest& r, const edgellm::openai::ResponseId& rid,
+                   edgellm::Job& job, edgellm::ClientSocket& conn, Reply& rep, const Headers& hdrs,
+                   edgellm::ops::RequestLog& log) {
   Headers sh = hdrs;
   sh.emplace_back("Cache-Control", "no-cache");
   if (!rep.begin_stream(200, "text/event-stream", sh)) {
-    conn->detach();
-    job->cancel();
+    conn.detach();
+    job.cancel();
     return;
   }
   edgellm::openai::StreamEvents stream(r, rid, *s.tok);
   for (;;) {
-    auto out = job->wait(std::chrono::milliseconds(100));
+    auto out = job.wait(std::chrono::milliseconds(100));
     // One event per token, as llama-server streams.
     std::string events;
     for (const auto& piece : out.pieces) {
@@ -488,19 +474,48 @@ void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Head
     }
     if (!events.empty() && !rep.chunk(events)) break;  // the client went away (if the probe has not seen it yet)
     if (!out.done) continue;
-    const edgellm::JobResult& jr = job->result();
+    const edgellm::JobResult& jr = job.result();
     account(s, jr, log);
-    if (client_left(jr)) break;
+    if (client_left(jr, conn)) break;
     std::string tail;
     if (!jr.error.empty()) tail = "data: " + error_json(500, jr.error, "server_error") + "\n\n";
     else tail = stream.finish(jr);
     tail += "data: [DONE]\n\n";
-    conn->detach();
+    conn.detach();
     if (rep.chunk(tail)) rep.end_stream();
     return;
   }
+  conn.detach();
+  job.cancel();
+}
+
+// A completion request, on a thread of its own (the transport hands it over complete).
+void complete(Server& s, Endpoint ep, const Request& req, Reply& rep, const Headers& hdrs, edgellm::ops::RequestLog& log) {
+  ++s.n_requests;
+  edgellm::openai::ApiRequest r;
+  // This request's connection, probed by the scheduler before each token: a client that closed it
+  // cancels the request. Detached before the connection can close (after the answer), so a
+  // reused descriptor is never probed.
+  auto conn = std::make_shared<edgellm::ClientSocket>(req.fd);
+  std::function<bool()> client_gone = [conn] { return conn->gone(); };
+  const std::shared_ptr<edgellm::Job> job = submit(s, ep, req, rep, hdrs, r, *conn, client_gone);
+  if (!job) return;
+  edgellm::openai::ResponseId rid;
+  rid.id = std::string(ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
+  rid.created = static_cast<int64_t>(std::time(nullptr));
+  rid.model = s.model_id;
+
+  if (r.stream) return stream_answer(s, r, rid, *job, *conn, rep, hdrs, log);
+  const edgellm::JobResult& jr = job->wait_done();
+  const bool left = client_left(jr, *conn);
   conn->detach();
-  job->cancel();
+  if (left) return rep.abort();
+  std::vector<edgellm::TokenAlternatives> probs;
+  for (auto& piece : job->wait(std::chrono::milliseconds(0)).pieces)
+    if (piece.probs.id >= 0) probs.push_back(std::move(piece.probs));
+  account(s, jr, log);
+  if (!jr.error.empty()) return send_error(rep, hdrs, 500, jr.error, "server_error", "");
+  rep.send(200, "application/json", edgellm::openai::response_json(r, rid, jr, probs, *s.tok).dump(), hdrs);
 }
 
 // llama-server's tokenizer endpoints (POST; on a thread of their own, as completions: a long
@@ -671,222 +686,275 @@ void handle(Server& s, const Request& req, Reply& rep, edgellm::ops::RequestLog&
   reply_error(404, "no endpoint " + req.method + " " + req.path, "not_found_error");
 }
 
+struct Options {
+  tool::ModelFlags m;
+  std::string host = "127.0.0.1", alias, api_key, api_key_file, log_format = "text", slot_save_path;
+  bool metrics = false;
+  tool::ChatFlags chat;
+  std::vector<std::string> cors;
+  int port = 8080;
+  edgellm::http::Limits hl;
+  bool repack = true, strict_model = false, prompt_special = true, embeddings = false;
+  std::optional<edgellm::Pooling> pooling;
+  edgellm::SchedulerParams p;
+  edgellm::SpeculativeParams spec;
+  tool::DraftFlags draft;
+};
+
+// Each connection is a descriptor: keep the cap under the process's limit.
+void cap_connections(edgellm::http::Limits& hl) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64 &&
+      hl.max_connections > rl.rlim_cur - 64) {
+    std::fprintf(stderr, "warning: --max-connections %zu lowered to %zu (open file limit %llu)\n", hl.max_connections,
+                 static_cast<size_t>(rl.rlim_cur - 64), static_cast<unsigned long long>(rl.rlim_cur));
+    hl.max_connections = static_cast<size_t>(rl.rlim_cur - 64);
+  }
+}
+
+// *early: true when --help or --version was answered (the other flags are then not checked).
+Options parse(int argc, char** argv, bool* early) {
+  tool::Args args(argc, argv);
+  Options o;
+  auto& hl = o.hl;
+  auto& p = o.p;
+  hl.body_timeout_s = 600;
+  hl.write_timeout_s = 60;
+  long long max_body_kb = 1024, max_header_kb = 32;
+  p.session.n_ctx = 0;
+  p.max_queue = 256;
+  for (std::string f; args.next(f);) {
+    if (tool::standard_flag(f, kUsage, "edgellm-server")) { *early = true; return o; }
+    else if (tool::model_flag(args, f, o.m)) continue;
+    else if (tool::kv_flag(args, f, p.session)) continue;
+    else if (tool::speculative_flag(args, f, o.spec, o.draft)) continue;
+    else if (f == "--host") o.host = args.value(f);
+    else if (f == "--port") o.port = args.integer32(f, 0, 65535);
+    else if (f == "-c" || f == "--ctx-size") p.session.n_ctx = tool::ctx_flag(args, f);
+    else if (f == "-b" || f == "--batch-size") p.session.n_batch = args.integer32(f, 1, tool::kMaxContext);
+    else if (f == "--prefill-chunk") p.prefill_chunk = args.integer32(f, 0, tool::kMaxContext);
+    else if (f == "--parallel" || f == "-np") p.n_parallel = args.integer32(f, 1, 256);
+    else if (f == "--max-queue") p.max_queue = args.integer32(f, 0, 1 << 20);
+    else if (f == "--api-key") o.api_key = args.value(f);
+    else if (f == "--api-key-file") o.api_key_file = args.value(f);
+    else if (f == "--metrics") o.metrics = true;
+    else if (f == "--slot-save-path") o.slot_save_path = args.value(f);
+    else if (f == "--log-format") o.log_format = args.value(f);
+    else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = args.integer32(f, 1, 86400);
+    else if (f == "--write-timeout-s") hl.write_timeout_s = args.integer32(f, 1, 86400);
+    else if (f == "--head-timeout-s") hl.head_timeout_s = args.integer32(f, 1, 3600);
+    else if (f == "--idle-timeout-s") hl.idle_timeout_s = args.integer32(f, 1, 86400);
+    else if (f == "--max-connections") hl.max_connections = static_cast<size_t>(args.integer32(f, 1, 65536));
+    else if (f == "--max-header-kb") max_header_kb = args.integer(f, 1, 1024);
+    else if (f == "--max-body-kb") max_body_kb = args.integer(f, 1, 1 << 20);
+    else if (f == "--cors") o.cors.push_back(args.value(f));
+    else if (f == "--strict-model") o.strict_model = true;
+    else if (f == "--no-prompt-special") o.prompt_special = false;
+    else if (f == "--alias" || f == "-a") o.alias = args.value(f);
+    else if (tool::chat_flag(args, f, o.chat)) continue;
+    else if (f == "--no-repack") o.repack = false;
+    else if (f == "--embeddings" || f == "--embedding") o.embeddings = true;
+    else if (f == "--pooling") o.pooling = edgellm::parse_pooling(args.value(f), "option --pooling");
+    else tool::unknown(f);
+  }
+  args.no_positional();
+  if (o.m.path.empty()) edgellm::throw_error("-m MODEL.gguf is required");
+  if (o.host.empty()) edgellm::throw_error("option --host: empty address");
+  o.api_key = edgellm::ops::choose_api_key(o.api_key, o.api_key_file, std::getenv("EDGELLM_API_KEY"));
+  if (o.log_format != "text" && o.log_format != "json") edgellm::throw_error("option --log-format: '", o.log_format, "' is not text or json");
+  for (const std::string& origin : o.cors)
+    if (origin != "*" && (origin.rfind("http://", 0) != 0 && origin.rfind("https://", 0) != 0))
+      edgellm::throw_error("option --cors: '", origin, "' is not an origin (scheme://host[:port], or *)");
+  hl.max_body = static_cast<size_t>(max_body_kb) * 1024;
+  hl.max_head_bytes = static_cast<size_t>(max_header_kb) * 1024;
+  cap_connections(hl);
+  const auto& chat = o.chat;
+  if (!chat.tmpl.empty() && chat.tmpl.find("{%") == std::string::npos && chat.tmpl.find("{{") == std::string::npos)
+    edgellm::ChatTemplate::builtin(chat.tmpl);  // an unknown name fails before the model loads, naming the known ones
+  p.session.n_threads = o.m.threads;
+  tool::check_speculative(o.spec, o.draft);
+  return o;
+}
+
+// The draft model (first: with --mem-budget its size is the target's less), then the model; the
+// context and the alias default from it.
+std::shared_ptr<const edgellm::LlamaModel> load(Options& o) {
+  const auto& m = o.m;
+  auto& p = o.p;
+  p.draft = tool::load_draft(o.draft);
+  p.draft_layers = o.draft.layers;
+
+  edgellm::LoadOptions load;
+  load.repack = o.repack;
+  load.mem_budget = m.mem_budget;
+  tool::take_draft_from_budget(p.draft.get(), o.draft, load.mem_budget);
+  auto model = edgellm::LlamaModel::load(m.path, [&] {
+    edgellm::SessionParams plan_sp = p.session;
+    if (plan_sp.n_ctx == 0) plan_sp.n_ctx = 4096;
+    load.plan = edgellm::memory_plan_params(plan_sp, p.n_parallel);
+    load.progress = tool::load_progress(false, m.path);
+    return load;
+  }());
+  const auto& cfg = model->config();
+  if (p.session.n_ctx == 0) p.session.n_ctx = std::min(cfg.n_ctx_train, 4096);
+  if (p.session.n_ctx > cfg.n_ctx_train)
+    std::fprintf(stderr, "warning: -c %d is above the model's training context %d\n", p.session.n_ctx, cfg.n_ctx_train);
+  if (o.alias.empty()) {
+    o.alias = m.path;
+    const size_t slash = o.alias.find_last_of('/');
+    if (slash != std::string::npos) o.alias = o.alias.substr(slash + 1);
+  }
+  return model;
+}
+
+// --embeddings: the embedder and its input limits (--pooling without it is an error).
+void set_up_embeddings(Server& s, const Options& o, const std::shared_ptr<const edgellm::LlamaModel>& model) {
+  const auto& p = o.p;
+  if (o.embeddings) {
+    edgellm::EmbedParams ep;
+    ep.pooling = o.pooling;
+    ep.n_batch = p.session.n_batch;
+    ep.n_ctx = p.session.n_ctx;
+    ep.n_threads = o.m.threads;
+    ep.parse_special = o.prompt_special;
+    s.embedder.reset(new edgellm::Embedder(model, s.tok, ep));
+    s.embed_limits.n_ctx = p.session.n_ctx;
+    s.embed_limits.n_vocab = model->config().n_vocab;
+    s.embed_limits.parse_special = o.prompt_special;
+    std::fprintf(stderr, "edgellm-server: embeddings on (/v1/embeddings, /embedding), pooling %s, %d dimensions\n",
+                 edgellm::pooling_name(s.embedder->pooling()), s.embedder->n_embd());
+  } else if (o.pooling) {
+    edgellm::throw_error("option --pooling: needs --embeddings");
+  }
+}
+
+// The server's state for the model and the flags.
+void set_up(Server& s, Options& o, const std::shared_ptr<const edgellm::LlamaModel>& model) {
+  const auto& p = o.p;
+  s.tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
+  s.sched.reset(new edgellm::BatchScheduler(model, s.tok, p));
+  const std::string gguf_template = model->file().get_string_or("tokenizer.chat_template", "");
+  s.chat = tool::chat_template_of(o.chat, gguf_template, *s.tok);
+  s.chat_kwargs = o.chat.kwargs;
+  s.reasoning = o.chat.reasoning_format;
+  s.reasoning_tags = edgellm::ReasoningTags::for_template(s.chat.source());
+  s.tool_format = edgellm::tool_call_format_of(s.chat.source());
+  s.grammars.reset(new edgellm::GrammarCache(*s.tok));
+  s.model_id = o.alias;
+  s.api_key = o.api_key;
+  s.host = o.host;
+  s.cors = o.cors;
+  s.prompt_special = o.prompt_special;
+  s.model_path = o.m.path;
+  s.chat_template_source = gguf_template;
+  s.metrics = o.metrics;
+  s.slot_save_path = o.slot_save_path;
+  s.log_json = o.log_format == "json";
+  s.limits.model_id = o.alias;
+  s.limits.strict_model = o.strict_model;
+  s.limits.n_vocab = model->config().n_vocab;
+  s.limits.n_ctx = p.session.n_ctx;
+  s.limits.speculative = o.spec;
+  set_up_embeddings(s, o, model);
+}
+
+// Every request, then its log line.
+void serve_request(Server& s, const Request& req, Reply& rep) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LoggedReply logged(rep);
+  edgellm::ops::RequestLog log;
+  log.method = req.method;
+  log.path = req.path;
+  log.remote = req.remote_ip;
+  auto finish = [&](int status) {
+    ++s.http_requests;
+    log.status = status;
+    log.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    write_log(s, log);
+  };
+  try {
+    handle(s, req, logged, log);
+  } catch (const std::exception& e) {  // answered here (not by the transport), so logged once
+    if (!logged.status()) logged.send(500, "application/json", error_json(500, e.what(), "server_error"), {});
+  }
+  finish(logged.status());
+}
+
+// Completions, tokenizing and templates run on a thread of their own; the rest on the poll thread.
+bool runs_on_own_thread(const Request& req) {
+  Endpoint ep;  // (a template renders on the request's thread too: it is bounded, not instant)
+  return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path) || embedding_path(req.path) ||
+                                  req.path == "/apply-template" || req.path == "/v1/apply-template");
+}
+
+// A refusal before any handler: logged here.
+std::pair<std::string, std::string> refusal(Server& s, int status, const std::string& message) {
+  ++s.http_requests;
+  edgellm::ops::RequestLog log;
+  log.status = status;
+  write_log(s, log);
+  return std::make_pair(std::string("application/json"),
+                        error_json(status, message, status == 413 || status == 415 || status == 431 || status == 400
+                                                        ? "invalid_request_error" : "server_error"));
+}
+
+// Binds, starts the scheduler and answers requests until SIGINT / SIGTERM.
+int serve(Server& s, const Options& o, const edgellm::LlamaModel& model) {
+  const auto& p = o.p;
+  const auto& cfg = model.config();
+  const std::string& gguf_template = s.chat_template_source;
+  // SIGINT / SIGTERM end the server from a thread of its own (sigwait), not in a signal handler;
+  // every thread started from here on inherits the blocked mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  edgellm::http::Server http(
+      o.hl, [&s](const Request& req, Reply& rep) { serve_request(s, req, rep); }, runs_on_own_thread,
+      [&s](int status, const std::string& message) { return refusal(s, status, message); });
+  const int bound = http.bind(o.host, o.port);
+
+  s.sched->start();
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "edgellm-server: signal %d, stopping\n", sig);
+    http.stop();  // closes every connection: the scheduler's probes then cancel the running requests
+  });
+  signals.detach();
+  std::fprintf(stderr, "edgellm-server: model %s (%d layers, vocab %d), chat template %s, context %d per request, "
+                       "%d parallel, KV %s\n",
+               o.alias.c_str(), cfg.n_layer, cfg.n_vocab,
+               s.chat.is_jinja() ? (gguf_template.empty() || s.chat.source() != gguf_template ? "jinja (given)" : "jinja (the model's)")
+                                 : s.chat.name().c_str(),
+               p.session.n_ctx, p.n_parallel,
+               edgellm::dtype_name(p.session.kv_type));
+  std::fprintf(stderr, "edgellm-server: listening on http://%s:%d%s\n", o.host.c_str(), bound,
+               o.api_key.empty() ? "" : " (API key required)");
+  std::fflush(stderr);
+  if (!http.run()) {  // a request thread still runs: leave without destroying what it uses
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
+  s.sched->stop();
+  return 0;
+}
+
+int server_main(int argc, char** argv) {
+  bool early = false;
+  Options o = parse(argc, argv, &early);
+  if (early) return 0;
+  const auto model = load(o);
+  Server s;
+  set_up(s, o, model);
+  return serve(s, o, *model);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tool::run([&] {
-    tool::Args args(argc, argv);
-    tool::ModelFlags m;
-    std::string host = "127.0.0.1", alias, api_key, api_key_file, log_format = "text", slot_save_path;
-    bool metrics = false;
-    tool::ChatFlags chat;
-    std::vector<std::string> cors;
-    int port = 8080;
-    edgellm::http::Limits hl;
-    hl.body_timeout_s = 600;
-    hl.write_timeout_s = 60;
-    long long max_body_kb = 1024, max_header_kb = 32;
-    bool repack = true, strict_model = false, prompt_special = true, embeddings = false;
-    std::optional<edgellm::Pooling> pooling;
-    edgellm::SchedulerParams p;
-    edgellm::SpeculativeParams spec;
-    tool::DraftFlags draft;
-    p.session.n_ctx = 0;
-    p.max_queue = 256;
-    for (std::string f; args.next(f);) {
-      if (tool::standard_flag(f, kUsage, "edgellm-server")) return 0;
-      else if (tool::model_flag(args, f, m)) continue;
-      else if (tool::kv_flag(args, f, p.session)) continue;
-      else if (tool::speculative_flag(args, f, spec, draft)) continue;
-      else if (f == "--host") host = args.value(f);
-      else if (f == "--port") port = args.integer32(f, 0, 65535);
-      else if (f == "-c" || f == "--ctx-size") p.session.n_ctx = tool::ctx_flag(args, f);
-      else if (f == "-b" || f == "--batch-size") p.session.n_batch = args.integer32(f, 1, tool::kMaxContext);
-      else if (f == "--prefill-chunk") p.prefill_chunk = args.integer32(f, 0, tool::kMaxContext);
-      else if (f == "--parallel" || f == "-np") p.n_parallel = args.integer32(f, 1, 256);
-      else if (f == "--max-queue") p.max_queue = args.integer32(f, 0, 1 << 20);
-      else if (f == "--api-key") api_key = args.value(f);
-      else if (f == "--api-key-file") api_key_file = args.value(f);
-      else if (f == "--metrics") metrics = true;
-      else if (f == "--slot-save-path") slot_save_path = args.value(f);
-      else if (f == "--log-format") log_format = args.value(f);
-      else if (f == "--timeout-s" || f == "--timeout" || f == "-to") hl.body_timeout_s = args.integer32(f, 1, 86400);
-      else if (f == "--write-timeout-s") hl.write_timeout_s = args.integer32(f, 1, 86400);
-      else if (f == "--head-timeout-s") hl.head_timeout_s = args.integer32(f, 1, 3600);
-      else if (f == "--idle-timeout-s") hl.idle_timeout_s = args.integer32(f, 1, 86400);
-      else if (f == "--max-connections") hl.max_connections = static_cast<size_t>(args.integer32(f, 1, 65536));
-      else if (f == "--max-header-kb") max_header_kb = args.integer(f, 1, 1024);
-      else if (f == "--max-body-kb") max_body_kb = args.integer(f, 1, 1 << 20);
-      else if (f == "--cors") cors.push_back(args.value(f));
-      else if (f == "--strict-model") strict_model = true;
-      else if (f == "--no-prompt-special") prompt_special = false;
-      else if (f == "--alias" || f == "-a") alias = args.value(f);
-      else if (tool::chat_flag(args, f, chat)) continue;
-      else if (f == "--no-repack") repack = false;
-      else if (f == "--embeddings" || f == "--embedding") embeddings = true;
-      else if (f == "--pooling") pooling = edgellm::parse_pooling(args.value(f), "option --pooling");
-      else tool::unknown(f);
-    }
-    args.no_positional();
-    if (m.path.empty()) edgellm::throw_error("-m MODEL.gguf is required");
-    if (host.empty()) edgellm::throw_error("option --host: empty address");
-    api_key = edgellm::ops::choose_api_key(api_key, api_key_file, std::getenv("EDGELLM_API_KEY"));
-    if (log_format != "text" && log_format != "json") edgellm::throw_error("option --log-format: '", log_format, "' is not text or json");
-    for (const std::string& o : cors)
-      if (o != "*" && (o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0))
-        edgellm::throw_error("option --cors: '", o, "' is not an origin (scheme://host[:port], or *)");
-    hl.max_body = static_cast<size_t>(max_body_kb) * 1024;
-    hl.max_head_bytes = static_cast<size_t>(max_header_kb) * 1024;
-    {
-      // Each connection is a descriptor: keep the cap under the process's limit.
-      rlimit rl{};
-      if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64 &&
-          hl.max_connections > rl.rlim_cur - 64) {
-        std::fprintf(stderr, "warning: --max-connections %zu lowered to %zu (open file limit %llu)\n", hl.max_connections,
-                     static_cast<size_t>(rl.rlim_cur - 64), static_cast<unsigned long long>(rl.rlim_cur));
-        hl.max_connections = static_cast<size_t>(rl.rlim_cur - 64);
-      }
-    }
-    if (!chat.tmpl.empty() && chat.tmpl.find("{%") == std::string::npos && chat.tmpl.find("{{") == std::string::npos)
-      edgellm::ChatTemplate::builtin(chat.tmpl);  // an unknown name fails before the model loads, naming the known ones
-    p.session.n_threads = m.threads;
-    tool::check_speculative(spec, draft);
-    p.draft = tool::load_draft(draft);
-    p.draft_layers = draft.layers;
-
-    edgellm::LoadOptions load;
-    load.repack = repack;
-    load.mem_budget = m.mem_budget;
-    tool::take_draft_from_budget(p.draft.get(), draft, load.mem_budget);
-    auto model = edgellm::LlamaModel::load(m.path, [&] {
-      edgellm::SessionParams plan_sp = p.session;
-      if (plan_sp.n_ctx == 0) plan_sp.n_ctx = 4096;
-      load.plan = edgellm::memory_plan_params(plan_sp, p.n_parallel);
-      load.progress = tool::load_progress(false, m.path);
-      return load;
-    }());
-    const auto& cfg = model->config();
-    if (p.session.n_ctx == 0) p.session.n_ctx = std::min(cfg.n_ctx_train, 4096);
-    if (p.session.n_ctx > cfg.n_ctx_train)
-      std::fprintf(stderr, "warning: -c %d is above the model's training context %d\n", p.session.n_ctx, cfg.n_ctx_train);
-    if (alias.empty()) {
-      alias = m.path;
-      const size_t slash = alias.find_last_of('/');
-      if (slash != std::string::npos) alias = alias.substr(slash + 1);
-    }
-
-    Server s;
-    s.tok = std::make_shared<const edgellm::Tokenizer>(edgellm::Vocab::from_gguf(model->file()));
-    s.sched.reset(new edgellm::BatchScheduler(model, s.tok, p));
-    const std::string gguf_template = model->file().get_string_or("tokenizer.chat_template", "");
-    s.chat = tool::chat_template_of(chat, gguf_template, *s.tok);
-    s.chat_kwargs = chat.kwargs;
-    s.reasoning = chat.reasoning_format;
-    s.reasoning_tags = edgellm::ReasoningTags::for_template(s.chat.source());
-    s.tool_format = edgellm::tool_call_format_of(s.chat.source());
-    s.grammars.reset(new edgellm::GrammarCache(*s.tok));
-    s.model_id = alias;
-    s.api_key = api_key;
-    s.host = host;
-    s.cors = cors;
-    s.prompt_special = prompt_special;
-    s.model_path = m.path;
-    s.chat_template_source = gguf_template;
-    s.metrics = metrics;
-    s.slot_save_path = slot_save_path;
-    s.log_json = log_format == "json";
-    s.limits.model_id = alias;
-    s.limits.strict_model = strict_model;
-    s.limits.n_vocab = cfg.n_vocab;
-    s.limits.n_ctx = p.session.n_ctx;
-    s.limits.speculative = spec;
-    if (embeddings) {
-      edgellm::EmbedParams ep;
-      ep.pooling = pooling;
-      ep.n_batch = p.session.n_batch;
-      ep.n_ctx = p.session.n_ctx;
-      ep.n_threads = m.threads;
-      ep.parse_special = prompt_special;
-      s.embedder.reset(new edgellm::Embedder(model, s.tok, ep));
-      s.embed_limits.n_ctx = p.session.n_ctx;
-      s.embed_limits.n_vocab = cfg.n_vocab;
-      s.embed_limits.parse_special = prompt_special;
-      std::fprintf(stderr, "edgellm-server: embeddings on (/v1/embeddings, /embedding), pooling %s, %d dimensions\n",
-                   edgellm::pooling_name(s.embedder->pooling()), s.embedder->n_embd());
-    } else if (pooling) {
-      edgellm::throw_error("option --pooling: needs --embeddings");
-    }
-
-    // SIGINT / SIGTERM end the server from a thread of its own (sigwait), not in a signal handler;
-    // every thread started from here on inherits the blocked mask.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    std::signal(SIGPIPE, SIG_IGN);
-
-    edgellm::http::Server http(
-        hl,
-        [&s](const Request& req, Reply& rep) {  // every request, then its log line
-          const auto t0 = std::chrono::steady_clock::now();
-          LoggedReply logged(rep);
-          edgellm::ops::RequestLog log;
-          log.method = req.method;
-          log.path = req.path;
-          log.remote = req.remote_ip;
-          auto finish = [&](int status) {
-            ++s.http_requests;
-            log.status = status;
-            log.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            write_log(s, log);
-          };
-          try {
-            handle(s, req, logged, log);
-          } catch (const std::exception& e) {  // answered here (not by the transport), so logged once
-            if (!logged.status()) logged.send(500, "application/json", error_json(500, e.what(), "server_error"), {});
-          }
-          finish(logged.status());
-        },
-        [](const Request& req) {  // completions, tokenizing and templates run on a thread of their own; the rest on the poll thread
-          Endpoint ep;  // (a template renders on the request's thread too: it is bounded, not instant)
-          return req.method == "POST" && (completion_path(req.path, ep) || tokenizer_path(req.path) || embedding_path(req.path) ||
-                                          req.path == "/apply-template" || req.path == "/v1/apply-template");
-        },
-        [&s](int status, const std::string& message) {  // a refusal before any handler: logged here
-          ++s.http_requests;
-          edgellm::ops::RequestLog log;
-          log.status = status;
-          write_log(s, log);
-          return std::make_pair(std::string("application/json"),
-                                error_json(status, message, status == 413 || status == 415 || status == 431 || status == 400
-                                                                ? "invalid_request_error" : "server_error"));
-        });
-    const int bound = http.bind(host, port);
-
-    s.sched->start();
-    std::thread signals([&] {
-      int sig = 0;
-      sigwait(&sigs, &sig);
-      std::fprintf(stderr, "edgellm-server: signal %d, stopping\n", sig);
-      http.stop();  // closes every connection: the scheduler's probes then cancel the running requests
-    });
-    signals.detach();
-    std::fprintf(stderr, "edgellm-server: model %s (%d layers, vocab %d), chat template %s, context %d per request, "
-                         "%d parallel, KV %s\n",
-                 alias.c_str(), cfg.n_layer, cfg.n_vocab,
-                 s.chat.is_jinja() ? (gguf_template.empty() || s.chat.source() != gguf_template ? "jinja (given)" : "jinja (the model's)")
-                                   : s.chat.name().c_str(),
-                 p.session.n_ctx, p.n_parallel,
-                 edgellm::dtype_name(p.session.kv_type));
-    std::fprintf(stderr, "edgellm-server: listening on http://%s:%d%s\n", host.c_str(), bound,
-                 api_key.empty() ? "" : " (API key required)");
-    std::fflush(stderr);
-    if (!http.run()) {  // a request thread still runs: leave without destroying what it uses
-      std::fflush(stderr);
-      std::_Exit(0);
-    }
-    s.sched->stop();
-    return 0;
-  });
+  return tool::run([&] { return server_main(argc, argv); });
 }
