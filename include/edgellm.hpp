@@ -1,8 +1,10 @@
-// edgellm umbrella header: includes every library header. Each also compiles on its own.
+// edgellm umbrella header: the inference library. Each header also compiles on its own.
 // Layers, bottom up: core, runtime, gguf, quant, kernels, kv / text, grammar / model, engine; a header
-// includes only its own layer and those below (tests/layers checks it). The tools layer
-// (include/edgellm/tools/: JSON, bench statistics, synthetic models, eval task files) sits on top,
-// is installed too, and is not included here.
+// includes only its own layer and those below (tests/layers checks it, and that this header's
+// include closure holds no offline quantizer). Not included here: the offline quantizers
+// (<edgellm/quant/quantize_weighted.hpp>, <edgellm/quant/ref.hpp>, <edgellm/quant/imatrix.hpp>:
+// what edgellm-quantize and edgellm-imatrix use) and the tools' own headers (tools/include/: bench
+// statistics, synthetic models, eval task files; not installed).
 #pragma once
 
 #include "edgellm/version.hpp"
@@ -28,10 +30,7 @@
 #include "edgellm/quant/fp16.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/scales.hpp"
-#include "edgellm/quant/ref.hpp"
-#include "edgellm/quant/mix.hpp"
-#include "edgellm/quant/imatrix.hpp"
-#include "edgellm/quant/quantize_weighted.hpp"
+#include "edgellm/quant/dequantize.hpp"
 
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/select.hpp"

@@ -31,7 +31,7 @@
 #include "edgellm/model/residency.hpp"
 #include "edgellm/model/tensors.hpp"
 #include "edgellm/model/weight_stream.hpp"
-#include "edgellm/quant/ref.hpp"
+#include "edgellm/quant/dequantize.hpp"
 #include "edgellm/runtime/file_reader.hpp"
 #include "edgellm/runtime/thread_pool.hpp"
 

@@ -45,7 +45,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
-#include "edgellm/quant/ref.hpp"
+#include "edgellm/quant/dequantize.hpp"
 #include "edgellm/quant/ref_kquants.hpp"
 #include "edgellm/quant/scales.hpp"
 

@@ -29,7 +29,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/fp16.hpp"
-#include "edgellm/quant/ref.hpp"
+#include "edgellm/quant/dequantize.hpp"
 
 namespace edgellm {
 namespace packed {

@@ -4,7 +4,7 @@
 #include "edgellm/kernels/scalar/dot.hpp"
 #include "edgellm/kernels/scalar/dot_iquants.hpp"
 #include "edgellm/kernels/scalar/float_ops.hpp"
-#include "edgellm/quant/ref.hpp"
+#include "edgellm/quant/dequantize.hpp"
 
 namespace edgellm {
 
@@ -48,11 +48,12 @@ inline void register_ref_kernels(KernelTable& t) {
     k.vec_dot_type = dot_activation_type(e.type);
     k.variant = "ref";
   }
-  // Converters for every type quant/ref.hpp knows (activations Q8_0 / Q8_1 / Q8_K / F32 included).
+  // Converters: every dequantizer, and the quantizers of the types made at run time (activations,
+  // KV cache rows: quant/dequantize.hpp). The weight types' offline quantizers are not kernels.
   for (uint32_t id = 0; id < kDTypeCount; ++id) {
     if (!dtype_valid(id)) continue;
     TypeKernels& k = t.types[id];
-    k.from_float = quantize_row_fn(static_cast<DType>(id));
+    k.from_float = runtime_quantize_row_fn(static_cast<DType>(id));
     k.to_float = dequantize_row_fn(static_cast<DType>(id));
   }
   FloatKernels& f = t.f;
