@@ -142,14 +142,14 @@ inline bool x86_cpu_runs(Isa level) {
 inline IsaKernelEntries x86_kernel_entries(Isa level) {
 #if EDGELLM_X86_DISPATCH
   switch (level) {
-    case Isa::Avx2: return {level, x86_avx2::kernel_entries(), x86_avx2::kNotSupported};
-    case Isa::Avx2Vnni: return {level, x86_avx2_vnni::kernel_entries(), x86_avx2_vnni::kNotSupported};
-    case Isa::Avx512Vnni: return {level, x86_avx512_vnni::kernel_entries(), x86_avx512_vnni::kNotSupported};
+    case Isa::Avx2: return {level, x86_avx2::kKernelEntries, x86_avx2::kNotSupported};
+    case Isa::Avx2Vnni: return {level, x86_avx2_vnni::kKernelEntries, x86_avx2_vnni::kNotSupported};
+    case Isa::Avx512Vnni: return {level, x86_avx512_vnni::kKernelEntries, x86_avx512_vnni::kNotSupported};
     default: return {level, {}, {}};
   }
 #else
   if (level != x86_native::kIsa) return {level, {}, {}};
-  return {level, x86_native::kernel_entries(), x86_native::kNotSupported};
+  return {level, x86_native::kKernelEntries, x86_native::kNotSupported};
 #endif
 }
 
