@@ -56,17 +56,17 @@ TEST_CASE("neon: ARMv8.0 int16 pair sums stay exact at the extreme quants") {
   }
   // A wrapped pair would be off by 65536 * d * d ~ 6.6; float rounding is ~1e-6 of the magnitude.
   const double mag = 4 * 32 * 128.0 * 127.0 * 1e-4;
-  CHECK(std::fabs(vec_dot_q8_0_q8_0_neon(128, w.data(), a.data()) - vec_dot_q8_0_q8_0_ref(128, w.data(), a.data())) <=
+  CHECK(std::fabs(vec_dot_neon<neon::LegacyBody, neon::FmtQ8_0>(128, w.data(), a.data()) - vec_dot_q8_0_q8_0_ref(128, w.data(), a.data())) <=
         kMaxDotRelErr * mag);
   std::vector<block_q4_0> w4(4);
   for (auto& b : w4) {
     b.d = fp32_to_fp16(0.01f);
     std::memset(b.qs, 0x00, sizeof b.qs);  // every quant 0 -> q - 8 = -8
   }
-  CHECK(std::fabs(vec_dot_q4_0_q8_0_neon(128, w4.data(), a.data()) - vec_dot_q4_0_q8_0_ref(128, w4.data(), a.data())) <=
+  CHECK(std::fabs(vec_dot_neon<neon::LegacyBody, neon::FmtQ4_0>(128, w4.data(), a.data()) - vec_dot_q4_0_q8_0_ref(128, w4.data(), a.data())) <=
         kMaxDotRelErr * mag);
   float out[4];
-  vec_dot_rows_q8_0_q8_0_neon(32, out, 4, w.data(), sizeof(block_q8_0), a.data());
+  vec_dot_rows_neon<neon::LegacyBody, neon::FmtQ8_0>(32, out, 4, w.data(), sizeof(block_q8_0), a.data());
   for (int r = 0; r < 4; ++r) CHECK(std::fabs(out[r] - vec_dot_q8_0_q8_0_ref(32, &w[r], a.data())) <= kMaxDotRelErr * mag);
 }
 
@@ -245,8 +245,10 @@ TEST_CASE("neon: kernel table picks dotprod exactly when the CPU has it") {
   CHECK(t.of(DType::Q2_K).vec_dot_type == DType::Q8_K);
   CHECK(t.of(DType::Q4_1).vec_dot_type == DType::Q8_1);
   // multi-row kernels of the same variant as vec_dot, with their group size
-  const VecDotRowsFn q4_0_rows = hw_dp ? vec_dot_rows_q4_0_q8_0_dotprod : vec_dot_rows_q4_0_q8_0_neon;
-  const VecDotRowsFn q6_K_rows = hw_dp ? vec_dot_rows_q6_K_q8_K_dotprod : vec_dot_rows_q6_K_q8_K_neon;
+  const VecDotRowsFn q4_0_rows =
+      hw_dp ? vec_dot_rows_dotprod<neon::LegacyBody, neon::FmtQ4_0> : vec_dot_rows_neon<neon::LegacyBody, neon::FmtQ4_0>;
+  const VecDotRowsFn q6_K_rows =
+      hw_dp ? vec_dot_rows_dotprod<neon::KQuantBody, neon::KQ6> : vec_dot_rows_neon<neon::KQuantBody, neon::KQ6>;
   CHECK(bool(t.of(DType::Q4_0).vec_dot_rows == q4_0_rows));
   CHECK(t.of(DType::Q4_0).rows_per_call == neon::kRowsLegacyNeon);
   CHECK(bool(t.of(DType::Q6_K).vec_dot_rows == q6_K_rows));

@@ -48,17 +48,28 @@ struct IqCase {
   VecDotFn ref, v80, dp;
 };
 const IqCase kCases[] = {
-    {DType::IQ4_XS, vec_dot_iq4_xs_q8_K_ref, vec_dot_iq4_xs_q8_K_neon, vec_dot_iq4_xs_q8_K_dotprod},
-    {DType::IQ4_NL, vec_dot_iq4_nl_q8_0_ref, vec_dot_iq4_nl_q8_0_neon, vec_dot_iq4_nl_q8_0_dotprod},
-    {DType::IQ2_XXS, vec_dot_iq2_xxs_q8_K_ref, vec_dot_iq2_xxs_q8_K_neon, vec_dot_iq2_xxs_q8_K_dotprod},
-    {DType::IQ2_XS, vec_dot_iq2_xs_q8_K_ref, vec_dot_iq2_xs_q8_K_neon, vec_dot_iq2_xs_q8_K_dotprod},
-    {DType::IQ2_S, vec_dot_iq2_s_q8_K_ref, vec_dot_iq2_s_q8_K_neon, vec_dot_iq2_s_q8_K_dotprod},
-    {DType::IQ3_XXS, vec_dot_iq3_xxs_q8_K_ref, vec_dot_iq3_xxs_q8_K_neon, vec_dot_iq3_xxs_q8_K_dotprod},
-    {DType::IQ3_S, vec_dot_iq3_s_q8_K_ref, vec_dot_iq3_s_q8_K_neon, vec_dot_iq3_s_q8_K_dotprod},
-    {DType::IQ1_S, vec_dot_iq1_s_q8_K_ref, vec_dot_iq1_s_q8_K_neon, vec_dot_iq1_s_q8_K_dotprod},
-    {DType::IQ1_M, vec_dot_iq1_m_q8_K_ref, vec_dot_iq1_m_q8_K_neon, vec_dot_iq1_m_q8_K_dotprod},
-    {DType::TQ2_0, vec_dot_tq2_0_q8_K_ref, vec_dot_tq2_0_q8_K_neon, vec_dot_tq2_0_q8_K_dotprod},
-    {DType::TQ1_0, vec_dot_tq1_0_q8_K_ref, vec_dot_tq1_0_q8_K_neon, vec_dot_tq1_0_q8_K_dotprod},
+    {DType::IQ4_XS, vec_dot_iq4_xs_q8_K_ref, vec_dot_neon<neon::PickedBody, neon::IQ4XS>,
+     vec_dot_dotprod<neon::PickedBody, neon::IQ4XS>},
+    {DType::IQ4_NL, vec_dot_iq4_nl_q8_0_ref, vec_dot_neon<neon::Iq4NlBody, neon::FmtIQ4_NL>,
+     vec_dot_dotprod<neon::Iq4NlBody, neon::FmtIQ4_NL>},
+    {DType::IQ2_XXS, vec_dot_iq2_xxs_q8_K_ref, vec_dot_neon<neon::PickedBody, neon::IQ2XXS>,
+     vec_dot_dotprod<neon::PickedBody, neon::IQ2XXS>},
+    {DType::IQ2_XS, vec_dot_iq2_xs_q8_K_ref, vec_dot_neon<neon::PickedBody, neon::IQ2XS>,
+     vec_dot_dotprod<neon::PickedBody, neon::IQ2XS>},
+    {DType::IQ2_S, vec_dot_iq2_s_q8_K_ref, vec_dot_neon<neon::PickedBody, neon::IQ2S>,
+     vec_dot_dotprod<neon::PickedBody, neon::IQ2S>},
+    {DType::IQ3_XXS, vec_dot_iq3_xxs_q8_K_ref, vec_dot_neon<neon::PickedBody, neon::IQ3XXS>,
+     vec_dot_dotprod<neon::PickedBody, neon::IQ3XXS>},
+    {DType::IQ3_S, vec_dot_iq3_s_q8_K_ref, vec_dot_neon<neon::PickedBody, neon::IQ3S>,
+     vec_dot_dotprod<neon::PickedBody, neon::IQ3S>},
+    {DType::IQ1_S, vec_dot_iq1_s_q8_K_ref, vec_dot_neon<neon::DeferredBody, neon::IQ1S>,
+     vec_dot_dotprod<neon::DeferredBody, neon::IQ1S>},
+    {DType::IQ1_M, vec_dot_iq1_m_q8_K_ref, vec_dot_neon<neon::DeferredBody, neon::IQ1M>,
+     vec_dot_dotprod<neon::DeferredBody, neon::IQ1M>},
+    {DType::TQ2_0, vec_dot_tq2_0_q8_K_ref, vec_dot_neon<neon::DeferredBody, neon::TQ2>,
+     vec_dot_dotprod<neon::DeferredBody, neon::TQ2>},
+    {DType::TQ1_0, vec_dot_tq1_0_q8_K_ref, vec_dot_neon<neon::DeferredBody, neon::TQ1>,
+     vec_dot_dotprod<neon::DeferredBody, neon::TQ1>},
 };
 
 DType act_type(DType t) { return t == DType::IQ4_NL ? DType::Q8_0 : DType::Q8_K; }
@@ -178,8 +189,8 @@ TEST_CASE("neon i-quants: IQ4_NL four-row kernels equal the reference per row") 
   const auto a = activations(rng, DType::Q8_0, n, false);
   const size_t rb = dtype_row_bytes(DType::IQ4_NL, n);
   float out80[kRows], outdp[kRows];
-  vec_dot_rows_iq4_nl_q8_0_neon(n, out80, kRows, w.data(), rb, a.data());
-  if (cpu_has_dotprod()) vec_dot_rows_iq4_nl_q8_0_dotprod(n, outdp, kRows, w.data(), rb, a.data());
+  vec_dot_rows_neon<neon::Iq4NlBody, neon::FmtIQ4_NL>(n, out80, kRows, w.data(), rb, a.data());
+  if (cpu_has_dotprod()) vec_dot_rows_dotprod<neon::Iq4NlBody, neon::FmtIQ4_NL>(n, outdp, kRows, w.data(), rb, a.data());
   for (int r = 0; r < kRows; ++r) {
     const void* wr = w.data() + rb * size_t(r);
     const double want = vec_dot_iq4_nl_q8_0_ref(n, wr, a.data());

@@ -11,6 +11,7 @@
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/entry.hpp"
 #include "edgellm/kernels/scalar/register.hpp"
 #include "edgellm/kernels/neon/register.hpp"
 #include "edgellm/kernels/x86/register.hpp"
@@ -53,6 +54,20 @@ inline std::string isa_list(const std::vector<Isa>& isas) {
   std::string s;
   for (Isa i : isas) s += (s.empty() ? "" : ", ") + std::string(isa_name(i));
   return s;
+}
+
+// The registration tables this build carries (kernels/entry.hpp), whether or not this CPU runs
+// them: the reference, each compiled x86 level, NEON and dotprod.
+inline std::vector<IsaKernelEntries> compiled_kernel_entries() {
+  std::vector<IsaKernelEntries> v{{Isa::Ref, kRefKernelEntries, kRefNotSupported}};
+#if EDGELLM_HAS_X86_KERNELS
+  for (Isa level : x86_compiled_levels()) v.push_back(x86_kernel_entries(level));
+#endif
+#if EDGELLM_HAS_NEON
+  v.push_back({Isa::Neon, kNeonKernelEntries, kNeonNotSupported});
+  v.push_back({Isa::Dotprod, kDotprodKernelEntries, kDotprodNotSupported, Isa::Neon});
+#endif
+  return v;
 }
 
 // A table using the best variants up to max_isa (tests build one per ISA to compare them). An x86

@@ -735,22 +735,6 @@ struct TQ1 {
     return r;
   }
 };
-
 }  // namespace neon
-
-// ---- the public kernels (VecDotFn; IQ4_NL also VecDotRowsFn, as the legacy formats) ----
-
-EDGELLM_NEON_VEC_DOT(iq2_xxs_q8_K, picked_row, IQ2XXS)
-EDGELLM_NEON_VEC_DOT(iq2_xs_q8_K, picked_row, IQ2XS)
-EDGELLM_NEON_VEC_DOT(iq2_s_q8_K, picked_row, IQ2S)
-EDGELLM_NEON_VEC_DOT(iq3_xxs_q8_K, picked_row, IQ3XXS)
-EDGELLM_NEON_VEC_DOT(iq3_s_q8_K, picked_row, IQ3S)
-EDGELLM_NEON_VEC_DOT(iq1_s_q8_K, deferred_row, IQ1S)
-EDGELLM_NEON_VEC_DOT(iq1_m_q8_K, deferred_row, IQ1M)
-EDGELLM_NEON_VEC_DOT(iq4_xs_q8_K, picked_row, IQ4XS)
-EDGELLM_NEON_VEC_DOT(tq1_0_q8_K, deferred_row, TQ1)
-EDGELLM_NEON_VEC_DOT(tq2_0_q8_K, deferred_row, TQ2)
-EDGELLM_NEON_VEC_DOTS(iq4_nl_q8_0, iq4_nl_row, legacy_rows, FmtIQ4_NL)
-
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

@@ -458,16 +458,6 @@ EDGELLM_NEON_INLINE void kquant_rows(int n, float* out, int nrows, const void* w
       [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { K::template run<D, R>(n, o, rw, w_stride, a); },
       [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { K::template run<D, 1>(n, o, rw, w_stride, a); });
 }
-
 }  // namespace neon
-
-// ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
-
-EDGELLM_NEON_VEC_DOTS(q2_K_q8_K, kquant_row, kquant_rows, KQ2)
-EDGELLM_NEON_VEC_DOTS_DOTPROD_ROWS(q3_K_q8_K, kquant_row, kquant_rows, KQ3)
-EDGELLM_NEON_VEC_DOTS(q4_K_q8_K, kquant_row, kquant_rows, KQ4)
-EDGELLM_NEON_VEC_DOTS_DOTPROD_ROWS(q5_K_q8_K, kquant_row, kquant_rows, KQ5)
-EDGELLM_NEON_VEC_DOTS(q6_K_q8_K, kquant_row, kquant_rows, KQ6)
-
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

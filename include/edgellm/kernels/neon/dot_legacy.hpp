@@ -235,16 +235,6 @@ EDGELLM_NEON_INLINE void legacy_rows(int n, float* out, int nrows, const void* w
       [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { legacy_rows4<F, D>(n, o, rw, w_stride, a); },
       [&](float* o, const uint8_t* rw) EDGELLM_NEON_LAMBDA { *o = legacy_row<F, D>(n, rw, a); });
 }
-
 }  // namespace neon
-
-// ---- the public kernels: one per (format, shape, ISA); VecDotFn / VecDotRowsFn signatures ----
-
-EDGELLM_NEON_VEC_DOTS(q4_0_q8_0, legacy_row, legacy_rows, FmtQ4_0)
-EDGELLM_NEON_VEC_DOTS(q4_1_q8_1, legacy_row, legacy_rows, FmtQ4_1)
-EDGELLM_NEON_VEC_DOTS(q5_0_q8_0, legacy_row, legacy_rows, FmtQ5_0)
-EDGELLM_NEON_VEC_DOTS(q5_1_q8_1, legacy_row, legacy_rows, FmtQ5_1)
-EDGELLM_NEON_VEC_DOTS(q8_0_q8_0, legacy_row, legacy_rows, FmtQ8_0)
-
 }  // namespace edgellm
 #endif  // EDGELLM_HAS_NEON

@@ -202,34 +202,4 @@ struct DotV80 {
 }  // namespace neon
 }  // namespace edgellm
 
-// The public kernels of one format, inside namespace edgellm (VecDotFn / VecDotRowsFn
-// signatures): vec_dot_<name>_neon / _dotprod over neon::row<neon::F, DotV80 / DotSdot>, and
-// vec_dot_rows_<name>_neon / _dotprod over the multi-row driver neon::rows.
-#define EDGELLM_NEON_VEC_DOT(name, row, F)                                                                    \
-  inline float vec_dot_##name##_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) { \
-    return neon::row<neon::F, neon::DotV80>(n, w, a);                                                         \
-  }                                                                                                           \
-  EDGELLM_TARGET_DOTPROD inline float vec_dot_##name##_dotprod(int n, const void* EDGELLM_RESTRICT w,         \
-                                                               const void* EDGELLM_RESTRICT a) {              \
-    return neon::row<neon::F, neon::DotSdot>(n, w, a);                                                        \
-  }
-#define EDGELLM_NEON_VEC_DOTS(name, row, rows, F) \
-  EDGELLM_NEON_VEC_DOT(name, row, F)              \
-  EDGELLM_NEON_VEC_DOT_ROWS_V80(name, rows, F)    \
-  EDGELLM_NEON_VEC_DOT_ROWS_DOTPROD(name, rows, F)
-// For the formats whose ARMv8.0 multi-row form does not pay (registered as nullptr): no v8.0 rows.
-#define EDGELLM_NEON_VEC_DOTS_DOTPROD_ROWS(name, row, rows, F) \
-  EDGELLM_NEON_VEC_DOT(name, row, F)                           \
-  EDGELLM_NEON_VEC_DOT_ROWS_DOTPROD(name, rows, F)
-#define EDGELLM_NEON_VEC_DOT_ROWS_V80(name, rows, F)                                                     \
-  inline void vec_dot_rows_##name##_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, \
-                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {            \
-    neon::rows<neon::F, neon::DotV80>(n, out, nrows, w, w_stride, a);                                  \
-  }
-#define EDGELLM_NEON_VEC_DOT_ROWS_DOTPROD(name, rows, F)                                                         \
-  EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_##name##_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, \
-                                                                   const void* w, size_t w_stride,             \
-                                                                   const void* EDGELLM_RESTRICT a) {           \
-    neon::rows<neon::F, neon::DotSdot>(n, out, nrows, w, w_stride, a);                                         \
-  }
 #endif  // EDGELLM_HAS_NEON

@@ -148,13 +148,6 @@ inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t*
 // The grouped tiles' vectors, GemmVec's width: 32 bytes hold one group (8 rows, a lane each); at
 // the AVX-512 VNNI level 64 bytes hold two groups side by side, the 16 rows of one register tile
 // (groups g[0] and g[1]; the driver lays them out kGroupRows GEMM rows apart).
-#if EDGELLM_X86_AVX512VNNI
-#define EDGELLM_KG(op) _mm512_##op
-#define EDGELLM_KG_CAST_PS _mm512_castsi512_ps
-#else
-#define EDGELLM_KG(op) _mm256_##op
-#define EDGELLM_KG_CAST_PS _mm256_castsi256_ps
-#endif
 struct KGroups : GemmVec {
   static constexpr int kGroups = kBytes / 32;
   // 32 bytes at off of each group.
@@ -172,16 +165,24 @@ struct KGroups : GemmVec {
     return dot_u8s8_acc(acc, u, s);
 #endif
   }
-  static F loadf(const uint8_t* const* g, size_t off) { return EDGELLM_KG_CAST_PS(load(g, off)); }
-  static I set1(int32_t v) { return EDGELLM_KG(set1_epi32)(v); }
-  static I add(I a, I b) { return EDGELLM_KG(add_epi32)(a, b); }
-  static I mullo(I a, I b) { return EDGELLM_KG(mullo_epi32)(a, b); }
-  static I high16(I a) { return EDGELLM_KG(srai_epi32)(a, 16); }
-  static F fset1(float v) { return EDGELLM_KG(set1_ps)(v); }
-  static void store(float* p, F a) { EDGELLM_KG(storeu_ps)(p, a); }
+#if EDGELLM_X86_AVX512VNNI
+  static F loadf(const uint8_t* const* g, size_t off) { return _mm512_castsi512_ps(load(g, off)); }
+  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I high16(I a) { return _mm512_srai_epi32(a, 16); }
+  static F fset1(float v) { return _mm512_set1_ps(v); }
+  static void store(float* p, F a) { _mm512_storeu_ps(p, a); }
+#else
+  static F loadf(const uint8_t* const* g, size_t off) { return _mm256_castsi256_ps(load(g, off)); }
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I high16(I a) { return _mm256_srai_epi32(a, 16); }
+  static F fset1(float v) { return _mm256_set1_ps(v); }
+  static void store(float* p, F a) { _mm256_storeu_ps(p, a); }
+#endif
 };
-#undef EDGELLM_KG
-#undef EDGELLM_KG_CAST_PS
 // Rows of the grouped tiles (U8GemmKernel::group_rows).
 inline constexpr int kGroupTileRows = KGroups::kGroups * kGroupRows;
 

@@ -9,6 +9,7 @@
 #pragma once
 #include "edgellm/config.hpp"
 #include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/entry.hpp"
 
 #if EDGELLM_HAS_X86_KERNELS
 #include "edgellm/kernels/x86/cpu.hpp"
@@ -134,6 +135,22 @@ inline bool x86_cpu_runs(Isa level) {
     case Isa::Avx512Vnni: return c.avx512_vnni;
     default: return false;
   }
+}
+
+// A compiled level's registration table (the completeness test reads it); entries empty for a
+// level this build does not carry.
+inline IsaKernelEntries x86_kernel_entries(Isa level) {
+#if EDGELLM_X86_DISPATCH
+  switch (level) {
+    case Isa::Avx2: return {level, x86_avx2::kKernelEntries, x86_avx2::kNotSupported};
+    case Isa::Avx2Vnni: return {level, x86_avx2_vnni::kKernelEntries, x86_avx2_vnni::kNotSupported};
+    case Isa::Avx512Vnni: return {level, x86_avx512_vnni::kKernelEntries, x86_avx512_vnni::kNotSupported};
+    default: return {level, {}, {}};
+  }
+#else
+  if (level != x86_native::kIsa) return {level, {}, {}};
+  return {level, x86_native::kKernelEntries, x86_native::kNotSupported};
+#endif
 }
 
 // Fills t with a compiled level's kernels (over register_ref_kernels' entries); false for a level

@@ -7,6 +7,7 @@
 #else
 #define EDGELLM_X86_VNNI (EDGELLM_X86_AVXVNNI || EDGELLM_X86_AVX512VNNI)
 
+#include "edgellm/kernels/entry.hpp"
 #include "edgellm/kernels/x86/common.hpp"
 #include "edgellm/kernels/x86/quantize.hpp"
 #include "edgellm/kernels/x86/dot_float.hpp"
@@ -26,52 +27,41 @@ namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 inline constexpr Isa kIsa = EDGELLM_X86_LEVEL_ISA;
 
-// Overrides the entries of register_ref_kernels with this level's variants (vec_dot_type unchanged).
+// This level's kernels over register_ref_kernels' entries: every weight
+// type, the activation quantizers and the KV cache row conversions.
+inline constexpr KernelEntry kKernelEntries[] = {
+    {DType::Q4_0, vec_dot<FmtQ4_0>, vec_dot_rows<FmtQ4_0, kRowsLegacy>, kRowsLegacy},
+    {DType::Q4_1, vec_dot<FmtQ4_1>, vec_dot_rows<FmtQ4_1, kRowsLegacy>, kRowsLegacy},
+    {DType::Q5_0, vec_dot<FmtQ5_0>, vec_dot_rows<FmtQ5_0, kRowsLegacy>, kRowsLegacy},
+    {DType::Q5_1, vec_dot<FmtQ5_1>, vec_dot_rows<FmtQ5_1, kRowsLegacy>, kRowsLegacy},
+    {DType::Q8_0, vec_dot<FmtQ8_0>, vec_dot_rows<FmtQ8_0, kRowsLegacy>, kRowsLegacy, quantize_row_q8_0,
+     dequantize_row_q8_0},
+    {DType::Q2_K, vec_dot<FmtQ2_K>, vec_dot_rows<FmtQ2_K, kRowsKQuant>, kRowsKQuant},
+    {DType::Q3_K, vec_dot<FmtQ3_K>, vec_dot_rows<FmtQ3_K, kRowsKQuant>, kRowsKQuant},
+    {DType::Q4_K, vec_dot<FmtQ4_K>, vec_dot_rows<FmtQ4_K, kRowsKQuant>, kRowsKQuant},
+    {DType::Q5_K, vec_dot<FmtQ5_K>, vec_dot_rows<FmtQ5_K, kRowsKQuant>, kRowsKQuant},
+    {DType::Q6_K, vec_dot<FmtQ6_K>, vec_dot_rows<FmtQ6_K, kRowsKQuant>, kRowsKQuant},
+    {DType::IQ2_XXS, vec_dot<FmtIQ2_XXS>, vec_dot_rows<FmtIQ2_XXS, kRowsIQ>, kRowsIQ},
+    {DType::IQ2_XS, vec_dot<FmtIQ2_XS>, vec_dot_rows<FmtIQ2_XS, kRowsIQ>, kRowsIQ},
+    {DType::IQ2_S, vec_dot<FmtIQ2_S>, vec_dot_rows<FmtIQ2_S, kRowsIQ>, kRowsIQ},
+    {DType::IQ3_XXS, vec_dot<FmtIQ3_XXS>, vec_dot_rows<FmtIQ3_XXS, kRowsIQ>, kRowsIQ},
+    {DType::IQ3_S, vec_dot<FmtIQ3_S>, vec_dot_rows<FmtIQ3_S, kRowsIQ>, kRowsIQ},
+    {DType::IQ1_S, vec_dot<FmtIQ1_S>, vec_dot_rows<FmtIQ1_S, kRowsIQ>, kRowsIQ},
+    {DType::IQ1_M, vec_dot<FmtIQ1_M>, vec_dot_rows<FmtIQ1_M, kRowsIQ>, kRowsIQ},
+    {DType::IQ4_XS, vec_dot<FmtIQ4_XS>, vec_dot_rows<FmtIQ4_XS, kRowsIQ>, kRowsIQ},
+    {DType::IQ4_NL, vec_dot<FmtIQ4_NL>, vec_dot_rows<FmtIQ4_NL, kRowsIQ>, kRowsIQ},
+    {DType::TQ1_0, vec_dot<FmtTQ1_0>, vec_dot_rows<FmtTQ1_0, kRowsIQ>, kRowsIQ},
+    {DType::TQ2_0, vec_dot<FmtTQ2_0>, vec_dot_rows<FmtTQ2_0, kRowsTQ2_0>, kRowsTQ2_0},
+    {DType::F32, vec_dot_f32_f32, vec_dot_rows_f32_f32, 4},
+    {DType::F16, vec_dot_f16_f32, vec_dot_rows_f16_f32, 4, nullptr, fp16_to_fp32_row},  // KV cache rows (attention)
+    {DType::BF16, vec_dot_bf16_f32, vec_dot_rows_bf16_f32, 4},
+    {DType::Q8_1, nullptr, nullptr, 1, quantize_row_q8_1},
+    {DType::Q8_K, nullptr, nullptr, 1, quantize_row_q8_K},
+};
+inline constexpr TableView<NotSupported> kNotSupported{};  // none beyond kNoKernelAnywhere
+
 inline void register_kernels(KernelTable& t) {
-  struct Entry {
-    DType type;
-    VecDotFn dot;
-    VecDotRowsFn rows;
-    int rows_per_call;
-  };
-  const Entry entries[] = {
-      {DType::Q4_0, vec_dot<FmtQ4_0>, vec_dot_rows<FmtQ4_0, kRowsLegacy>, kRowsLegacy},
-      {DType::Q4_1, vec_dot<FmtQ4_1>, vec_dot_rows<FmtQ4_1, kRowsLegacy>, kRowsLegacy},
-      {DType::Q5_0, vec_dot<FmtQ5_0>, vec_dot_rows<FmtQ5_0, kRowsLegacy>, kRowsLegacy},
-      {DType::Q5_1, vec_dot<FmtQ5_1>, vec_dot_rows<FmtQ5_1, kRowsLegacy>, kRowsLegacy},
-      {DType::Q8_0, vec_dot<FmtQ8_0>, vec_dot_rows<FmtQ8_0, kRowsLegacy>, kRowsLegacy},
-      {DType::Q2_K, vec_dot<FmtQ2_K>, vec_dot_rows<FmtQ2_K, kRowsKQuant>, kRowsKQuant},
-      {DType::Q3_K, vec_dot<FmtQ3_K>, vec_dot_rows<FmtQ3_K, kRowsKQuant>, kRowsKQuant},
-      {DType::Q4_K, vec_dot<FmtQ4_K>, vec_dot_rows<FmtQ4_K, kRowsKQuant>, kRowsKQuant},
-      {DType::Q5_K, vec_dot<FmtQ5_K>, vec_dot_rows<FmtQ5_K, kRowsKQuant>, kRowsKQuant},
-      {DType::Q6_K, vec_dot<FmtQ6_K>, vec_dot_rows<FmtQ6_K, kRowsKQuant>, kRowsKQuant},
-      {DType::IQ2_XXS, vec_dot<FmtIQ2_XXS>, vec_dot_rows<FmtIQ2_XXS, kRowsIQ>, kRowsIQ},
-      {DType::IQ2_XS, vec_dot<FmtIQ2_XS>, vec_dot_rows<FmtIQ2_XS, kRowsIQ>, kRowsIQ},
-      {DType::IQ2_S, vec_dot<FmtIQ2_S>, vec_dot_rows<FmtIQ2_S, kRowsIQ>, kRowsIQ},
-      {DType::IQ3_XXS, vec_dot<FmtIQ3_XXS>, vec_dot_rows<FmtIQ3_XXS, kRowsIQ>, kRowsIQ},
-      {DType::IQ3_S, vec_dot<FmtIQ3_S>, vec_dot_rows<FmtIQ3_S, kRowsIQ>, kRowsIQ},
-      {DType::IQ1_S, vec_dot<FmtIQ1_S>, vec_dot_rows<FmtIQ1_S, kRowsIQ>, kRowsIQ},
-      {DType::IQ1_M, vec_dot<FmtIQ1_M>, vec_dot_rows<FmtIQ1_M, kRowsIQ>, kRowsIQ},
-      {DType::IQ4_XS, vec_dot<FmtIQ4_XS>, vec_dot_rows<FmtIQ4_XS, kRowsIQ>, kRowsIQ},
-      {DType::IQ4_NL, vec_dot<FmtIQ4_NL>, vec_dot_rows<FmtIQ4_NL, kRowsIQ>, kRowsIQ},
-      {DType::TQ1_0, vec_dot<FmtTQ1_0>, vec_dot_rows<FmtTQ1_0, kRowsIQ>, kRowsIQ},
-      {DType::TQ2_0, vec_dot<FmtTQ2_0>, vec_dot_rows<FmtTQ2_0, kRowsTQ2_0>, kRowsTQ2_0},
-      {DType::F32, vec_dot_f32_f32, vec_dot_rows_f32_f32, 4},
-      {DType::F16, vec_dot_f16_f32, vec_dot_rows_f16_f32, 4},
-      {DType::BF16, vec_dot_bf16_f32, vec_dot_rows_bf16_f32, 4},
-  };
-  for (const Entry& e : entries) {
-    TypeKernels& k = t.of(e.type);
-    k.vec_dot = e.dot;
-    k.vec_dot_rows = e.rows;
-    k.rows_per_call = e.rows_per_call;
-    k.variant = isa_name(kIsa);
-  }
-  t.of(DType::Q8_0).from_float = quantize_row_q8_0;
-  t.of(DType::Q8_1).from_float = quantize_row_q8_1;
-  t.of(DType::Q8_K).from_float = quantize_row_q8_K;
-  t.of(DType::F16).to_float = fp16_to_fp32_row;  // KV cache rows (attention)
-  t.of(DType::Q8_0).to_float = dequantize_row_q8_0;
+  register_entries(t, kKernelEntries, isa_name(kIsa));
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm;
   f.softmax = softmax;
