@@ -50,7 +50,7 @@ inline constexpr NotSupported kNoKernelAnywhere[] = {
     {DType::I32, "integer tensor, not a weight format"},
     {DType::I64, "integer tensor, not a weight format"},
     {DType::F64, "double tensor, not a weight format"},
-    {DType::MXFP4, "no kernel on any ISA yet (nor a row converter in quant/ref.hpp)"},
+    {DType::MXFP4, "no kernel on any ISA yet (nor a row converter in quant/dequantize.hpp)"},
 };
 
 // One ISA's registration as the completeness test reads it.

@@ -1,5 +1,5 @@
 // x86 (AVX2) activation quantizers: quantize_row_q8_0, quantize_row_q8_1 and
-// quantize_row_q8_K, bit-exact with quant/ref.hpp's quantize_row_q8_0_ref / _q8_1_ref /
+// quantize_row_q8_K, bit-exact with quant/dequantize.hpp's run-time quantizers (quantize_row_q8_0_ref / _q8_1_ref /
 // _q8_K_ref (same rounding rules).
 
 #include "edgellm/kernels/x86/level.hpp"
