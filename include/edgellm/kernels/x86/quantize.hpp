@@ -1,6 +1,6 @@
 // x86 (AVX2) activation quantizers: quantize_row_q8_0, quantize_row_q8_1 and
-// quantize_row_q8_K, bit-exact with quant/dequantize.hpp's run-time quantizers (quantize_row_q8_0_ref / _q8_1_ref /
-// _q8_K_ref (same rounding rules).
+// quantize_row_q8_K, bit-exact with the run-time quantizers of quant/dequantize.hpp
+// (quantize_row_q8_0_ref / _q8_1_ref / _q8_K_ref: same rounding rules).
 
 #include "edgellm/kernels/x86/level.hpp"
 #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
