@@ -242,11 +242,11 @@ inline void quantize_row_q5_1_impl(const float* x, block_q5_1* y, int64_t n, con
 // the reference one (q8_0 ignores the matrix).
 
 namespace detail {
-template <class Block, void (*Impl)(const float*, Block*, int64_t, const float*),
+template <class Block, DType T, void (*Impl)(const float*, Block*, int64_t, const float*),
           void (*Ref)(const float* EDGELLM_RESTRICT, Block* EDGELLM_RESTRICT, int64_t)>
-inline size_t quantize_rows_weighted(DType t, const float* src, void* dst, int64_t nrows, int64_t n_per_row,
+inline size_t quantize_rows_weighted(const float* src, void* dst, int64_t nrows, int64_t n_per_row,
                                      const float* imatrix) {
-  const size_t row_size = dtype_row_bytes(t, n_per_row);
+  const size_t row_size = dtype_row_bytes(T, n_per_row);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t r = 0; r < nrows; ++r, src += n_per_row, out += row_size) {
     if (imatrix) Impl(src, reinterpret_cast<Block*>(out), n_per_row, imatrix);
@@ -256,21 +256,26 @@ inline size_t quantize_rows_weighted(DType t, const float* src, void* dst, int64
 }
 }  // namespace detail
 
-#define EDGELLM_QUANTIZE_WEIGHTED(type, TYPE, ref)                                                             \
-  inline size_t quantize_##type(const float* src, void* dst, int64_t nrows, int64_t n_per_row, const float* imatrix) { \
-    return detail::quantize_rows_weighted<block_##type, quantize_row_##type##_impl, ref>(DType::TYPE, src, dst, nrows, \
-                                                                                        n_per_row, imatrix);          \
-  }
-EDGELLM_QUANTIZE_WEIGHTED(q4_0, Q4_0, quantize_row_legacy_ref<block_q4_0>)
-EDGELLM_QUANTIZE_WEIGHTED(q4_1, Q4_1, quantize_row_legacy_ref<block_q4_1>)
-EDGELLM_QUANTIZE_WEIGHTED(q5_0, Q5_0, quantize_row_legacy_ref<block_q5_0>)
-EDGELLM_QUANTIZE_WEIGHTED(q5_1, Q5_1, quantize_row_legacy_ref<block_q5_1>)
-EDGELLM_QUANTIZE_WEIGHTED(q2_K, Q2_K, quantize_row_q2_K_ref)
-EDGELLM_QUANTIZE_WEIGHTED(q3_K, Q3_K, quantize_row_q3_K_ref)
-EDGELLM_QUANTIZE_WEIGHTED(q4_K, Q4_K, quantize_row_q4_K_ref)
-EDGELLM_QUANTIZE_WEIGHTED(q5_K, Q5_K, quantize_row_q5_K_ref)
-EDGELLM_QUANTIZE_WEIGHTED(q6_K, Q6_K, quantize_row_q6_K_ref)
-#undef EDGELLM_QUANTIZE_WEIGHTED
+// quantize_<type>(src, dst, nrows, n_per_row, imatrix): ggml's quantize_<type> (the weighted rows with a
+// matrix, the reference rows without).
+inline constexpr auto quantize_q4_0 =
+    detail::quantize_rows_weighted<block_q4_0, DType::Q4_0, quantize_row_q4_0_impl, quantize_row_legacy_ref<block_q4_0>>;
+inline constexpr auto quantize_q4_1 =
+    detail::quantize_rows_weighted<block_q4_1, DType::Q4_1, quantize_row_q4_1_impl, quantize_row_legacy_ref<block_q4_1>>;
+inline constexpr auto quantize_q5_0 =
+    detail::quantize_rows_weighted<block_q5_0, DType::Q5_0, quantize_row_q5_0_impl, quantize_row_legacy_ref<block_q5_0>>;
+inline constexpr auto quantize_q5_1 =
+    detail::quantize_rows_weighted<block_q5_1, DType::Q5_1, quantize_row_q5_1_impl, quantize_row_legacy_ref<block_q5_1>>;
+inline constexpr auto quantize_q2_K =
+    detail::quantize_rows_weighted<block_q2_K, DType::Q2_K, quantize_row_q2_K_impl, quantize_row_q2_K_ref>;
+inline constexpr auto quantize_q3_K =
+    detail::quantize_rows_weighted<block_q3_K, DType::Q3_K, quantize_row_q3_K_impl, quantize_row_q3_K_ref>;
+inline constexpr auto quantize_q4_K =
+    detail::quantize_rows_weighted<block_q4_K, DType::Q4_K, quantize_row_q4_K_impl, quantize_row_q4_K_ref>;
+inline constexpr auto quantize_q5_K =
+    detail::quantize_rows_weighted<block_q5_K, DType::Q5_K, quantize_row_q5_K_impl, quantize_row_q5_K_ref>;
+inline constexpr auto quantize_q6_K =
+    detail::quantize_rows_weighted<block_q6_K, DType::Q6_K, quantize_row_q6_K_impl, quantize_row_q6_K_ref>;
 
 // Whether quantize_chunk can write type t (with or without a matrix).
 inline bool can_quantize_chunk(DType t) {
