@@ -244,7 +244,7 @@ LoadedModel load(const Options& o) {
     edgellm::LoadOptions lo;
     lo.repack = o.repack;
     lo.mem_budget = o.mem_budget;
-    tool::take_draft_from_budget(lm.draft.get(), o.draft, lo.mem_budget);
+    lo.reserved_bytes = tool::draft_reserved_bytes(lm.draft.get());
     // KV for the longest test, as run_once allocates it; one pass of n_batch tokens.
     int n_ctx = 1;
     for (int d : o.n_depth)

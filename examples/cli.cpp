@@ -136,12 +136,12 @@ int main(int argc, char** argv) {
     if (n_parallel > 1 && !prompt_cache.empty()) edgellm::throw_error("--prompt-cache is not available with --parallel");
     tool::check_speculative(gp.speculative, draft);
     const bool speculative = tool::has_draft_source(gp.speculative, draft);
-    const auto draft_model = tool::load_draft(draft);  // first: with --mem-budget its size is the target's less
+    const auto draft_model = tool::load_draft(draft);  // first: the target's plan leaves its size free
 
     edgellm::LoadOptions load;
     load.repack = repack;
     load.mem_budget = m.mem_budget;
-    tool::take_draft_from_budget(draft_model.get(), draft, load.mem_budget);
+    load.reserved_bytes = tool::draft_reserved_bytes(draft_model.get());
     load.plan = edgellm::memory_plan_params(sp, n_parallel);
     std::shared_ptr<const edgellm::LlamaModel> model;
     if (m.path.empty()) {

@@ -113,13 +113,6 @@ struct LlamaWeights {
   bool resident_pinned = false;         // packed_memory is mlock'ed (streaming only)
   std::unique_ptr<WeightStream> stream; // the streamed matrices' I/O thread (null: all resident)
 
-  static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, bool repack = true) {
-    LoadOptions o;
-    o.repack = repack;
-    o.mem_budget = UINT64_MAX;  // no budget: everything resident
-    return from_gguf(f, c, kt, o);
-  }
-
   static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
     LlamaWeights w;
     // With a budget the model may stream: until the plan says so, no read-around on faults in the
