@@ -41,8 +41,8 @@ const ArchSpec& toy_renamed() {
 const ArchSpec& toy_extra() {
   static const ArchSpec& a = [] () -> const ArchSpec& {
     ArchSpec s{"toy-extra", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)};
-    s.layer.push_back({"layer_scale.weight", LayerSlot::extra, TensorRole::Norm, Dim::Embd});
-    s.layer.push_back({"ffn_extra.weight", LayerSlot::extra, TensorRole::Matrix, Dim::Embd, Dim::FF, Presence::Required,
+    s.layer.push_back({"layer_scale.weight", kExtraTensor, TensorRole::Norm, Dim::Embd});
+    s.layer.push_back({"ffn_extra.weight", kExtraTensor, TensorRole::Matrix, Dim::Embd, Dim::FF, Presence::Required,
                        kUnitGateUp});
     return register_arch(s);
   }();
@@ -168,8 +168,12 @@ TEST_CASE("architecture table: registering a taken name or a matrix without a un
   CHECK_THROWS_AS(register_arch(ArchSpec{"llama", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)}),
                   Error);
   ArchSpec bad{"toy-bad", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)};
-  bad.layer.push_back({"w.weight", LayerSlot::extra, TensorRole::Matrix, Dim::Embd, Dim::Embd});
+  bad.layer.push_back({"w.weight", kExtraTensor, TensorRole::Matrix, Dim::Embd, Dim::Embd});
   CHECK_THROWS_AS(register_arch(bad), Error);
+  ArchSpec wrong{"toy-wrong-field", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)};
+  REQUIRE(wrong.layer[1].field.matrix == &LlamaLayerWeights::wq);
+  wrong.layer[1].field = &LlamaLayerWeights::attn_norm;  // a matrix row filling a vector field
+  CHECK_THROWS_WITH_AS(register_arch(wrong), doctest::Contains("matrix field"), Error);
   try {
     arch_spec("toy-unknown", "file x.gguf");
     FAIL("an unknown architecture was found");

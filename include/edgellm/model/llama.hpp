@@ -318,7 +318,7 @@ class LlamaModel {
       if (!ctx.observer_) return;
       if (l < 0) return ctx.observer_(w_.output_name(), in, rows, static_cast<int>(cols));
       for (const LayerTensor& r : c.arch_entry().layer)
-        if (r.unit == unit && r.slot != LayerSlot::extra) ctx.observer_(layer_tensor_name(l, r.name), in, rows, static_cast<int>(cols));
+        if (r.unit == unit && !r.field.extra()) ctx.observer_(layer_tensor_name(l, r.name), in, rows, static_cast<int>(cols));
     };
 
     for (int l = 0; l < n_layers; ++l) {
