@@ -216,7 +216,7 @@ std::string mix_name_of(const edgellm::GgufFile& f) {
 
 LoadedModel load(const Options& o) {
   LoadedModel lm;
-  lm.draft = tool::load_draft(o.draft);  // first: with --mem-budget its size is the target's less
+  lm.draft = tool::load_draft(o.draft);  // first: the target's plan leaves its size free
   std::string path = o.model_path;
   bool temporary = false;
   if (!o.preset.empty()) {
@@ -252,7 +252,7 @@ LoadedModel load(const Options& o) {
     edgellm::LoadOptions lo;
     lo.repack = o.repack;
     lo.mem_budget = o.mem_budget;
-    tool::take_draft_from_budget(lm.draft.get(), o.draft, lo.mem_budget);
+    lo.reserved_bytes = tool::draft_reserved_bytes(lm.draft.get());
     // KV for the longest test, as run_once allocates it; one pass of n_batch tokens.
     int n_ctx = 1;
     for (int d : o.n_depth)

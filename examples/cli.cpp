@@ -155,12 +155,12 @@ Loaded load(Options& o) {
   const auto& m = o.m;
   auto& sp = o.sp;
   Loaded l;
-  l.draft_model = tool::load_draft(o.draft);  // first: with --mem-budget its size is the target's less
+  l.draft_model = tool::load_draft(o.draft);  // first: the target's plan leaves its size free
 
   edgellm::LoadOptions load;
   load.repack = o.repack;
   load.mem_budget = m.mem_budget;
-  tool::take_draft_from_budget(l.draft_model.get(), o.draft, load.mem_budget);
+  load.reserved_bytes = tool::draft_reserved_bytes(l.draft_model.get());
   load.plan = edgellm::memory_plan_params(sp, o.n_parallel);
   std::shared_ptr<const edgellm::LlamaModel>& model = l.model;
   if (m.path.empty()) {

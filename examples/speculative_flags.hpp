@@ -17,7 +17,7 @@ namespace tool {
 
 inline constexpr const char* kSpeculativeUsage =
     "  -md, --model-draft FILE  speculative decoding with a draft model of the same vocabulary (kept\n"
-    "                         resident; with --mem-budget its file size is taken from the budget)\n"
+    "                         resident; its file size is left free out of the memory budget)\n"
     "  --lookup               speculative decoding with prompt lookup (n-grams of the prompt and text)\n"
     "  --draft-layers N       speculative decoding with the model's first N layers as the draft (early exit)\n"
     "  --draft-max N          tokens drafted per target pass at most (default 3, as llama.cpp)\n"
@@ -56,17 +56,12 @@ inline void check_speculative(const edgellm::SpeculativeParams& sp, const DraftF
 // The draft model of -md (resident, repacked), null without it.
 inline std::shared_ptr<const edgellm::LlamaModel> load_draft(const DraftFlags& d) {
   if (d.model.empty()) return nullptr;
-  return edgellm::LlamaModel::load(d.model);
+  return edgellm::LlamaModel::load(d.model, edgellm::LoadOptions::all_resident());
 }
 
-// With --mem-budget (budget > 0) the resident draft model's file size comes out of the target's
-// budget; an Error when the draft alone does not fit.
-inline void take_draft_from_budget(const edgellm::LlamaModel* draft, const DraftFlags& d, uint64_t& budget) {
-  if (!draft || budget == 0) return;
-  const uint64_t size = draft->file().file_size();
-  if (size >= budget) edgellm::throw_error("--mem-budget is smaller than the draft model ", d.model);
-  budget -= size;
-}
+// LoadOptions::reserved_bytes of the target model: the resident draft model's file size, which
+// the target's residency plan leaves free out of its budget (given or detected).
+inline uint64_t draft_reserved_bytes(const edgellm::LlamaModel* draft) { return draft ? draft->file().file_size() : 0; }
 
 // Any draft source given (-md, --lookup, --draft-layers)?
 inline bool has_draft_source(const edgellm::SpeculativeParams& sp, const DraftFlags& d) {

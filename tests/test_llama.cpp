@@ -145,7 +145,7 @@ void check_reference(const std::string& folder, const std::string& name) {
     // Not repacked: the interleaved forms quantize activations with their own routines, which the
     // nudge does not reach (their sums differ from the file layout's in order only: also a last-bit
     // difference).
-    const auto nudged_model = LlamaModel::load(model_path, nudged_kernels(), /*repack=*/false);
+    const auto nudged_model = LlamaModel::load(model_path, LoadOptions::all_resident(/*repack=*/false, &nudged_kernels()));
     for (g_nudge = 0; g_nudge < kNudges; ++g_nudge) {
       const auto nr = our_rows(*nudged_model, want_tokens, greedy, rows.size());
       for (size_t r = 0; r < rows.size(); ++r)
@@ -476,8 +476,8 @@ TEST_CASE("repacked weights give the logits of the weights read in place, prefil
     CAPTURE(mix_name);
     const auto bytes = build_synthetic_gguf(spec, quant_mix(mix));
     for (const KernelTable* kt : {&native, static_cast<const KernelTable*>(&stubbed)}) {
-      const LlamaModel plain(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/false);
-      const LlamaModel packed(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/true);
+      const LlamaModel plain(GgufFile::from_bytes(bytes, "tiny.gguf"), LoadOptions::all_resident(/*repack=*/false, kt));
+      const LlamaModel packed(GgufFile::from_bytes(bytes, "tiny.gguf"), LoadOptions::all_resident(/*repack=*/true, kt));
       CHECK(plain.weights().repacked.empty());
       CHECK(plain.weights().repacked_bytes() == 0);
       size_t packable = 0;
@@ -556,7 +556,7 @@ TEST_CASE("golden tiny model (committed): top-k logits and greedy tokens on ever
     const auto bytes = build_synthetic_gguf(synthetic_preset("tiny"), DType::Q4_0);
     std::ofstream(model_path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     const KernelTable ref_table = make_kernel_table(Isa::Ref);  // the model keeps a pointer to it
-    const LlamaModel model(GgufFile::open(model_path), ref_table);
+    const LlamaModel model(GgufFile::open(model_path), LoadOptions::all_resident(true, &ref_table));
     const GoldenRun g = run_golden(model);
     Json ref = Json::object(), prompt = Json::array(), greedy = Json::array(), top = Json::array();
     for (int32_t t : kGoldenPrompt) prompt.push_back(Json(t));
@@ -585,7 +585,7 @@ TEST_CASE("golden tiny model (committed): top-k logits and greedy tokens on ever
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
     const KernelTable table = make_kernel_table(isa);  // the model keeps a pointer to it
-    const LlamaModel model(GgufFile::open(model_path), table);
+    const LlamaModel model(GgufFile::open(model_path), LoadOptions::all_resident(true, &table));
     const GoldenRun g = run_golden(model);
     CHECK(g.greedy == want_greedy);
     REQUIRE(g.rows.size() == want_rows.size());

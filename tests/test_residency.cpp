@@ -41,8 +41,8 @@ const ArchSpec& toy_renamed() {
 const ArchSpec& toy_extra() {
   static const ArchSpec& a = [] () -> const ArchSpec& {
     ArchSpec s{"toy-extra", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)};
-    s.layer.push_back({"layer_scale.weight", LayerSlot::extra, TensorRole::Norm, Dim::Embd});
-    s.layer.push_back({"ffn_extra.weight", LayerSlot::extra, TensorRole::Matrix, Dim::Embd, Dim::FF, Presence::Required,
+    s.layer.push_back({"layer_scale.weight", kExtraTensor, TensorRole::Norm, Dim::Embd});
+    s.layer.push_back({"ffn_extra.weight", kExtraTensor, TensorRole::Matrix, Dim::Embd, Dim::FF, Presence::Required,
                        kUnitGateUp});
     return register_arch(s);
   }();
@@ -108,7 +108,7 @@ TEST_CASE("architecture table: a toy architecture's extra tensors are written, l
   CHECK(f.find_tensor("blk.1.ffn_extra.weight")->ne[1] == spec.n_ff);
   CHECK(f.find_tensor("blk.2.layer_scale.weight") != nullptr);
 
-  const LlamaModel m(GgufFile::from_bytes(bytes, "toy.gguf"), kernels(), /*repack=*/true);
+  const LlamaModel m(GgufFile::from_bytes(bytes, "toy.gguf"), LoadOptions::all_resident());
   CHECK(m.config().spec == &toy);
   const LlamaLayerWeights& L = m.weights().layers[1];
   REQUIRE(L.extra.size() == 2);
@@ -125,14 +125,15 @@ TEST_CASE("architecture table: a toy architecture's extra tensors are written, l
   // The memory plan counts it: its bytes are in the matrices, and in the ring's largest unit.
   const LlamaConfig& c = m.config();
   const QuantMix q8 = quant_mix("Q8_0");
-  const MemoryPlanParams mp = toy_budget(0).plan;
-  const StreamProjection with = project_stream(c, q8, mp, 0);
+  LoadOptions po = toy_budget(0);
+  po.mem_budget = uint64_t(1) << 50;  // fits: the plan still names its minimum
+  const ResidencyPlan with = project_residency(c, q8, po);
   LlamaConfig plain = c;
   plain.spec = &arch_spec("llama", "test");
   plain.arch = "llama";
-  const StreamProjection without = project_stream(plain, q8, mp, 0);
+  const ResidencyPlan without = project_residency(plain, q8, po);
   const uint64_t extra = uint64_t(dtype_row_bytes(DType::Q8_0, spec.n_embd)) * uint64_t(spec.n_ff);
-  CHECK(with.matrices == without.matrices + uint64_t(spec.n_layer) * extra);
+  CHECK(with.weights == without.weights + uint64_t(spec.n_layer) * extra);
   CHECK(with.minimum == without.minimum + uint64_t(kStreamSlots) * extra);  // gate/up/extra is the largest unit
   CHECK(llama_tensor_list(c).size() == f.tensors().size());
   // Resident and streamed give the same logits; the stream reads the extra matrices with their unit.
@@ -167,8 +168,12 @@ TEST_CASE("architecture table: registering a taken name or a matrix without a un
   CHECK_THROWS_AS(register_arch(ArchSpec{"llama", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)}),
                   Error);
   ArchSpec bad{"toy-bad", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)};
-  bad.layer.push_back({"w.weight", LayerSlot::extra, TensorRole::Matrix, Dim::Embd, Dim::Embd});
+  bad.layer.push_back({"w.weight", kExtraTensor, TensorRole::Matrix, Dim::Embd, Dim::Embd});
   CHECK_THROWS_AS(register_arch(bad), Error);
+  ArchSpec wrong{"toy-wrong-field", RopeForm::Normal, llama_layer_tensors(Presence::Absent, Presence::Absent)};
+  REQUIRE(wrong.layer[1].field.matrix == &LlamaLayerWeights::wq);
+  wrong.layer[1].field = &LlamaLayerWeights::attn_norm;  // a matrix row filling a vector field
+  CHECK_THROWS_WITH_AS(register_arch(wrong), doctest::Contains("matrix field"), Error);
   try {
     arch_spec("toy-unknown", "file x.gguf");
     FAIL("an unknown architecture was found");

@@ -63,7 +63,12 @@ std::vector<uint8_t> model_bytes(SyntheticSpec spec, const char* mix) {
   return build_synthetic_gguf(spec, quant_mix(mix), 1234, "", {}, &pool);
 }
 
-LoadOptions options(uint64_t budget) { return edgellm_test::budget_options(budget, kCtx, 2); }
+// Budget `budget` for kCtx tokens on 2 threads, with kernel table kt (null: kernels()).
+LoadOptions options(uint64_t budget, const KernelTable* kt = nullptr) {
+  LoadOptions o = edgellm_test::budget_options(budget, kCtx, 2);
+  o.kernels = kt;
+  return o;
+}
 
 // Logits of a 9-token prompt in one batch, one without logits, then 3 single-token steps.
 std::vector<float> run(const LlamaModel& m, ThreadPool* pool) {
@@ -96,7 +101,7 @@ uint64_t minimum_budget(const std::vector<uint8_t>& bytes, const KernelTable& kt
     const uint64_t mid = lo + (hi - lo) / 2;
     bool ok = true;
     try {
-      LlamaModel m(GgufFile::from_bytes(bytes, "tiny.gguf"), options(mid), kt);
+      LlamaModel m(GgufFile::from_bytes(bytes, "tiny.gguf"), options(mid, &kt));
     } catch (const Error&) {
       ok = false;
     }
@@ -172,7 +177,7 @@ TEST_CASE("streamed weights give the resident model's logits bit for bit, within
       TempFile file;
       file.write(bytes);
       for (const KernelTable* kt : {&native, static_cast<const KernelTable*>(&stubbed)}) {
-        const LlamaModel resident(GgufFile::from_bytes(bytes, "tiny.gguf"), *kt, /*repack=*/true);
+        const LlamaModel resident(GgufFile::from_bytes(bytes, "tiny.gguf"), LoadOptions::all_resident(/*repack=*/true, kt));
         const std::vector<float> want = run(resident, &pool);
         const uint64_t min = minimum_budget(bytes, *kt);
         const uint64_t weights = resident.residency().weights;
@@ -184,7 +189,7 @@ TEST_CASE("streamed weights give the resident model's logits bit for bit, within
             CAPTURE(from_file);
             if (from_file && extra > 0.0) continue;  // the file path once per model (qemu time)
             const LlamaModel m(from_file ? GgufFile::open(file.path) : GgufFile::from_bytes(bytes, "tiny.gguf"),
-                               options(budget), *kt);
+                               options(budget, kt));
             const ResidencyPlan& p = m.residency();
             CHECK(run(m, &pool) == want);
             if (!p.streaming) {  // the ring's reservation let every matrix fit after all

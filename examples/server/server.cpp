@@ -787,7 +787,7 @@ std::shared_ptr<const edgellm::LlamaModel> load(Options& o) {
   edgellm::LoadOptions load;
   load.repack = o.repack;
   load.mem_budget = m.mem_budget;
-  tool::take_draft_from_budget(p.draft.get(), o.draft, load.mem_budget);
+  load.reserved_bytes = tool::draft_reserved_bytes(p.draft.get());
   auto model = edgellm::LlamaModel::load(m.path, [&] {
     edgellm::SessionParams plan_sp = p.session;
     if (plan_sp.n_ctx == 0) plan_sp.n_ctx = 4096;

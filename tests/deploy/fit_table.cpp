@@ -1,6 +1,7 @@
 // Prints DEPLOY.md's "what fits" tables: weight bytes of known LLaMA shapes at common mixes (the
 // per-tensor rules of edgellm-quantize) and the largest context that fits a 2 GB and a 4 GB board
-// by the plan edgellm-cli -v prints (model/memory_plan.hpp). No model files needed.
+// by the plan edgellm-cli -v prints (model/memory_plan.hpp), and what streams under a budget by the
+// loader's own residency plan (model/residency.hpp project_residency). No model files needed.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "edgellm/model/memory_plan.hpp"
+#include "edgellm/model/residency.hpp"
 #include "edgellm/tools/synthetic.hpp"
 
 namespace {
@@ -28,6 +30,16 @@ std::string gib(uint64_t b) {
   char s[32];
   std::snprintf(s, sizeof s, "%.2f", double(b) / double(uint64_t(1) << 30));
   return s;
+}
+
+// The loader's options of the stream tables: budget b, the run q, the file's matrix forms (no repack:
+// the same figures on every machine).
+edgellm::LoadOptions budget_options(const edgellm::MemoryPlanParams& q, uint64_t b) {
+  edgellm::LoadOptions o;
+  o.repack = false;
+  o.mem_budget = b;
+  o.plan = q;
+  return o;
 }
 
 std::string ctx_cell(int n) { return n == 0 ? std::string("—") : std::to_string(n); }
@@ -98,9 +110,18 @@ int main() {
   auto stream_cells = [&](const edgellm::LlamaConfig& c, const char* m, const edgellm::MemoryPlanParams& q, bool* any) {
     std::string cells;
     for (uint64_t b : budgets) {
-      const auto pr = edgellm::project_stream(c, edgellm::quant_mix(m), q, b);
-      if (any) *any |= pr.streamed > 0;
       char cell[96];
+      edgellm::ResidencyPlan pr;
+      try {
+        pr = edgellm::project_residency(c, edgellm::quant_mix(m), budget_options(q, b));
+      } catch (const edgellm::Error&) {  // the load would stop: name the minimum budget
+        pr = edgellm::project_residency(c, edgellm::quant_mix(m), budget_options(q, UINT64_MAX - 1));
+        if (any) *any = true;
+        std::snprintf(cell, sizeof cell, " below the minimum %s | — |", edgellm::format_bytes(pr.minimum).c_str());
+        cells += cell;
+        continue;
+      }
+      if (any) *any |= pr.streamed > 0;
       if (pr.streamed == 0) std::snprintf(cell, sizeof cell, " fits | — |");
       else std::snprintf(cell, sizeof cell, " %s | %.1f |", edgellm::format_bytes(pr.streamed).c_str(), double(pr.streamed) / emmc);
       cells += cell;
@@ -121,7 +142,7 @@ int main() {
       bool any = false;
       const std::string cells = stream_cells(c, m, q, &any);
       if (!any) continue;
-      const uint64_t mats = edgellm::project_stream(c, edgellm::quant_mix(m), q, UINT64_MAX).matrices;
+      const uint64_t mats = edgellm::project_residency(c, edgellm::quant_mix(m), budget_options(q, UINT64_MAX)).weights;
       std::printf("| %s | %s | %s |%s %.1f |\n", s.name, m, gib(mats).c_str(), cells.c_str(), double(w) / emmc);
     }
   }

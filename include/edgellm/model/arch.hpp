@@ -1,7 +1,7 @@
 // The architecture table: what differs between the model families edgellm runs (GGUF
 // `general.architecture`). One entry per family says its RoPE form, its config keys and, row by
-// row, the tensors of a layer: name, shape, required or optional, what the forward pass uses it
-// for and which matmul call reads it. Everything that walks a model's tensors derives from the
+// row, the tensors of a layer: name, shape, required or optional, the LlamaLayerWeights field the
+// forward pass reads it from and which matmul call reads it. Everything that walks a model's tensors derives from the
 // rows (model/tensors.hpp): the loader (LlamaWeights), the matmul units the weight stream reads,
 // the residency plan, the memory plan's tensor list and the synthetic model writer. A new family
 // whose layer is RMSNorm -> attention -> RMSNorm -> gated FFN is a new entry (built in below, or
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/model/layer_weights.hpp"
 
 namespace edgellm {
 
@@ -47,11 +48,18 @@ enum class TensorRole {
   Matrix,  // a matmul weight, read in place / repacked / streamed; synthetic: N(0, 1/sqrt(fan))
 };
 
-// The field of LlamaLayerWeights a per-layer tensor fills. Extra: a tensor the forward pass does
-// not read (yet) — loaded into LlamaLayerWeights::extra_*, planned and streamed like the others.
-enum class LayerSlot {
-  attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down, extra,
+// The field of LlamaLayerWeights (model/layer_weights.hpp) a per-layer tensor fills: a matrix or
+// a vector. Neither (kExtraTensor): a tensor the forward pass does not read (yet), loaded into
+// LlamaLayerWeights::extra, planned and streamed like the others.
+struct LayerField {
+  MatmulWeight LlamaLayerWeights::*matrix = nullptr;
+  std::vector<float> LlamaLayerWeights::*vector = nullptr;
+  constexpr LayerField() = default;
+  constexpr LayerField(MatmulWeight LlamaLayerWeights::*m) : matrix(m) {}        // NOLINT: implicit
+  constexpr LayerField(std::vector<float> LlamaLayerWeights::*v) : vector(v) {}  // NOLINT: implicit
+  constexpr bool extra() const { return !matrix && !vector; }
 };
+inline constexpr LayerField kExtraTensor{};
 
 // The matmul calls of one layer of forward(), in the order it makes them; the matrices of a call
 // are read (and streamed) together. A unit's key in the weight stream is layer * kUnitsPerLayer + unit.
@@ -68,7 +76,7 @@ inline constexpr int kUnitsPerLayer = 4;
 // [n_in, n_out] (a matrix of n_out rows of n_in).
 struct LayerTensor {
   const char* name;
-  LayerSlot slot;
+  LayerField field;
   TensorRole role;
   Dim n_in;
   Dim n_out = Dim::One;
@@ -109,13 +117,6 @@ struct ArchSpec {
   std::vector<LayerTensor> layer;  // a layer's tensors, in file order
   TensorNames tensors{};
   ConfigKeys keys{};
-
-  // The row that fills `slot`, or null when the family has none.
-  const LayerTensor* find(LayerSlot slot) const {
-    for (const LayerTensor& t : layer)
-      if (t.slot == slot) return &t;
-    return nullptr;
-  }
 };
 
 // The layer of the llama family (llama.cpp's LLM_ARCH_LLAMA tensors, in its file order): the Q/K/V
@@ -123,26 +124,26 @@ struct ArchSpec {
 inline std::vector<LayerTensor> llama_layer_tensors(Presence qkv_bias, Presence qk_norm) {
   using D = Dim;
   using R = TensorRole;
-  using S = LayerSlot;
+  using S = LlamaLayerWeights;
   const Presence req = Presence::Required;
   std::vector<LayerTensor> v = {
-      {"attn_norm.weight", S::attn_norm, R::Norm, D::Embd},
-      {"attn_q.weight", S::wq, R::Matrix, D::Embd, D::QDim, req, kUnitQKV},
-      {"attn_k.weight", S::wk, R::Matrix, D::Embd, D::KvDim, req, kUnitQKV},
-      {"attn_v.weight", S::wv, R::Matrix, D::Embd, D::KvDim, req, kUnitQKV},
+      {"attn_norm.weight", &S::attn_norm, R::Norm, D::Embd},
+      {"attn_q.weight", &S::wq, R::Matrix, D::Embd, D::QDim, req, kUnitQKV},
+      {"attn_k.weight", &S::wk, R::Matrix, D::Embd, D::KvDim, req, kUnitQKV},
+      {"attn_v.weight", &S::wv, R::Matrix, D::Embd, D::KvDim, req, kUnitQKV},
   };
   if (qkv_bias != Presence::Absent)
-    v.insert(v.end(), {{"attn_q.bias", S::bq, R::Bias, D::QDim, D::One, qkv_bias},
-                       {"attn_k.bias", S::bk, R::Bias, D::KvDim, D::One, qkv_bias},
-                       {"attn_v.bias", S::bv, R::Bias, D::KvDim, D::One, qkv_bias}});
+    v.insert(v.end(), {{"attn_q.bias", &S::bq, R::Bias, D::QDim, D::One, qkv_bias},
+                       {"attn_k.bias", &S::bk, R::Bias, D::KvDim, D::One, qkv_bias},
+                       {"attn_v.bias", &S::bv, R::Bias, D::KvDim, D::One, qkv_bias}});
   if (qk_norm != Presence::Absent)
-    v.insert(v.end(), {{"attn_q_norm.weight", S::q_norm, R::Norm, D::HeadDim, D::One, qk_norm},
-                       {"attn_k_norm.weight", S::k_norm, R::Norm, D::HeadDim, D::One, qk_norm}});
-  v.insert(v.end(), {{"attn_output.weight", S::wo, R::Matrix, D::QDim, D::Embd, req, kUnitAttnOut},
-                     {"ffn_norm.weight", S::ffn_norm, R::Norm, D::Embd},
-                     {"ffn_gate.weight", S::w_gate, R::Matrix, D::Embd, D::FF, req, kUnitGateUp},
-                     {"ffn_up.weight", S::w_up, R::Matrix, D::Embd, D::FF, req, kUnitGateUp},
-                     {"ffn_down.weight", S::w_down, R::Matrix, D::FF, D::Embd, req, kUnitDown, D::FF}});
+    v.insert(v.end(), {{"attn_q_norm.weight", &S::q_norm, R::Norm, D::HeadDim, D::One, qk_norm},
+                       {"attn_k_norm.weight", &S::k_norm, R::Norm, D::HeadDim, D::One, qk_norm}});
+  v.insert(v.end(), {{"attn_output.weight", &S::wo, R::Matrix, D::QDim, D::Embd, req, kUnitAttnOut},
+                     {"ffn_norm.weight", &S::ffn_norm, R::Norm, D::Embd},
+                     {"ffn_gate.weight", &S::w_gate, R::Matrix, D::Embd, D::FF, req, kUnitGateUp},
+                     {"ffn_up.weight", &S::w_up, R::Matrix, D::Embd, D::FF, req, kUnitGateUp},
+                     {"ffn_down.weight", &S::w_down, R::Matrix, D::FF, D::Embd, req, kUnitDown, D::FF}});
   return v;
 }
 
@@ -171,9 +172,12 @@ inline ArchRegistry& arch_registry() {
 // Adds a family (a model whose layer is a new combination of the rows above, or a test's toy
 // one); Error when the name is taken or a matrix row has no unit. Returns the stored entry.
 inline const ArchSpec& register_arch(ArchSpec spec) {
-  for (const LayerTensor& t : spec.layer)
+  for (const LayerTensor& t : spec.layer) {
     EDGELLM_CHECK((t.role == TensorRole::Matrix) == (t.unit >= 0 && t.unit < kUnitsPerLayer), "architecture '", spec.name,
                   "': tensor '", t.name, "' must have a matmul unit exactly when it is a matrix");
+    EDGELLM_CHECK(t.field.extra() || (t.role == TensorRole::Matrix) == (t.field.matrix != nullptr), "architecture '",
+                  spec.name, "': tensor '", t.name, "' must fill a matrix field exactly when it is a matrix");
+  }
   detail::ArchRegistry& r = detail::arch_registry();
   std::lock_guard<std::mutex> lk(r.mu);
   for (const ArchSpec& a : r.specs) EDGELLM_CHECK(a.name != spec.name, "architecture '", spec.name, "' is already registered");

@@ -105,36 +105,25 @@ class LlamaContext {
 
 class LlamaModel {
  public:
-  // Loads (memory-maps) a GGUF file and checks everything forward() will use.
-  // repack: copy the matrices whose type the kernel table can interleave (kernels/api.hpp
-  // PackedFormat) into that form — faster decode and prefill, same memory (the file pages they
-  // came from are released); false keeps every matrix in the mapped file.
-  static std::shared_ptr<const LlamaModel> load(const std::string& path, const KernelTable& kt = kernels(),
-                                                bool repack = true) {
-    return std::make_shared<const LlamaModel>(GgufFile::open(path), kt, repack);
+  // Loads (memory-maps) a GGUF file and checks everything forward() will use. opt (LoadOptions,
+  // model/residency.hpp): by default the memory budget is detected, and a model larger than it
+  // keeps what fits resident and streams the rest from storage on every forward pass
+  // (model/weight_stream.hpp; forward passes of such a model are serialized); a model that fits
+  // loads all resident, as with LoadOptions::all_resident(). opt.repack: copy the matrices whose
+  // type the kernel table can interleave (kernels/api.hpp PackedFormat) into that form — faster
+  // decode and prefill, same memory (the file pages they came from are released); false keeps
+  // every matrix in the mapped file. Throws Error naming the minimum budget below it.
+  static std::shared_ptr<const LlamaModel> load(const std::string& path, const LoadOptions& opt = {}) {
+    return std::make_shared<const LlamaModel>(GgufFile::open(path), opt);
   }
-  // With a memory budget (LoadOptions): a model larger than the budget keeps what fits resident
-  // and streams the rest from storage on every forward pass (model/weight_stream.hpp); forward
-  // passes of such a model are serialized. Throws Error naming the minimum budget below it.
-  static std::shared_ptr<const LlamaModel> load(const std::string& path, const LoadOptions& opt,
-                                                const KernelTable& kt = kernels()) {
-    return std::make_shared<const LlamaModel>(GgufFile::open(path), opt, kt);
-  }
-  LlamaModel(GgufFile file, const KernelTable& kt = kernels(), bool repack = true)
+  explicit LlamaModel(GgufFile file, const LoadOptions& opt = {})
       : file_(std::move(file)),
-        kt_(&kt),
+        kt_(opt.kernels ? opt.kernels : &kernels()),
         cfg_(LlamaConfig::from_gguf(file_)),
-        w_(LlamaWeights::from_gguf(file_, cfg_, kt, repack)) {}
-  LlamaModel(GgufFile file, const LoadOptions& opt, const KernelTable& kt = kernels())
-      : file_(std::move(file)), kt_(&kt), cfg_(LlamaConfig::from_gguf(file_)), w_(LlamaWeights::from_gguf(file_, cfg_, kt, opt)) {
-    w_.start_stream(file_, kt, cfg_, opt);  // the stream's units point at w_'s matrices: not movable from here on
+        w_(LlamaWeights::from_gguf(file_, cfg_, *kt_, opt)) {
+    w_.start_stream(file_, *kt_, cfg_, opt);  // the stream's units point at w_'s matrices: not movable from here on
     LoadProgress(opt.progress, 0).finish();
   }
-  // The model keeps a pointer to its kernel table: a temporary table would dangle.
-  LlamaModel(GgufFile, const KernelTable&&, bool = true) = delete;
-  LlamaModel(GgufFile, const LoadOptions&, const KernelTable&&) = delete;
-  static std::shared_ptr<const LlamaModel> load(const std::string&, const KernelTable&&, bool = true) = delete;
-  static std::shared_ptr<const LlamaModel> load(const std::string&, const LoadOptions&, const KernelTable&&) = delete;
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
@@ -329,7 +318,7 @@ class LlamaModel {
       if (!ctx.observer_) return;
       if (l < 0) return ctx.observer_(w_.output_name(), in, rows, static_cast<int>(cols));
       for (const LayerTensor& r : c.arch_entry().layer)
-        if (r.unit == unit && r.slot != LayerSlot::extra) ctx.observer_(layer_tensor_name(l, r.name), in, rows, static_cast<int>(cols));
+        if (r.unit == unit && !r.field.extra()) ctx.observer_(layer_tensor_name(l, r.name), in, rows, static_cast<int>(cols));
     };
 
     for (int l = 0; l < n_layers; ++l) {

@@ -26,6 +26,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/model/arch.hpp"
+#include "edgellm/model/layer_weights.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/memory_plan.hpp"
 #include "edgellm/model/residency.hpp"
@@ -42,54 +43,31 @@ namespace edgellm {
 inline int layer_unit(int layer, int unit) { return layer * kUnitsPerLayer + unit; }
 inline int output_unit(int n_layer, int chunk) { return n_layer * kUnitsPerLayer + chunk; }
 
-struct LlamaLayerWeights {
-  std::vector<float> attn_norm;  // [n_embd]
-  MatmulWeight wq;               // [n_embd -> n_head * head_dim]
-  MatmulWeight wk;               // [n_embd -> n_head_kv * head_dim]
-  MatmulWeight wv;               // [n_embd -> n_head_kv * head_dim]
-  std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim] biases; empty when the file has none
-  std::vector<float> q_norm;     // [head_dim] per-head RMSNorm of Q (qwen3); empty when absent
-  std::vector<float> k_norm;     // [head_dim] per-head RMSNorm of K
-  MatmulWeight wo;               // [n_head * head_dim -> n_embd]
-  std::vector<float> ffn_norm;   // [n_embd]
-  MatmulWeight w_gate;           // [n_embd -> n_ff]
-  MatmulWeight w_up;             // [n_embd -> n_ff]
-  MatmulWeight w_down;           // [n_ff -> n_embd]
-  // Tensors of the architecture's table the forward pass does not read (LayerSlot::extra): loaded,
-  // planned and streamed like the others.
-  struct Extra {
-    std::string name;
-    const LayerTensor* row = nullptr;  // its row of the table
-    MatmulWeight matrix;        // a matrix (role Matrix)
-    std::vector<float> vector;  // or a vector
-  };
-  std::vector<Extra> extra;
-};
-
-// The field of L that a table row fills: a matrix or a vector (null for the other kind and for
-// extra rows).
-inline MatmulWeight* layer_matrix(LlamaLayerWeights& L, LayerSlot s) {
-  switch (s) {
-    case LayerSlot::wq: return &L.wq;
-    case LayerSlot::wk: return &L.wk;
-    case LayerSlot::wv: return &L.wv;
-    case LayerSlot::wo: return &L.wo;
-    case LayerSlot::w_gate: return &L.w_gate;
-    case LayerSlot::w_up: return &L.w_up;
-    case LayerSlot::w_down: return &L.w_down;
-    default: return nullptr;
-  }
+// The field of L that table row r fills (model/arch.hpp LayerField), or its entry in L.extra:
+// a matrix or a vector (null for the other kind, and for a row the file does not have).
+inline MatmulWeight* layer_matrix(LlamaLayerWeights& L, const LayerTensor& r) {
+  if (r.field.matrix) return &(L.*r.field.matrix);
+  for (LlamaLayerWeights::Extra& e : L.extra)
+    if (e.row == &r) return r.role == TensorRole::Matrix ? &e.matrix : nullptr;
+  return nullptr;
 }
-inline std::vector<float>* layer_vector(LlamaLayerWeights& L, LayerSlot s) {
-  switch (s) {
-    case LayerSlot::attn_norm: return &L.attn_norm;
-    case LayerSlot::bq: return &L.bq;
-    case LayerSlot::bk: return &L.bk;
-    case LayerSlot::bv: return &L.bv;
-    case LayerSlot::q_norm: return &L.q_norm;
-    case LayerSlot::k_norm: return &L.k_norm;
-    case LayerSlot::ffn_norm: return &L.ffn_norm;
-    default: return nullptr;
+inline std::vector<float>* layer_vector(LlamaLayerWeights& L, const LayerTensor& r) {
+  if (r.field.vector) return &(L.*r.field.vector);
+  for (LlamaLayerWeights::Extra& e : L.extra)
+    if (e.row == &r) return r.role != TensorRole::Matrix ? &e.vector : nullptr;
+  return nullptr;
+}
+
+// Visits the tensors of layer `layer` that the architecture's table lists (rows: its layer rows)
+// and L holds: f(row, tensor name, MatmulWeight* or null, std::vector<float>* or null). Rows the
+// file did not have (optional ones) are skipped.
+template <class F>
+void for_each_layer_tensor(const std::vector<LayerTensor>& rows, LlamaLayerWeights& L, int layer, F&& f) {
+  for (const LayerTensor& r : rows) {
+    MatmulWeight* m = layer_matrix(L, r);
+    std::vector<float>* v = layer_vector(L, r);
+    if ((m && !m->data) || (v && v->empty()) || (!m && !v)) continue;
+    f(r, layer_tensor_name(layer, r.name), m, v);
   }
 }
 
@@ -112,13 +90,6 @@ struct LlamaWeights {
   ResidencyPlan residency;              // what the budget kept resident and what streams
   bool resident_pinned = false;         // packed_memory is mlock'ed (streaming only)
   std::unique_ptr<WeightStream> stream; // the streamed matrices' I/O thread (null: all resident)
-
-  static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, bool repack = true) {
-    LoadOptions o;
-    o.repack = repack;
-    o.mem_budget = UINT64_MAX;  // no budget: everything resident
-    return from_gguf(f, c, kt, o);
-  }
 
   static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
     LlamaWeights w;
@@ -156,18 +127,14 @@ struct LlamaWeights {
         const std::string name = layer_tensor_name(l, r.name);
         if (r.presence == Presence::Absent || (r.presence == Presence::Optional && !f.find_tensor(name))) continue;
         const int64_t n_in = c.dim(r.n_in), n_out = c.dim(r.n_out);
-        if (r.slot == LayerSlot::extra) {
+        if (r.field.extra()) {
           LlamaLayerWeights::Extra e;
           e.name = name;
           e.row = &r;
-          if (r.role == TensorRole::Matrix) e.matrix = matmul_weight(f, kt, name, n_in, n_out);
-          else e.vector = vector_f32(f, name, n_in);
           L.extra.push_back(std::move(e));
-        } else if (MatmulWeight* m = layer_matrix(L, r.slot)) {
-          *m = matmul_weight(f, kt, name, n_in, n_out);
-        } else {
-          *layer_vector(L, r.slot) = vector_f32(f, name, n_in);
         }
+        if (MatmulWeight* m = layer_matrix(L, r)) *m = matmul_weight(f, kt, name, n_in, n_out);
+        else *layer_vector(L, r) = vector_f32(f, name, n_in);
       }
     }
     w.tied_ = c.tied_embeddings;
@@ -317,14 +284,9 @@ struct LlamaWeights {
     for (size_t l = 0; l < layers.size(); ++l) {
       LlamaLayerWeights& L = layers[l];
       std::vector<NamedMatrix> layer;
-      for (const LayerTensor& r : *layer_rows_) {
-        if (r.role != TensorRole::Matrix) continue;
-        MatmulWeight* m = layer_matrix(L, r.slot);
-        for (LlamaLayerWeights::Extra& e : L.extra)
-          if (e.row == &r) m = &e.matrix;
-        if (!m || !m->data) continue;  // an optional matrix the file does not have
-        layer.push_back({layer_tensor_name(int(l), r.name), m, layer_unit(int(l), r.unit)});
-      }
+      for_each_layer_tensor(*layer_rows_, L, int(l), [&](const LayerTensor& r, std::string name, MatmulWeight* m, std::vector<float>*) {
+        if (m) layer.push_back({std::move(name), m, layer_unit(int(l), r.unit)});
+      });
       std::stable_sort(layer.begin(), layer.end(), [](const NamedMatrix& a, const NamedMatrix& b) { return a.unit_key < b.unit_key; });
       v.insert(v.end(), layer.begin(), layer.end());
     }

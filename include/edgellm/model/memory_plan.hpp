@@ -16,7 +16,6 @@
 #include "edgellm/kv/paged_kv_cache.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/tensors.hpp"
-#include "edgellm/model/weight_stream.hpp"
 #include "edgellm/quant/mix.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
 
@@ -236,49 +235,6 @@ inline uint64_t mix_tensor_bytes(const std::vector<GgufTensorInfo>& tensors, con
 
 inline uint64_t llama_weight_bytes(const LlamaConfig& c, const QuantMix& mix) {
   return mix_tensor_bytes(llama_tensor_list(c), c, mix);
-}
-
-// A model larger than a memory budget, without a file (DEPLOY.md): the bytes streamed from storage
-// per token when `budget` holds KV at p.n_ctx, scratch, the stream's ring (kStreamSlots x the
-// largest matmul unit of a layer: the table's units, e.g. Q/K/V, attention output, gate/up, down)
-// and kStreamReadBuffers reads of kStreamReadBytes, and the rest of the budget holds matrices
-// (file sizes; the token embedding table stays mapped). Repacked forms, a few percent larger for
-// some K-quants, and the read buffers' alignment are not counted. 0 when everything fits.
-struct StreamProjection {
-  uint64_t matrices = 0;  // every matrix (not token_embd)
-  uint64_t resident = 0;
-  uint64_t streamed = 0;  // per token
-  uint64_t minimum = 0;   // smallest budget that runs
-};
-inline StreamProjection project_stream(const LlamaConfig& c, const QuantMix& mix, const MemoryPlanParams& p,
-                                       uint64_t budget) {
-  const std::vector<ModelTensor> mt = model_tensors(c);
-  const std::vector<GgufTensorInfo> ts = detail::tensor_infos(mt);
-  const std::vector<size_t> order = detail::tensor_file_order(ts);
-  std::vector<GgufTensorInfo> ordered;
-  for (size_t i : order) ordered.push_back(ts[i]);
-  const std::vector<DType> ordered_types = mix_tensor_types(ordered, c, mix);
-  std::vector<DType> types(ts.size());
-  for (size_t k = 0; k < order.size(); ++k) types[order[k]] = ordered_types[k];
-  StreamProjection r;
-  std::vector<uint64_t> unit_bytes(size_t(std::max(0, c.n_layer)) * kUnitsPerLayer, 0);  // [layer * kUnitsPerLayer + unit]
-  for (size_t i = 0; i < mt.size(); ++i) {
-    if (mt[i].role != TensorRole::Matrix || (mt[i].layer < 0 && mt[i].global == GlobalRole::TokenEmbd)) continue;
-    const uint64_t b = uint64_t(dtype_row_bytes(types[i], mt[i].n_in)) * uint64_t(mt[i].n_out);
-    r.matrices += b;
-    if (mt[i].layer >= 0) unit_bytes[size_t(mt[i].layer) * kUnitsPerLayer + size_t(mt[i].unit)] += b;
-  }
-  const uint64_t largest_unit = unit_bytes.empty() ? 0 : *std::max_element(unit_bytes.begin(), unit_bytes.end());
-  r.minimum = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + uint64_t(kStreamSlots) * largest_unit +
-              uint64_t(kStreamReadBuffers) * kStreamReadBytes;
-  const uint64_t all = kv_bytes_at_ctx(c, p) + scratch_bytes(c, p) + r.matrices;
-  if (budget >= all) {
-    r.resident = r.matrices;
-    return r;
-  }
-  r.resident = budget > r.minimum ? std::min(r.matrices, budget - r.minimum) : 0;
-  r.streamed = r.matrices - r.resident;
-  return r;
 }
 
 }  // namespace edgellm

@@ -9,6 +9,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgellm/core/error.hpp"
@@ -17,31 +18,50 @@
 #include "edgellm/kernels/matmul.hpp"
 #include "edgellm/model/llama_config.hpp"
 #include "edgellm/model/memory_plan.hpp"
+#include "edgellm/model/tensors.hpp"
 #include "edgellm/model/weight_stream.hpp"
 #include "edgellm/runtime/file_reader.hpp"
 #include "edgellm/runtime/memory_limit.hpp"
 
 namespace edgellm {
 
-// How a model is loaded. With the default options a model that fits in memory loads as it always
-// did (matrices read in place from the mapping, or repacked); one that does not fit keeps as many
-// matrix bytes resident as mem_budget leaves after KV and scratch, and streams the rest from
-// storage on every forward pass (model/weight_stream.hpp).
+// How a model is loaded: the one set of options of LlamaModel and LlamaModel::load. With the
+// default options the memory budget is detected: a model that fits loads with every matrix
+// resident (read in place from the mapping, or repacked); one that does not fit keeps as many
+// matrix bytes resident as the budget leaves after what is reserved, KV and scratch, and streams
+// the rest from storage on every forward pass (model/weight_stream.hpp). all_resident(): no
+// budget, every matrix resident whatever its size.
 struct LoadOptions {
   // Repack the matrices whose type the kernel table can interleave (kernels/api.hpp PackedFormat).
   bool repack = true;
-  // Bytes the model may use: resident weights + KV at plan.n_ctx + scratch + the stream's ring.
-  // 0: what this process may really use (runtime/memory_limit.hpp: the smaller of MemAvailable
-  // and the cgroup limit, less a margin). UINT64_MAX: no budget.
+  // Bytes the model may use: reserved_bytes + resident weights + KV at plan.n_ctx + scratch + the
+  // stream's ring. 0: what this process may really use (runtime/memory_limit.hpp: the smaller of
+  // MemAvailable and the cgroup limit, less a margin). UINT64_MAX: no budget.
   uint64_t mem_budget = 0;
+  // Of that budget (given or detected), bytes the model must leave free: a speculative decoding
+  // draft model, the app's own memory. Ignored without a budget.
+  uint64_t reserved_bytes = 0;
   // The run the budget must hold (KV type and context, batch, threads, sequences); n_ctx 0 means
   // default_context() of the model.
   MemoryPlanParams plan = MemoryPlanParams{0};
   int stream_slots = kStreamSlots;
+  // The kernel table the model multiplies with (null: kernels(), the best for this CPU). The model
+  // keeps this pointer: the table must outlive it.
+  const KernelTable* kernels = nullptr;
   // Called as the load goes with the fraction done (by bytes of weight matrices read or repacked),
   // increasing, 1 last; returning false stops the load: everything it allocated is released and
   // the load throws Error "load cancelled". Empty: none.
   std::function<bool(float)> progress;
+
+  // No budget: every matrix resident (repacked where a form exists, unless repack is false), with
+  // kernel table kt (null: kernels()).
+  static LoadOptions all_resident(bool repack = true, const KernelTable* kt = nullptr) {
+    LoadOptions o;
+    o.repack = repack;
+    o.kernels = kt;
+    o.mem_budget = UINT64_MAX;
+    return o;
+  }
 };
 
 // LoadOptions::progress as the loader drives it: add() the bytes of each matrix done (fractions
@@ -108,6 +128,7 @@ struct ResidencyPlan {
   bool streaming = false;        // false: every matrix resident (mapped or repacked), as without a budget
   uint64_t budget = 0;           // bytes planned against
   bool budget_detected = false;  // budget came from detect_memory_limit()
+  uint64_t reserved = 0;         // LoadOptions::reserved_bytes, left free (with a budget)
   uint64_t kv = 0, scratch = 0;  // reserved for KV at n_ctx and the pass's buffers
   uint64_t weights = 0;          // every matrix in its resident form (repacked size where packed)
   uint64_t resident = 0;         // matrix bytes held in memory (anonymous, pinned when allowed)
@@ -115,7 +136,7 @@ struct ResidencyPlan {
   uint64_t ring = 0;             // the stream's slots
   uint64_t staging = 0;          // its read buffers (kStreamReadBuffers of read_chunk bytes, plus alignment)
   size_t read_chunk = 0;
-  uint64_t minimum = 0;          // smallest budget that runs: kv + scratch + ring + staging
+  uint64_t minimum = 0;          // smallest budget that runs (streaming): reserved + kv + scratch + ring + staging
   int n_slots = 0;
   size_t slot_bytes = 0;
   int64_t output_chunk_rows = 0;           // rows per unit of a streamed output matrix
@@ -125,12 +146,12 @@ struct ResidencyPlan {
   double read_s_per_token(double read_bps) const { return read_bps > 0 ? double(streamed) / read_bps : 0; }
 };
 
-// Keeps resident as many matrix bytes as the budget leaves after KV, scratch and the stream's
-// ring: the output matrix first when it fits (a pass without logits then reads nothing for it),
-// then the others largest first. Every matrix is read once per pass, so each resident byte saves
-// one byte of reads per token whichever matrix holds it. `mats`: the matrices in stream order
-// (a unit's matrices next to each other), the output matrix last. Throws Error naming the minimum
-// budget when even the ring does not fit.
+// Keeps resident as many matrix bytes as the budget leaves after the reserved bytes, KV, scratch
+// and the stream's ring: the output matrix first when it fits (a pass without logits then reads
+// nothing for it), then the others largest first. Every matrix is read once per pass, so each
+// resident byte saves one byte of reads per token whichever matrix holds it. `mats`: the matrices
+// in stream order (a unit's matrices next to each other), the output matrix last. minimum is set
+// whenever there is a budget. Throws Error naming the minimum budget when even the ring does not fit.
 inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, uint64_t kv, uint64_t scratch, int n_ctx,
                                     const LoadOptions& opt) {
   EDGELLM_CHECK(!mats.empty() && mats.back().unit_key < 0, "plan_residency: the output matrix must come last");
@@ -154,11 +175,11 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, uint
     p.budget = lim.budget;
     p.budget_detected = true;
   }
-  if (p.kv + p.scratch + p.weights <= p.budget) return p;
+  p.reserved = opt.reserved_bytes;
 
-  // Streaming. The slot holds the largest unit: a layer's matmul call, or output rows chunked to that.
-  p.streaming = true;
-  p.n_slots = std::max(2, opt.stream_slots);
+  // The streaming layout at its smallest. The slot holds the largest unit: a layer's matmul call,
+  // or output rows chunked to that.
+  const int n_slots = std::max(2, opt.stream_slots);
   const size_t out = n - 1;
   const PlannedMatrix& ow = mats[out];
   auto unit_bytes = [&](bool streamed_only) {
@@ -188,15 +209,21 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, uint
   size_t chunk = 0;
   for (const PlannedMatrix& m : mats)
     chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(m.form_rows) * m.row_bytes});
-  p.read_chunk = chunk;
-  p.staging = uint64_t(kStreamReadBuffers) * FileReader::staging_for(chunk);
+  const uint64_t staging = uint64_t(kStreamReadBuffers) * FileReader::staging_for(chunk);
   uint64_t slot = slot_for(false);
-  p.minimum = p.kv + p.scratch + p.staging + uint64_t(p.n_slots) * slot;
+  p.minimum = p.reserved + p.kv + p.scratch + staging + uint64_t(n_slots) * slot;
+  if (p.reserved < p.budget && p.kv + p.scratch + p.weights <= p.budget - p.reserved) return p;
+
+  p.streaming = true;
+  p.n_slots = n_slots;
+  p.read_chunk = chunk;
+  p.staging = staging;
   if (p.budget < p.minimum)
-    throw_error("memory budget ", format_bytes(p.budget), " is below the minimum of ", format_bytes(p.minimum),
-                " for this model at -c ", p.n_ctx, ": KV ", format_bytes(p.kv), " + scratch ", format_bytes(p.scratch),
-                " + stream ring ", p.n_slots, " x ", format_bytes(slot), " + read buffers ", format_bytes(p.staging),
-                " (give a larger budget, a smaller -c or --kv-type q8_0)");
+    throw_error("memory budget ", format_bytes(p.budget), p.budget_detected ? " (detected)" : "", " is below the minimum of ",
+                format_bytes(p.minimum), " for this model at -c ", p.n_ctx, ": ",
+                p.reserved ? "reserved " + format_bytes(p.reserved) + " + " : std::string(), "KV ", format_bytes(p.kv),
+                " + scratch ", format_bytes(p.scratch), " + stream ring ", p.n_slots, " x ", format_bytes(slot),
+                " + read buffers ", format_bytes(p.staging), " (give a larger budget, a smaller -c or --kv-type q8_0)");
   std::fill(p.resident_matrix.begin(), p.resident_matrix.end(), 0);
   std::vector<size_t> order(out);
   std::iota(order.begin(), order.end(), size_t(0));
@@ -241,6 +268,60 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, cons
   return plan_residency(mats, kv_bytes_at_ctx(c, mp), scratch_bytes(c, mp), mp.n_ctx, opt);
 }
 
+// ---- the loader's plan of a LLaMA shape at a quantization mix, without a file (DEPLOY.md) ----
+
+// The matrices LlamaWeights::matrices() plans for a file of this shape (model_tensors: the
+// architecture table's required rows) whose tensors have the types edgellm-quantize gives them
+// under `mix` (mix_tensor_types), in the loader's order: per layer by matmul unit, the output
+// matrix (token_embd when tied) last. Their resident forms are those of opt.kernels when
+// opt.repack is on (null: the file's forms, on every machine the same).
+inline std::vector<PlannedMatrix> planned_matrices(const LlamaConfig& c, const QuantMix& mix, const LoadOptions& opt) {
+  const std::vector<ModelTensor> mt = model_tensors(c);
+  const std::vector<GgufTensorInfo> ts = detail::tensor_infos(mt);
+  const std::vector<size_t> order = detail::tensor_file_order(ts);
+  std::vector<GgufTensorInfo> ordered;
+  for (size_t i : order) ordered.push_back(ts[i]);
+  const std::vector<DType> ordered_types = mix_tensor_types(ordered, c, mix);
+  std::vector<DType> types(ts.size());
+  for (size_t k = 0; k < order.size(); ++k) types[order[k]] = ordered_types[k];
+  auto planned = [&](size_t i, int key) {
+    MatmulWeight m;
+    m.type = types[i];
+    m.n_in = mt[i].n_in;
+    m.n_out = mt[i].n_out;
+    m.row_bytes = dtype_row_bytes(m.type, m.n_in);
+    return planned_matrix(m, opt.kernels ? resident_format(*opt.kernels, m, opt.repack) : nullptr, key);
+  };
+  std::vector<PlannedMatrix> v;
+  std::vector<std::pair<int, size_t>> layer;  // (unit key, index in mt) of one layer's matrices
+  auto flush = [&] {
+    std::stable_sort(layer.begin(), layer.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [key, i] : layer) v.push_back(planned(i, key));
+    layer.clear();
+  };
+  size_t output = mt.size();
+  const GlobalRole out_role = c.tied_embeddings ? GlobalRole::TokenEmbd : GlobalRole::Output;
+  for (size_t i = 0; i < mt.size(); ++i) {
+    if (mt[i].role != TensorRole::Matrix) continue;
+    if (mt[i].layer < 0) {
+      if (mt[i].global == out_role) output = i;
+      continue;
+    }
+    if (!layer.empty() && mt[layer.back().second].layer != mt[i].layer) flush();
+    layer.emplace_back(mt[i].layer * kUnitsPerLayer + mt[i].unit, i);
+  }
+  flush();
+  EDGELLM_CHECK(output < mt.size(), "planned_matrices: no output matrix in the table of '", c.arch, "'");
+  v.push_back(planned(output, -1));
+  return v;
+}
+
+// The plan LlamaModel makes under opt for a file of this shape quantized with `mix`
+// (planned_matrices): DEPLOY.md's "when it does not fit" tables.
+inline ResidencyPlan project_residency(const LlamaConfig& c, const QuantMix& mix, const LoadOptions& opt) {
+  return plan_residency(planned_matrices(c, mix, opt), c, opt);
+}
+
 // For -v: the plan in one or two lines. pinned: the resident matrices are mlock'ed; n_units: the
 // stream's units; load_read_bps: the storage read rate seen while loading (0: not measured).
 inline std::string describe_residency(const ResidencyPlan& p, bool pinned, size_t n_units, double load_read_bps, bool direct_io) {
@@ -249,17 +330,19 @@ inline std::string describe_residency(const ResidencyPlan& p, bool pinned, size_
     if (p.budget)
       s = "memory budget " + format_bytes(p.budget) + (p.budget_detected ? " (detected)" : "") + ": the whole model fits (" +
           format_bytes(p.weights) + " weights + KV " + format_bytes(p.kv) + " at -c " + std::to_string(p.n_ctx) +
-          " + scratch " + format_bytes(p.scratch) + "), nothing streamed\n";
+          " + scratch " + format_bytes(p.scratch) +
+          (p.reserved ? ", " + format_bytes(p.reserved) + " reserved" : std::string()) + "), nothing streamed\n";
     return s;
   }
   char line[512];
   std::snprintf(line, sizeof line,
                 "memory budget %s%s: weights %s resident (%s), %s streamed per pass from storage in %zu units; "
-                "KV %s at -c %d, scratch %s, ring %d x %s; minimum budget %s\n",
+                "KV %s at -c %d, scratch %s, ring %d x %s%s%s; minimum budget %s\n",
                 format_bytes(p.budget).c_str(), p.budget_detected ? " (detected)" : "", format_bytes(p.resident).c_str(),
                 pinned ? "pinned" : "anonymous, not pinned", format_bytes(p.streamed).c_str(), n_units,
                 format_bytes(p.kv).c_str(), p.n_ctx, format_bytes(p.scratch).c_str(), p.n_slots,
-                format_bytes(p.slot_bytes).c_str(), format_bytes(p.minimum).c_str());
+                format_bytes(p.slot_bytes).c_str(), p.reserved ? ", reserved " : "",
+                p.reserved ? format_bytes(p.reserved).c_str() : "", format_bytes(p.minimum).c_str());
   s = line;
   if (load_read_bps > 0) {
     std::snprintf(line, sizeof line, "stream: reads measured at load %.0f MB/s%s -> at least %.2f s per token for the streamed part\n",

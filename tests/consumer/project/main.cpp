@@ -50,7 +50,7 @@ std::string expected_x86_level() {
 // FNV-1a over the bits of every logit of a fixed prompt and 4 greedy steps.
 uint64_t logits_hash(const std::string& path, const edgellm::KernelTable& table) {
   using namespace edgellm;
-  const LlamaModel model(GgufFile::open(path), table);
+  const LlamaModel model(GgufFile::open(path), LoadOptions::all_resident(true, &table));
   const std::vector<int32_t> prompt = {1, 17, 42, 99, 311, 7, 256, 480};
   const int steps = 4;
   ThreadPool pool(2);
