@@ -2,7 +2,7 @@
 // key from a file or the environment (not the command line, which other users of the machine can
 // read in /proc/PID/cmdline); POST /tokenize and /detokenize, shaped as llama-server's; the
 // Prometheus text of GET /metrics; the one log line per request (never message text). Functions of
-// their inputs, tested without a server (tests/test_server_api.cpp); server.cpp routes to them.
+// their inputs, tested without a server (tests/server/test_server_api.cpp); server.cpp routes to them.
 #pragma once
 #include <algorithm>
 #include <cctype>

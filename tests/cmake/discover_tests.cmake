@@ -2,14 +2,22 @@
 # test file compiled into it, lists that file's doctest cases (--source-file=*/<stem>.cpp) and
 # writes one ctest test per case, named <stem><SUFFIX>/<case>, which runs only that case.
 # Inputs (-D): TEST_EXECUTABLE, TEST_EXECUTOR (the cross-compiling emulator, may be empty),
-# TEST_WORKING_DIR, STEMS (the files' names without .cpp), SUFFIX, LABEL (the group's ctest label,
-# added to `doctest`), CTEST_FILE.
+# TEST_WORKING_DIR, STEMS (the files' names without .cpp), SUFFIX, LABELS (per stem, its ctest
+# labels joined by ',', added to `doctest`), CTEST_FILE.
 set(script "")
 set(executor "")
 foreach(part IN LISTS TEST_EXECUTOR)
   string(APPEND executor " [==[${part}]==]")
 endforeach()
+list(LENGTH STEMS n_stems)
+list(LENGTH LABELS n_labels)
+if(NOT n_stems EQUAL n_labels)
+  message(FATAL_ERROR "discover_tests.cmake: ${n_stems} stems (${STEMS}) but ${n_labels} label entries (${LABELS})")
+endif()
 foreach(stem IN LISTS STEMS)
+  list(FIND STEMS "${stem}" i)
+  list(GET LABELS ${i} labels)
+  string(REPLACE "," ";" labels "doctest,${labels}")
   set(file_filter "--source-file=*/${stem}.cpp")
   execute_process(
     COMMAND ${TEST_EXECUTOR} "${TEST_EXECUTABLE}" "${file_filter}" --list-test-cases
@@ -31,7 +39,7 @@ foreach(stem IN LISTS STEMS)
     string(REPLACE "," "\\," filter "${name}")
     string(APPEND script
       "add_test([==[${stem}${SUFFIX}/${name}]==]${executor} [==[${TEST_EXECUTABLE}]==] [==[--test-case=${filter}]==] [==[${file_filter}]==])\n"
-      "set_tests_properties([==[${stem}${SUFFIX}/${name}]==] PROPERTIES WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==] SKIP_RETURN_CODE 77 LABELS [==[doctest;${LABEL}]==])\n")
+      "set_tests_properties([==[${stem}${SUFFIX}/${name}]==] PROPERTIES WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==] SKIP_RETURN_CODE 77 LABELS [==[${labels}]==])\n")
   endforeach()
   if(count EQUAL 0)
     message(FATAL_ERROR "${TEST_EXECUTABLE}: no test case of ${stem}.cpp found")

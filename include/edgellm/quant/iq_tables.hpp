@@ -2,7 +2,7 @@
 // a point, magnitudes 8, 25, 43), IQ3_XXS / IQ3_S (4 weights a point), IQ1_S / IQ1_M (8 ternary
 // weights a point), the sign patterns of IQ2 / IQ3 and IQ4_NL's 16 values. They are part of the
 // file format: an index stored in a GGUF block means the point ggml's table has at that index, so
-// every value here equals ggml's (tests/test_iq_tables.cpp checks each table's checksum and order).
+// every value here equals ggml's (tests/quant/test_iq_tables.cpp checks each table's checksum and order).
 //
 // A grid is written as its points in index order, one digit per weight (the weight's level, see
 // each grid's levels), weight 0 first; the tables the kernels read (a point's bytes packed into a
