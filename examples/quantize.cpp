@@ -16,6 +16,7 @@
 
 #include <edgellm/gguf/reader.hpp>
 #include <edgellm/gguf/writer.hpp>
+#include <edgellm/model/tensors.hpp>
 #include <edgellm/quant/imatrix.hpp>
 #include <edgellm/quant/mix.hpp>
 #include <edgellm/quant/quantize_weighted.hpp>
@@ -105,7 +106,8 @@ MixModelInfo model_info(const GgufFile& f) {
   info.n_head_kv = static_cast<int>(f.get_int_or(p + "attention.head_count_kv", info.n_head));
   if (info.n_head_kv <= 0) info.n_head_kv = info.n_head;
   info.n_expert = static_cast<int>(f.get_int_or(p + "expert_count", 0));
-  info.has_output = f.find_tensor("output.weight") != nullptr;
+  const ArchSpec* arch = find_arch_spec(info.arch);
+  info.has_output = f.find_tensor(arch ? arch->tensors.output : "output.weight") != nullptr;
   return info;
 }
 
@@ -295,13 +297,15 @@ Plan plan_tensors(const GgufFile& src, const QuantMix& mix, const ImatrixUse& im
   std::vector<std::string> names;
   for (const auto& t : src.tensors()) names.push_back(t.name);
   for (size_t i : llama_tensor_order(names)) order.push_back(&src.tensors()[i]);
+  MixModelInfo info = model_info(src);
+  // A family of the architecture table: categories from its rows; another: by name (mix_category).
+  const ArchSpec* arch = find_arch_spec(info.arch);
   std::vector<MixTensor> tensors;
   std::vector<DType> current;
   for (const GgufTensorInfo* t : order) {
-    tensors.push_back({t->name, static_cast<int>(t->n_dims), t->ne[0]});
+    tensors.push_back(mix_tensor(arch, t->name, static_cast<int>(t->n_dims), t->ne[0]));
     current.push_back(t->type);
   }
-  MixModelInfo info = model_info(src);
   info.has_imatrix = have_imatrix;
   int n_fallback = 0;
   p.types = plan_quant_mix(mix, info, tensors, current, pure, &n_fallback);
@@ -317,7 +321,7 @@ Plan plan_tensors(const GgufFile& src, const QuantMix& mix, const ImatrixUse& im
   int requant = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const auto& t = *order[i];
-    const bool requires_imatrix = is_quantizable_tensor(t.name, int(t.n_dims)) && mix_requires_imatrix(mix, t.name, plan[i]);
+    const bool requires_imatrix = is_quantizable_tensor(t.name, int(t.n_dims)) && mix_requires_imatrix(mix, tensors[i], plan[i]);
     if (requires_imatrix && !have_imatrix)
       throw_error(mix.name, " needs an importance matrix (tensor '", t.name, "' would be ", dtype_name(plan[i]),
                   "): make one with edgellm-imatrix and pass it with --imatrix");

@@ -1,10 +1,11 @@
 // The architecture table (model/arch.hpp) drives everything that walks a model's tensors: a toy
 // architecture added with register_arch() (renamed tensors; an extra vector and an extra matrix per
 // layer) is written by the synthetic writer, listed by the memory plan, loaded, planned and
-// streamed, with no change to any of them.
+// streamed, with no change to any of them; the quantization mix keys on a row's field, not its name.
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "edgellm/model/memory_plan.hpp"
 #include "edgellm/model/residency.hpp"
 #include "edgellm/model/tensors.hpp"
+#include "edgellm/quant/mix.hpp"
 #include "edgellm/tools/synthetic.hpp"
 #include "model_fixtures.hpp"
 
@@ -62,6 +64,22 @@ SyntheticSpec toy_spec(const std::string& arch) {
 std::vector<float> toy_run(const LlamaModel& m) { return edgellm_test::prompt_and_steps_logits(m, {1, 17, 300, 4, 99, 250, 7}, 5, kToyCtx); }
 
 LoadOptions toy_budget(uint64_t bytes) { return edgellm_test::budget_options(bytes, kToyCtx, 1); }
+
+// The mix's types for `ts` (file order) with each tensor's category from `arch`'s table, or
+// (arch nullptr) from its name alone.
+std::vector<DType> toy_mix_plan(const QuantMix& mix, const LlamaConfig& c, const std::vector<GgufTensorInfo>& ts,
+                                const ArchSpec* arch) {
+  std::vector<MixTensor> mt;
+  for (const GgufTensorInfo& t : ts) mt.push_back(mix_tensor(arch, t.name, int(t.n_dims), t.ne[0]));
+  return plan_quant_mix(mix, mix_model_info(c), mt, std::vector<DType>(ts.size(), DType::F32), false);
+}
+
+DType toy_type_of(const std::vector<GgufTensorInfo>& ts, const std::vector<DType>& types, const std::string& name) {
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].name == name) return types[i];
+  FAIL("no tensor " << name);
+  return DType::F32;
+}
 
 }  // namespace
 
@@ -179,5 +197,66 @@ TEST_CASE("architecture table: registering a taken name or a matrix without a un
     FAIL("an unknown architecture was found");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("'toy-unknown'") != std::string::npos);
+  }
+}
+
+TEST_CASE("architecture table: the quantization mix takes a tensor's category from its row, so renamed tensors keep their rules") {
+  const ArchSpec& toy = toy_renamed();
+  const QuantMix& q4km = quant_mix("Q4_K_M");
+  const LlamaConfig tc = synthetic_config(toy_spec("toy-renamed"));
+  const LlamaConfig lc = synthetic_config(toy_spec("llama"));
+  const std::vector<GgufTensorInfo> toy_list = llama_tensor_list(tc);
+  // 3 layers: use_more_bits picks layer 2, whose V and down projections Q4_K_M makes q6_K.
+  const std::vector<DType> by_row = toy_mix_plan(q4km, tc, toy_list, &toy);
+  CHECK(toy_type_of(toy_list, by_row, "blk.2.attention.wv.weight") == DType::Q6_K);
+  CHECK(toy_type_of(toy_list, by_row, "blk.0.attention.wv.weight") == DType::Q4_K);
+  CHECK(toy_type_of(toy_list, by_row, "blk.2.feed_forward.w2.weight") == DType::Q6_K);
+  CHECK(toy_type_of(toy_list, by_row, "output.weight") == DType::Q6_K);
+  // By the names alone ("attention.wv" is no attn_v to llama-quantize) the bumps are lost.
+  const std::vector<DType> by_name = toy_mix_plan(q4km, tc, toy_list, nullptr);
+  CHECK(toy_type_of(toy_list, by_name, "blk.2.attention.wv.weight") == DType::Q4_K);
+  CHECK(toy_type_of(toy_list, by_name, "blk.2.feed_forward.w2.weight") == DType::Q4_K);
+  // The memory plan and the synthetic writer see the renamed model as llama, for every mix.
+  for (const QuantMix& mix : quant_mixes()) {
+    CAPTURE(mix.name);
+    CHECK(mix_tensor_bytes(toy_list, tc, mix) == mix_tensor_bytes(llama_tensor_list(lc), lc, mix));
+    CHECK(synthetic_mix_types(toy_spec("toy-renamed"), mix) == synthetic_mix_types(toy_spec("llama"), mix));
+  }
+  // A tensor the table does not describe goes by its name.
+  CHECK(arch_mix_category(&toy, "blk.1.attention.wv.weight") == MixCategory::AttnV);
+  CHECK_FALSE(arch_mix_category(&toy, "blk.1.attn_v.weight").has_value());
+  CHECK_FALSE(arch_mix_category(&toy, "blk.x.attention.wv.weight").has_value());
+  CHECK_FALSE(arch_mix_category(nullptr, "blk.1.attn_v.weight").has_value());
+  CHECK_FALSE(arch_mix_category(&toy_extra(), "blk.0.ffn_extra.weight").has_value());  // no field: its name
+  CHECK(mix_category(mix_tensor(&toy, "blk.1.attn_v.weight", 2, 64)) == MixCategory::AttnV);
+}
+
+TEST_CASE("architecture table: every tensor of the built-in families has the category llama-quantize gives its name") {
+  for (const char* name : {"llama", "qwen2", "qwen3"}) {
+    CAPTURE(name);
+    const ArchSpec& a = arch_spec(name, "test");
+    for (const LayerTensor& r : a.layer) {
+      const std::string t = layer_tensor_name(11, r.name);
+      CAPTURE(t);
+      const std::optional<MixCategory> c = arch_mix_category(&a, t);
+      REQUIRE(c.has_value());
+      CHECK(*c == mix_category(t));
+    }
+    for (const char* g : {a.tensors.token_embd, a.tensors.output_norm, a.tensors.output}) {
+      CAPTURE(g);
+      REQUIRE(arch_mix_category(&a, g).has_value());
+      CHECK(*arch_mix_category(&a, g) == mix_category(g));
+    }
+    // So every mix plans a model of the family as by the names (tied embeddings too).
+    for (bool tied : {false, true}) {
+      SyntheticSpec s = toy_spec(name);
+      s.tied = tied;
+      const LlamaConfig c = synthetic_config(s);
+      const std::vector<GgufTensorInfo> list = llama_tensor_list(c);
+      for (const QuantMix& mix : quant_mixes()) {
+        CAPTURE(mix.name);
+        CHECK(toy_mix_plan(mix, c, list, &a) == toy_mix_plan(mix, c, list, nullptr));
+      }
+    }
   }
 }

@@ -306,14 +306,14 @@ TEST_CASE("i-quant rows that do not fit 256-blocks fall back, and which types ne
   CHECK(plan("IQ4_NL")[1] == DType::F16);
   CHECK(plan("Q2_K")[0] == DType::Q4_0);
   const QuantMix& q2ks = quant_mix("Q2_K_S");
-  CHECK(mix_requires_imatrix(q2ks, "blk.0.attn_q.weight", DType::Q2_K));
-  CHECK_FALSE(mix_requires_imatrix(quant_mix("Q2_K"), "blk.0.attn_q.weight", DType::Q2_K));
-  CHECK_FALSE(mix_requires_imatrix(q2ks, "token_embd.weight", DType::Q2_K));
-  CHECK_FALSE(mix_requires_imatrix(q2ks, "output.weight", DType::Q2_K));
-  CHECK(mix_requires_imatrix(quant_mix("IQ3_XS"), "blk.0.ffn_up.weight", DType::IQ3_XXS));
-  CHECK_FALSE(mix_requires_imatrix(quant_mix("IQ3_XS"), "blk.0.ffn_up.weight", DType::IQ3_S));
-  CHECK(mix_requires_imatrix(quant_mix("IQ1_M"), "blk.0.attn_q.weight", DType::IQ1_M));
-  CHECK_FALSE(mix_requires_imatrix(quant_mix("TQ1_0"), "blk.0.attn_q.weight", DType::TQ1_0));
+  CHECK(mix_requires_imatrix(q2ks, {"blk.0.attn_q.weight"}, DType::Q2_K));
+  CHECK_FALSE(mix_requires_imatrix(quant_mix("Q2_K"), {"blk.0.attn_q.weight"}, DType::Q2_K));
+  CHECK_FALSE(mix_requires_imatrix(q2ks, {"token_embd.weight"}, DType::Q2_K));
+  CHECK_FALSE(mix_requires_imatrix(q2ks, {"output.weight"}, DType::Q2_K));
+  CHECK(mix_requires_imatrix(quant_mix("IQ3_XS"), {"blk.0.ffn_up.weight"}, DType::IQ3_XXS));
+  CHECK_FALSE(mix_requires_imatrix(quant_mix("IQ3_XS"), {"blk.0.ffn_up.weight"}, DType::IQ3_S));
+  CHECK(mix_requires_imatrix(quant_mix("IQ1_M"), {"blk.0.attn_q.weight"}, DType::IQ1_M));
+  CHECK_FALSE(mix_requires_imatrix(quant_mix("TQ1_0"), {"blk.0.attn_q.weight"}, DType::TQ1_0));
   CHECK(quant_mix("IQ2_S").base == DType::IQ2_XS);  // llama.cpp's default types of the mixes
   CHECK(quant_mix("IQ2_M").base == DType::IQ2_S);
   CHECK(quant_mix("IQ3_M").base == DType::IQ3_S);

@@ -3,7 +3,8 @@
 // row, the tensors of a layer: name, shape, required or optional, the LlamaLayerWeights field the
 // forward pass reads it from and which matmul call reads it. Everything that walks a model's tensors derives from the
 // rows (model/tensors.hpp): the loader (LlamaWeights), the matmul units the weight stream reads,
-// the residency plan, the memory plan's tensor list and the synthetic model writer. A new family
+// the residency plan, the memory plan's tensor list, the synthetic model writer and the
+// quantization mix (a row's field gives its category: model/tensors.hpp layer_mix_category). A new family
 // whose layer is RMSNorm -> attention -> RMSNorm -> gated FFN is a new entry (built in below, or
 // register_arch()) plus, where it computes something new, a few lines in LlamaModel::run.
 #pragma once
@@ -185,15 +186,22 @@ inline const ArchSpec& register_arch(ArchSpec spec) {
   return r.specs.back();
 }
 
+// The entry for `arch`, or nullptr.
+inline const ArchSpec* find_arch_spec(const std::string& arch) {
+  detail::ArchRegistry& r = detail::arch_registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  for (const ArchSpec& a : r.specs)
+    if (arch == a.name) return &a;
+  return nullptr;
+}
+
 // The entry for `arch`, or Error naming it and the known ones (`where`: the file, for the message).
 inline const ArchSpec& arch_spec(const std::string& arch, const std::string& where) {
+  if (const ArchSpec* a = find_arch_spec(arch)) return *a;
   detail::ArchRegistry& r = detail::arch_registry();
   std::lock_guard<std::mutex> lk(r.mu);
   std::string known;
-  for (const ArchSpec& a : r.specs) {
-    if (arch == a.name) return a;
-    known += (known.empty() ? "'" : ", '") + a.name + "'";
-  }
+  for (const ArchSpec& a : r.specs) known += (known.empty() ? "'" : ", '") + a.name + "'";
   throw_error(where, ": general.architecture is '", arch, "', which edgellm does not run (known: ", known, ")");
 }
 

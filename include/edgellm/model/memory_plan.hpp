@@ -208,19 +208,13 @@ inline std::vector<GgufTensorInfo> llama_tensor_list(const LlamaConfig& c) {
 // per-tensor rules of edgellm-quantize (quant/mix.hpp).
 inline std::vector<DType> mix_tensor_types(const std::vector<GgufTensorInfo>& tensors, const LlamaConfig& c,
                                            const QuantMix& mix) {
-  MixModelInfo info;
-  info.arch = c.arch;
-  info.n_layer = c.n_layer;
-  info.n_head = c.n_head;
-  info.n_head_kv = c.n_head_kv;
-  info.has_output = !c.tied_embeddings;
   std::vector<MixTensor> mt;
   std::vector<DType> cur;
   for (const auto& t : tensors) {
-    mt.push_back(MixTensor{t.name, int(t.n_dims), t.ne[0]});
+    mt.push_back(mix_tensor(&c.arch_entry(), t.name, int(t.n_dims), t.ne[0]));
     cur.push_back(t.type);
   }
-  return plan_quant_mix(mix, info, mt, cur, false);
+  return plan_quant_mix(mix, mix_model_info(c), mt, cur, false);
 }
 
 // Sum of tensor bytes after quantizing `tensors` with `mix` (mix_tensor_types). The file adds

@@ -1,14 +1,17 @@
 // The tensors of a model, from its architecture's table (model/arch.hpp) and its shape
 // (LlamaConfig): the one list the loader, the residency and memory plans and the synthetic
-// writer walk.
+// writer walk; and each tensor's quantization-mix category (quant/mix.hpp), from its row.
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgellm/model/arch.hpp"
 #include "edgellm/model/llama_config.hpp"
+#include "edgellm/quant/mix.hpp"
 
 namespace edgellm {
 
@@ -71,6 +74,53 @@ inline std::vector<ModelTensor> model_tensors(const LlamaConfig& c, bool with_op
       v.push_back(std::move(t));
     }
   return v;
+}
+
+// The mix category of a layer row: from the field it fills, whatever the file calls the tensor
+// (the matrix the forward pass reads as its V projection gets llama-quantize's attn_v rules);
+// vectors are Other. nullopt: a row with no field (kExtraTensor), which goes by its name.
+inline std::optional<MixCategory> layer_mix_category(const LayerTensor& r) {
+  using S = LlamaLayerWeights;
+  using C = MixCategory;
+  if (r.field.vector) return C::Other;
+  static const std::pair<MatmulWeight S::*, C> by_field[] = {
+      {&S::wq, C::AttnQ},         {&S::wk, C::AttnK},     {&S::wv, C::AttnV},         {&S::wo, C::AttnOutput},
+      {&S::w_gate, C::FfnGate}, {&S::w_up, C::FfnUp}, {&S::w_down, C::FfnDown}};
+  for (const auto& f : by_field)
+    if (r.field.matrix == f.first) return f.second;
+  return std::nullopt;
+}
+
+// The mix category of tensor `name` in a file of family `a` (nullptr: a family edgellm does not
+// run): the global tensors by their role, "blk.<N>.<row>" by its row; nullopt for a tensor the
+// table does not describe (the mix then classifies it by name, as llama-quantize does).
+inline std::optional<MixCategory> arch_mix_category(const ArchSpec* a, const std::string& name) {
+  if (!a) return std::nullopt;
+  if (name == a->tensors.output) return MixCategory::Output;
+  if (name == a->tensors.token_embd) return MixCategory::TokenEmbd;
+  if (name == a->tensors.output_norm) return MixCategory::Other;
+  if (name.compare(0, 4, "blk.") != 0) return std::nullopt;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4 || name.find_first_not_of("0123456789", 4) != dot) return std::nullopt;
+  for (const LayerTensor& r : a->layer)
+    if (name.compare(dot + 1, std::string::npos, r.name) == 0) return layer_mix_category(r);
+  return std::nullopt;
+}
+
+// What the mix's rules need to know about a model of this shape (no experts, no imatrix).
+inline MixModelInfo mix_model_info(const LlamaConfig& c) {
+  MixModelInfo info;
+  info.arch = c.arch;
+  info.n_layer = c.n_layer;
+  info.n_head = c.n_head;
+  info.n_head_kv = c.n_head_kv;
+  info.has_output = !c.tied_embeddings;
+  return info;
+}
+
+// The planner's view of a tensor of a file of family `a` (quant/mix.hpp plan_quant_mix).
+inline MixTensor mix_tensor(const ArchSpec* a, const std::string& name, int n_dims, int64_t ne0) {
+  return MixTensor{name, n_dims, ne0, arch_mix_category(a, name)};
 }
 
 }  // namespace edgellm

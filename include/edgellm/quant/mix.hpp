@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "edgellm/core/dtype.hpp"
@@ -121,16 +123,14 @@ struct MixModelInfo {
   int n_gqa() const { return n_head_kv > 0 ? n_head / n_head_kv : 1; }
 };
 
-// One tensor as the planner sees it (file order matters: attn_v / ffn_down are counted in order).
-struct MixTensor {
-  std::string name;
-  int n_dims = 2;
-  int64_t ne0 = 0;  // row length
-};
-
 // llama.cpp's broad tensor categories (tensor_get_category): what the per-tensor rules key on.
 enum class MixCategory { Output, TokenEmbd, AttnQkv, AttnKvB, AttnV, AttnK, AttnQ, AttnOutput, FfnUp, FfnGate, FfnDown, Other };
 
+// A tensor's category from its name alone, by llama-quantize's substrings. Only the fallback for a
+// tensor no architecture row describes (a file of a family edgellm does not run, which must still
+// quantize as llama-quantize does, and llama-quantize itself goes by the name): for a family of
+// model/arch.hpp the category comes from the row (model/tensors.hpp arch_mix_category), so a
+// renamed tensor keeps its rules.
 inline MixCategory mix_category(const std::string& name) {
   using detail::contains;
   if (name == "output.weight") return MixCategory::Output;
@@ -146,6 +146,21 @@ inline MixCategory mix_category(const std::string& name) {
   if (contains(name, "ffn_down")) return MixCategory::FfnDown;
   return MixCategory::Other;
 }
+
+// One tensor as the planner sees it (file order matters: attn_v / ffn_down are counted in order).
+struct MixTensor {
+  std::string name;
+  int n_dims = 2;
+  int64_t ne0 = 0;  // row length
+  std::optional<MixCategory> category;  // from the architecture table; unset: mix_category(name)
+
+  MixTensor() = default;
+  MixTensor(std::string n, int dims = 2, int64_t row = 0, std::optional<MixCategory> c = std::nullopt)  // NOLINT: implicit
+      : name(std::move(n)), n_dims(dims), ne0(row), category(c) {}
+};
+
+inline MixCategory mix_category(const MixTensor& t) { return t.category ? *t.category : mix_category(t.name); }
+
 inline bool mix_category_is_attn_v(MixCategory c) {
   return c == MixCategory::AttnV || c == MixCategory::AttnQkv || c == MixCategory::AttnKvB;
 }
@@ -153,8 +168,8 @@ inline bool mix_category_is_attn_v(MixCategory c) {
 // Whether llama-quantize refuses to write tensor `name` as `type` in `mix` without an importance
 // matrix (tensor_requires_imatrix): the 1- to 3-bit grid types, and q2_K in a Q2_K_S file;
 // never the embeddings or the output.
-inline bool mix_requires_imatrix(const QuantMix& mix, const std::string& name, DType type) {
-  const MixCategory c = mix_category(name);
+inline bool mix_requires_imatrix(const QuantMix& mix, const MixTensor& t, DType type) {
+  const MixCategory c = mix_category(t);
   if (c == MixCategory::Output || c == MixCategory::TokenEmbd) return false;
   switch (type) {
     case DType::IQ3_XXS: case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ1_M: case DType::IQ1_S:
@@ -213,7 +228,7 @@ class MixPlanner {
 
   DType choose(const MixTensor& t, DType type) {
     const std::string& name = t.name;
-    const MixCategory c = mix_category(name);
+    const MixCategory c = mix_category(t);
     if (c == MixCategory::Output || (!info_.has_output && c == MixCategory::TokenEmbd)) return output(t, type);
     if (c == MixCategory::TokenEmbd) {
       if (is_any({"IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"})) type = DType::Q2_K;
@@ -397,7 +412,7 @@ inline std::vector<DType> plan_quant_mix(const QuantMix& mix, const MixModelInfo
   EDGELLM_CHECK(tensors.size() == current.size(), "plan_quant_mix: ", tensors.size(), " tensors but ", current.size(),
                 " current types");
   int n_attention_wv = 0;
-  for (const auto& t : tensors) n_attention_wv += mix_category_is_attn_v(mix_category(t.name)) ? 1 : 0;
+  for (const auto& t : tensors) n_attention_wv += mix_category_is_attn_v(mix_category(t)) ? 1 : 0;
   MixPlanner planner(mix, info, n_attention_wv, pure);
   std::vector<DType> out;
   out.reserve(tensors.size());

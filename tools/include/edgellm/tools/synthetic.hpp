@@ -116,16 +116,11 @@ inline std::vector<DType> synthetic_mix_types(const SyntheticSpec& s, const Quan
   std::vector<std::string> names;
   for (const auto& t : ts) names.push_back(t.name);
   const std::vector<size_t> order = llama_tensor_order(names);
-  MixModelInfo info;
-  info.arch = s.arch;
-  info.n_layer = s.n_layer;
-  info.n_head = s.n_head;
-  info.n_head_kv = s.n_head_kv;
-  info.has_output = !s.tied;
+  const LlamaConfig c = synthetic_config(s);
   std::vector<MixTensor> planned;
-  for (size_t i : order) planned.push_back({ts[i].name, ts[i].n_out == 1 ? 1 : 2, ts[i].n_in});
+  for (size_t i : order) planned.push_back(mix_tensor(c.spec, ts[i].name, ts[i].n_out == 1 ? 1 : 2, ts[i].n_in));
   const std::vector<DType> in_order =
-      plan_quant_mix(mix, info, planned, std::vector<DType>(planned.size(), DType::F32), false);
+      plan_quant_mix(mix, mix_model_info(c), planned, std::vector<DType>(planned.size(), DType::F32), false);
   std::vector<DType> types(ts.size());
   for (size_t k = 0; k < order.size(); ++k) types[order[k]] = in_order[k];
   return types;
@@ -238,8 +233,11 @@ inline std::vector<float> synthetic_imatrix(const SyntheticSpec& s, uint64_t see
 // llama-quantize would refuse one of its tensors without a matrix (mix_requires_imatrix).
 inline bool synthetic_mix_uses_imatrix(const SyntheticSpec& s, const QuantMix& mix, const std::vector<DType>& types) {
   const std::vector<SyntheticTensor> ts = synthetic_tensors(s);
-  for (size_t i = 0; i < ts.size() && i < types.size(); ++i)
-    if (mix_requires_imatrix(mix, ts[i].name, types[i])) return true;
+  const ArchSpec* arch = synthetic_config(s).spec;
+  for (size_t i = 0; i < ts.size() && i < types.size(); ++i) {
+    const MixTensor t = mix_tensor(arch, ts[i].name, ts[i].n_out == 1 ? 1 : 2, ts[i].n_in);
+    if (mix_requires_imatrix(mix, t, types[i])) return true;
+  }
   return false;
 }
 
