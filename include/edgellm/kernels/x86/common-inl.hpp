@@ -1,13 +1,7 @@
 // Shared pieces of the x86 kernels (AVX2 + FMA + F16C, 8 floats per vector): horizontal sums, the
 // u8 x s8 dot step (AVX-VNNI / AVX512-VNNI when the level has it, else maddubs + madd: the one
 // place that gap is handled), nibble/bit expansion and the multi-row driver.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // F16 <-> F32 with the F16C instructions of every level: the same values as quant/fp16.hpp's exact
 // conversions (round to nearest even), found first by the kernels' unqualified calls.
@@ -174,7 +168,3 @@ inline void vec_dot_rows(int n, float* EDGELLM_RESTRICT out, int nrows, const vo
     dot_rows_grouped<Fmt, R>(n, out, nrows, w, w_stride, a);
   }
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -3,14 +3,7 @@
 // then one int->float convert and one FMA — no horizontal sums, one sequential stream per group.
 // 16 rows (64-byte vectors) with AVX-512 VNNI, else 8 rows with AVX2 (VNNI or maddubs). A register
 // tile of up to kPackedTileToks tokens shares each unpacked weight vector (prefill).
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
-
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 #if EDGELLM_X86_AVX512VNNI
 struct PackedVec {
@@ -85,7 +78,7 @@ struct PackedVec {
 inline constexpr int kPackedTileToks = PackedVec::kRows == 16 ? 8 : 2;
 
 // Software prefetch distance in the group stream of every packed form (Q4_0 / Q8_0 here, the
-// K-quants in packed_kquants.hpp): every line of the block this far ahead into L1, and for the
+// K-quants in packed_kquants-inl.hpp): every line of the block this far ahead into L1, and for the
 // 16-row (AVX-512 VNNI) forms a second, farther prefetch into L2 that keeps more DRAM reads in
 // flight than the L1 fill buffers allow (distances chosen by measurement on a Xeon, the best on
 // the DRAM-fed GEMV for the K-quants too: docs/PERF.md, "Kernel constants"). The 8-row forms of
@@ -237,7 +230,7 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8.hpp)
+#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8-inl.hpp)
     for (int j = 0; j < packed::kWords; ++j) {
       const __m256i w = load256(qs + 32 * j), wa = _mm256_abs_epi8(w);
 #pragma GCC unroll 4
@@ -291,7 +284,3 @@ inline void register_packed(KernelTable& t) {
 #endif
   }
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

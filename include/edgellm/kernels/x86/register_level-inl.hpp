@@ -1,29 +1,34 @@
-// One level of the x86 kernels: the kernel headers in dependency order, and the level's
-// register_kernels. kernels/x86/register.hpp includes this once per level it compiles, with the
-// level's macros defined (kernels/x86/level.hpp), and undefines them after; so no include guard.
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
+// One level of the x86 kernels, the one place their bodies are compiled: kernels/x86/register.hpp
+// defines the level's macros (kernels/x86/level.hpp lists them) and includes this once per level;
+// this opens the level's namespace under its target attribute, includes the kernel bodies
+// (kernels/x86/*-inl.hpp, no include guard, no prologue) in dependency order, defines the level's
+// table and register_kernels, and undefines the macros.
 #define EDGELLM_X86_VNNI (EDGELLM_X86_AVXVNNI || EDGELLM_X86_AVX512VNNI)
-
-#include "edgellm/kernels/entry.hpp"
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/kernels/x86/quantize.hpp"
-#include "edgellm/kernels/x86/dot_float.hpp"
-#include "edgellm/kernels/x86/dot_legacy.hpp"
-#include "edgellm/kernels/x86/dot_kquants.hpp"
-#include "edgellm/kernels/x86/dot_iquants.hpp"
-#include "edgellm/kernels/x86/kv_ops.hpp"
-#include "edgellm/kernels/x86/float_ops.hpp"
-#include "edgellm/kernels/x86/gemm_u8.hpp"
-#include "edgellm/kernels/x86/packed.hpp"
-#include "edgellm/kernels/x86/packed_kquants.hpp"
-#include "edgellm/kernels/x86/packed_kquants_x16.hpp"
-#include "edgellm/kernels/x86/packed_kquants_x8.hpp"
 
 EDGELLM_X86_BEGIN
 namespace edgellm::EDGELLM_X86_LEVEL_NS {
+
+#include "edgellm/kernels/x86/common-inl.hpp"
+#include "edgellm/kernels/x86/quantize-inl.hpp"
+#include "edgellm/kernels/x86/dot_float-inl.hpp"
+#include "edgellm/kernels/x86/dot_legacy-inl.hpp"
+#include "edgellm/kernels/x86/dot_kquants-inl.hpp"
+#include "edgellm/kernels/x86/dot_iquants-inl.hpp"
+#include "edgellm/kernels/x86/kv_ops-inl.hpp"
+#include "edgellm/kernels/x86/float_ops-inl.hpp"
+#include "edgellm/kernels/x86/gemm_u8-inl.hpp"
+#include "edgellm/kernels/x86/packed-inl.hpp"
+#include "edgellm/kernels/x86/packed_kquants-inl.hpp"
+#if EDGELLM_X86_AVX512VNNI
+#include "edgellm/kernels/x86/packed_kquants_x16-inl.hpp"
+#elif EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
+// The 8-row forms use no VNNI instruction, and a dispatch build compiles the avx2 level first: the
+// avx2-vnni level registers that level's functions (the same code and bits) instead of compiling
+// them a second time, which cost every translation unit of a plain -O2 build ~3 s.
+inline void register_packed_kquants(KernelTable& t) { x86_avx2::register_packed_kquants(t); }
+#else
+#include "edgellm/kernels/x86/packed_kquants_x8-inl.hpp"
+#endif
 
 inline constexpr Isa kIsa = EDGELLM_X86_LEVEL_ISA;
 
@@ -104,4 +109,3 @@ EDGELLM_X86_END
 #undef EDGELLM_X86_AVX512VNNI
 #undef EDGELLM_X86_GFNI
 #undef EDGELLM_X86_AVX512VBMI
-#endif

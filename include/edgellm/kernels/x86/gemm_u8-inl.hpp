@@ -6,13 +6,7 @@
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
 // The K form's types (K-quants, i-quants against Q8_K) take the grouped 8-row tile further down
 // instead, and without VNNI q8_0 / IQ4_NL the signed one, IQ4_XS the signed K one.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // Every loop over the tile's rows and tokens is unrolled: its accumulators then live in registers.
 // g++ -O2 (a user's plain build) left them as arrays in memory, and the tile ran at half speed.
@@ -341,7 +335,3 @@ inline void gemm_u8_tile_sk(int64_t n, const U8GemmRow* w, const U8GemmRow* a, f
 
 
 #undef EDGELLM_GEMM_UNROLL
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -11,13 +11,7 @@
 // IQ1_S / IQ1_M fold the +-1/8 shift into the weight: 8 * (grid + delta / 8) is an integer in
 // [-9, 9], so the block's sum is (8 * sumi + sumi_delta) / 8, exactly the reference's
 // sumi + IQ1*_DELTA * sumi_delta in float (IQ1_M: that weight + 9, unsigned, see FmtIQ1_M).
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // Vectors K... of a block summed: Fmt::vec<k>(x, y, ctx) is vector k's int32 partial sums. Two
 // chains, so consecutive vectors do not wait on each other's add.
@@ -569,13 +563,9 @@ struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
 };
 
 
-// vec_dot_rows of each type (register_level.hpp): the grid types take a row at a time (two blocks
+// vec_dot_rows of each type (register_level-inl.hpp): the grid types take a row at a time (two blocks
 // in flight): their cost is the table lookups, and with more rows in flight g++ 12 spills (kernel
 // timings on the EPYC, 2048 x 2048: IQ3_S 376 us a row at a time against 465 in groups of 4, IQ4_XS
 // 149 against 179); TQ2_0, all arithmetic, takes 4 rows (55 against 70 us).
 inline constexpr int kRowsIQ = 1;
 inline constexpr int kRowsTQ2_0 = 4;
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

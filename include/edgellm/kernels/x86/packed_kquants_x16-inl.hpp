@@ -1,15 +1,9 @@
 // The AVX-512 VNNI super-block kernels of the packed K-quant GEMMs, Q2_K .. Q6_K at 16 rows
 // (layouts and oracle in kernels/layouts/packed_kquants.hpp; the driver they plug into, shared with
-// the 8 rows of packed_kquants_x8.hpp: packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16
+// the 8 rows of packed_kquants_x8-inl.hpp: packed_kquants-inl.hpp): one int32 lane per row, vpdpbusd of 16
 // rows x 4 weights against 4 broadcast activation bytes, one scale multiply per sub-block for all
 // 16 rows, mins via the Q8_K bsums. AVX-512F+BW+VNNI only: the other levels take the 8-row forms.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#elif EDGELLM_X86_AVX512VNNI  // this level's form
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 namespace packed_kq {  // the 16-row forms
 
@@ -291,8 +285,3 @@ inline void register_packed_kquants(KernelTable& t) {
   using namespace packed_kq;
   set_packed_kquant_forms<kToks, Q2K, Q3K, Q45K<false>, Q45K<true>, Q6K>(t);
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif
-
