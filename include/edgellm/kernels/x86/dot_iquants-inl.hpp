@@ -500,11 +500,7 @@ struct FmtTQ2_0 : BlockFmt<block_tq2_0, block_q8_K, QK_K> {
 // q ^ 0x80 (which times 3 is q' ^ 0x80), and the products summed in int16 (8 * 2 * 2 * 127 < 2^15),
 // widened once a block.
 struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
-#if EDGELLM_X86_VNNI
-  static constexpr char kBias = 0;
-#else
-  static constexpr char kBias = char(0x80);
-#endif
+  static constexpr char kBias = kVnni ? 0 : char(0x80);
   static __m256i times3(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
   static __m128i times3(__m128i q) { return _mm_add_epi8(q, _mm_add_epi8(q, q)); }
   // Vector k's products: VNNI: s[k & 1] += q . y, s[2 + (k & 1)] += 3q . y (four int32 chains); else
@@ -512,19 +508,18 @@ struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
   template <int k>
   static __m256i step(__m256i q, const int8_t* y, __m256i* s) {
     const __m256i yv = load256(y + 32 * k), next = times3(q);
-#if EDGELLM_X86_VNNI
-    s[k & 1] = dot_u8s8_acc(s[k & 1], q, yv);
-    s[2 + (k & 1)] = dot_u8s8_acc(s[2 + (k & 1)], next, yv);
-#else
-    // -digit: (q >= 86) + (q >= 171) as 0 / -1 masks, compared signed on q ^ 0x80. The first
-    // constant hidden from g++ 12, which otherwise compares x > -43 as min(x, -42) == -42 (one
-    // instruction more: 150 against 139 us, 2048 x 2048 on the EPYC at the avx2 level).
-    __m256i c85 = _mm256_set1_epi8(85 - 128);
-    __asm__("" : "+x"(c85));
-    const __m256i nd = _mm256_add_epi8(_mm256_cmpgt_epi8(q, c85),
-                                       _mm256_cmpgt_epi8(q, _mm256_set1_epi8(170 - 128)));
-    s[k & 1] = _mm256_add_epi16(s[k & 1], _mm256_maddubs_epi16(_mm256_abs_epi8(nd), yv));
-#endif
+    if constexpr (kVnni) {
+      s[k & 1] = dot_u8s8_acc(s[k & 1], q, yv);
+      s[2 + (k & 1)] = dot_u8s8_acc(s[2 + (k & 1)], next, yv);
+    } else {
+      // -digit: (q >= 86) + (q >= 171) as 0 / -1 masks, compared signed on q ^ 0x80. The first
+      // constant hidden from g++ 12, which otherwise compares x > -43 as min(x, -42) == -42 (one
+      // instruction more: 150 against 139 us, 2048 x 2048 on the EPYC at the avx2 level).
+      __m256i c85 = _mm256_set1_epi8(85 - 128);
+      __asm__("" : "+x"(c85));
+      const __m256i nd = _mm256_add_epi8(_mm256_cmpgt_epi8(q, c85), _mm256_cmpgt_epi8(q, _mm256_set1_epi8(170 - 128)));
+      s[k & 1] = _mm256_add_epi16(s[k & 1], _mm256_maddubs_epi16(_mm256_abs_epi8(nd), yv));
+    }
     return next;
   }
   // Always inlined: g++ 12 otherwise calls it once per block (171 against 150 us at the avx2 level).
@@ -552,12 +547,13 @@ struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
     const __m128i hq = _mm_or_si128(_mm_andnot_si128(hi, _mm_mullo_epi16(h, pow3)),
                                     _mm_mullo_epi16(_mm_and_si128(h, hi), pow3));
     step<7>(_mm256_inserti128_si256(p, hq, 1), y.qs, s);
-#if EDGELLM_X86_VNNI
-    const __m256i q1 = _mm256_add_epi32(s[0], s[1]), q3 = _mm256_add_epi32(s[2], s[3]);
-    const __m256i dsum = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_add_epi32(q1, _mm256_add_epi32(q1, q1)), q3), 8);
-#else
-    const __m256i dsum = _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_set1_epi16(1));
-#endif
+    __m256i dsum;
+    if constexpr (kVnni) {
+      const __m256i q1 = _mm256_add_epi32(s[0], s[1]), q3 = _mm256_add_epi32(s[2], s[3]);
+      dsum = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_add_epi32(q1, _mm256_add_epi32(q1, q1)), q3), 8);
+    } else {
+      dsum = _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_set1_epi16(1));
+    }
     return iq_finish(_mm256_sub_epi32(dsum, q8_K_sum(y)), fp16_to_fp32(x.d) * y.d, acc);
   }
 };

@@ -46,13 +46,9 @@ struct GemmVec {
 
 // Register tile: 4 x 4 accumulators plus the loaded vectors fit the 32 AVX-512 registers; AVX2 has
 // 16, so 2 rows there.
-#if EDGELLM_X86_AVX512
-inline constexpr int kGemmRows = 4;
-#else
-inline constexpr int kGemmRows = 2;
-#endif
+inline constexpr int kGemmRows = kAvx512 ? 4 : 2;
 inline constexpr int kGemmToks = 4;
-inline constexpr int kMaxU = EDGELLM_X86_VNNI ? 255 : 127;
+inline constexpr int kMaxU = kVnni ? 255 : 127;
 
 // The offsets' share of a tile, sum over groups of m_w * (activation scale * sum of its quants),
 // for every row and token: R x C independent fma chains (one chain per pair in turn waited on the
@@ -271,7 +267,6 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
   gemm_u8_tile_k_form<false>(n, w, a, out, out_stride);
 }
 
-#if !EDGELLM_X86_VNNI
 inline void gemm_u8_tile_k_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   gemm_u8_tile_k_form<true>(n, w, a, out, out_stride);
 }
@@ -331,7 +326,6 @@ inline void gemm_u8_tile_s8(int64_t n, const U8GemmRow* w, const U8GemmRow* a, f
 inline void gemm_u8_tile_sk(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   gemm_u8_tile_signed<true>(n, w, a, out, out_stride);
 }
-#endif
 
 
 #undef EDGELLM_GEMM_UNROLL

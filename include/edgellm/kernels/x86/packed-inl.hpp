@@ -36,11 +36,7 @@ struct PackedVec {
 #else
 struct PackedVec {
   static constexpr int kRows = 8;
-#if EDGELLM_X86_VNNI
-  static constexpr bool kExactU8 = true;
-#else
-  static constexpr bool kExactU8 = false;  // maddubs: u8 x s8 pair sums saturate at 2^15
-#endif
+  static constexpr bool kExactU8 = kVnni;  // else maddubs: u8 x s8 pair sums saturate at 2^15
   using I = __m256i;
   using F = __m256;
   static I load(const uint8_t* p) { return load256(p); }
@@ -207,7 +203,6 @@ inline void packed_gemm(int64_t n_in, const void* group, const void* act, int nt
   packed_tiles<TileOf<V, kQ4>, kPackedTileToks>(n_in, group, act, ntok, out, out_stride);
 }
 
-#if !EDGELLM_X86_VNNI
 // The signed Q8_0 form (packed_legacy.hpp) for AVX2 without VNNI, whose vpmaddubsw would saturate
 // on the unsigned form's bytes: per word and token |w| x (y with w's sign) by vpmaddubsw (pairs
 // of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add, the words in the outer loop so 4
@@ -258,7 +253,6 @@ struct S8Tile {
 inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
   packed_tiles<S8Tile, 4>(n_in, group, act, ntok, out, out_stride);
 }
-#endif
 
 
 // Fills packed_of(Q4_0) and packed_of(Q8_0): unsigned where the dot step is exact for bytes up to
@@ -276,11 +270,9 @@ inline void register_packed(KernelTable& t) {
                             packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0, packed::kQ8Offset>,
                             packed_gemm<V, false>);
   } else {
-#if !EDGELLM_X86_VNNI
-    static_assert(R == 8, "the signed form's tile is AVX2's");
+    static_assert(V::kExactU8 || R == 8, "the signed form's tile is AVX2's");
     t.packed_of(DType::Q8_0) = packed::make_format(R, "q8_0x8s", packed::GeometryQ8_0<R>::group_bytes,
                                                    packed::pack_q8_0<R, 0>, packed::prepare_act<quantize_row_q8_0, 0>,
                                                    packed_s8_gemm);
-#endif
   }
 }

@@ -8,6 +8,18 @@
 EDGELLM_X86_BEGIN
 namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
+inline constexpr Isa kIsa = EDGELLM_X86_LEVEL_ISA;
+// The level's forms (kernels/x86/level.hpp's switches) as constants: the kernel bodies choose a
+// form by `if constexpr` on them where both forms compile at every level.
+inline constexpr bool kAvxVnni = EDGELLM_X86_AVXVNNI, kAvx512 = EDGELLM_X86_AVX512,
+                      kAvx512Vnni = EDGELLM_X86_AVX512VNNI, kVnni = EDGELLM_X86_VNNI, kGfni = EDGELLM_X86_GFNI,
+                      kAvx512Vbmi = EDGELLM_X86_AVX512VBMI;
+#if defined(EDGELLM_X86_EMULATE_AVXVNNI)
+inline constexpr bool kEmulateAvxVnni = true;  // kernels/x86/register.hpp, tests only
+#else
+inline constexpr bool kEmulateAvxVnni = false;
+#endif
+
 #include "edgellm/kernels/x86/common-inl.hpp"
 #include "edgellm/kernels/x86/quantize-inl.hpp"
 #include "edgellm/kernels/x86/dot_float-inl.hpp"
@@ -29,8 +41,6 @@ inline void register_packed_kquants(KernelTable& t) { x86_avx2::register_packed_
 #else
 #include "edgellm/kernels/x86/packed_kquants_x8-inl.hpp"
 #endif
-
-inline constexpr Isa kIsa = EDGELLM_X86_LEVEL_ISA;
 
 // This level's kernels over register_ref_kernels' entries: every weight
 // type, the activation quantizers and the KV cache row conversions.
@@ -84,14 +94,14 @@ inline void register_kernels(KernelTable& t) {
   t.u8_gemm.tile_k = gemm_u8_tile_k;
   t.u8_gemm.group_rows = kGroupTileRows;
   t.u8_gemm.interleave = u8_interleave;
-#if !EDGELLM_X86_VNNI
-  t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
-  t.u8_gemm.tile_sk = gemm_u8_tile_sk;
-  t.u8_gemm.tile_k_narrow = gemm_u8_tile_k_narrow;
-  t.u8_gemm.narrow_max_u = kNarrowMaxU;
-#endif
+  if constexpr (!kVnni) {
+    t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
+    t.u8_gemm.tile_sk = gemm_u8_tile_sk;
+    t.u8_gemm.tile_k_narrow = gemm_u8_tile_k_narrow;
+    t.u8_gemm.narrow_max_u = kNarrowMaxU;
+  }
   t.u8_gemm.name = GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
-                   : EDGELLM_X86_VNNI    ? "u8 VNNI GEMM (32-byte steps)"
+                   : kVnni               ? "u8 VNNI GEMM (32-byte steps)"
                                          : "u8 maddubs GEMM (32-byte steps)";
   t.isa = kIsa;
   t.stream_decode = true;
