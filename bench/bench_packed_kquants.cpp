@@ -1,5 +1,5 @@
 // bench_packed_kquants: decode GEMV of the row-interleaved K-quant groups of the best kernel table
-// this CPU runs (x16 on AVX-512 VNNI: kernels/x86/packed_kquants_x16.hpp; x4 on arm64 dotprod:
+// this CPU runs (x16 on AVX-512 VNNI: kernels/x86/packed_kquants_x16-inl.hpp; x4 on arm64 dotprod:
 // kernels/neon/packed_kquants.hpp) against the per-row kernels, through matmul: ns per 256
 // weights, 1 and 2 threads, on an N x N matrix (cache-fed, N = 4096) and a ~512 MiB one
 // (DRAM-fed); then the 64-token GEMM (prefill) in GOP/s. "rows" is vec_dot_rows, "stream" the

@@ -1,5 +1,5 @@
 // KernelEntry: the one shape of every ISA's registration table (kernels/scalar/register.hpp,
-// kernels/neon/register.hpp, kernels/x86/register_level.hpp): one row per type with the ISA's
+// kernels/neon/register.hpp, kernels/x86/register_level-inl.hpp): one row per type with the ISA's
 // kernels for it, applied to a KernelTable by register_entries(). Next to each table, an explicit
 // NotSupported list names the types that ISA multiplies with no kernel of its own, each with the
 // reason. tests/kernels/test_kernel_tables.cpp walks every DType against both lists: it is the

@@ -1,5 +1,5 @@
 // Row-interleaved ("packed") K-quant layouts, Q2_K .. Q6_K x Rows rows: the spec, the packers and
-// plain C++ GEMMs that are the oracle of the AVX-512 (kernels/x86/packed_kquants_x16.hpp, 16 rows) and
+// plain C++ GEMMs that are the oracle of the AVX-512 (kernels/x86/packed_kquants_x16-inl.hpp, 16 rows) and
 // NEON dotprod (kernels/neon/packed_kquants.hpp, 4 rows) kernels.
 // Plain C++ only; no ISA headers.
 //

@@ -1,6 +1,6 @@
 // Row-interleaved ("packed") Q4_0 / Q8_0 weights (kernels/api.hpp PackedFormat): the layout, its
 // packer and activation form, and a plain C++ GEMM over it — the oracle the SIMD kernels
-// (kernels/x86/packed.hpp) are tested against. Standard library only; no ISA headers.
+// (kernels/x86/packed-inl.hpp) are tested against. Standard library only; no ISA headers.
 //
 // A group holds R rows (R = the SIMD lanes of 32 bits: 16 on AVX-512, 8 on AVX2) so one lane
 // accumulates one row: a u8 x s8 4-way dot (vpdpbusd) of "word" j of a block — lane r = weights

@@ -29,7 +29,7 @@ inline void group(float* s, float* m, int g, float scale, float offset) {
 
 // The K-quants' and i-quants' scales also in integer form where the caller asks (ks.sc non-null): the group's
 // scale is d[i / 256] * sc[i / 16] with sc the block's integer sub-block scale, so a tile can fold
-// sc into its integer sums and multiply by d once per super-block (kernels/x86/gemm_u8.hpp).
+// sc into its integer sums and multiply by d once per super-block (kernels/x86/gemm_u8-inl.hpp).
 struct KScales {
   int16_t* sc = nullptr;  // [n / 16]
   float* d = nullptr;     // [n / 256]

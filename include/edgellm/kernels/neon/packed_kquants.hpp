@@ -1,5 +1,5 @@
 // NEON dotprod GEMMs of the row-interleaved K-quant groups at 4 rows (layouts, packers and the oracle
-// in kernels/layouts/packed_kquants.hpp; the AVX-512 forms in kernels/x86/packed_kquants_x16.hpp).
+// in kernels/layouts/packed_kquants.hpp; the AVX-512 forms in kernels/x86/packed_kquants_x16-inl.hpp).
 // One int32 lane = one weight row: the by-element sdot (vd.4s += vn.16b . vm.4b[lane]) adds a quad
 // of 4 weights x 4 rows against 4 activation bytes straight into the rows' lanes, so there are no
 // horizontal sums, each sub-block scale is applied to the 4 rows with one vector multiply, and the

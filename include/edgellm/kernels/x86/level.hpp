@@ -1,21 +1,12 @@
-// What every x86 kernel header (kernels/x86/*.hpp but cpu.hpp, this and register.hpp) opens with:
-// the headers the kernels use, and EDGELLM_X86_BEGIN / EDGELLM_X86_END around a level's code.
+// The headers the x86 kernels use, and EDGELLM_X86_BEGIN / EDGELLM_X86_END around a level's code.
 //
-// A kernel header is compiled once per level (kernels/x86/register.hpp includes
-// kernels/x86/register_level.hpp once per level, which includes the kernel headers in order), so it
-// has no include guard; it writes its code as
-//   #include "edgellm/kernels/x86/level.hpp"
-//   #ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-//   #include "edgellm/kernels/x86/register.hpp"
-//   #else
-//   EDGELLM_X86_BEGIN
-//   namespace edgellm::EDGELLM_X86_LEVEL_NS {
-//   ... intrinsics, #if on the level's forms below ...
-//   }  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-//   EDGELLM_X86_END
-//   #endif
-// Included alone (the self-contained header test) it is therefore compiled as part of every level
-// the build carries. While a level is compiled register.hpp defines
+// A level's kernels are written in kernels/x86/*-inl.hpp: plain code (intrinsics, #if or
+// `if constexpr` on the level's forms below), no include guard, no includes, no namespace. They are
+// compiled once per level from one place: kernels/x86/register.hpp defines the level's macros and
+// includes kernels/x86/register_level-inl.hpp, which opens
+//   EDGELLM_X86_BEGIN namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// includes the *-inl.hpp files in dependency order, adds the level's table, and closes both.
+// While a level is compiled register.hpp defines
 //   EDGELLM_X86_LEVEL_NS      the namespace (x86_avx2, x86_avx2_vnni, x86_avx512, x86_avx512_vnni)
 //   EDGELLM_X86_LEVEL_ISA     its Isa (Isa::Avx2, ...)
 //   EDGELLM_X86_LEVEL_TARGET  the function target attribute (dispatch builds)

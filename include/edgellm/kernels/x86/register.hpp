@@ -1,5 +1,5 @@
 // The x86 kernels (kernels/x86/*.hpp: AVX2 / AVX-VNNI / AVX-512 intrinsics), compiled once per
-// level into namespace edgellm::x86_<level> (kernels/x86/register_level.hpp, level.hpp), and register_x86_kernels(t,
+// level into namespace edgellm::x86_<level> (kernels/x86/register_level-inl.hpp, level.hpp), and register_x86_kernels(t,
 // level) to fill a table with one of them.
 //   Built for an AVX2 + FMA + F16C target (-march=native, -march=haswell ...): one level, the
 //   target's (its compile macros say which), compiled with the target's flags.
@@ -24,13 +24,13 @@
 #define EDGELLM_X86_AVX512VNNI 0
 #define EDGELLM_X86_GFNI 0
 #define EDGELLM_X86_AVX512VBMI 0
-#include "edgellm/kernels/x86/register_level.hpp"
+#include "edgellm/kernels/x86/register_level-inl.hpp"
 
 #define EDGELLM_X86_LEVEL_NS x86_avx2_vnni
 #define EDGELLM_X86_LEVEL_ISA Isa::Avx2Vnni
 // EDGELLM_X86_EMULATE_AVXVNNI, for tests only (a dispatch build of the kernel tests, tests/
 // CMakeLists.txt): this level without the avxvnni target, its one VNNI instruction computed exactly
-// from AVX2 (kernels/x86/common.hpp), run on every AVX2 CPU, so that a machine without AVX-VNNI
+// from AVX2 (kernels/x86/common-inl.hpp), run on every AVX2 CPU, so that a machine without AVX-VNNI
 // checks the rest of the level's code against the reference. Not for programs: it is slower.
 #if defined(EDGELLM_X86_EMULATE_AVXVNNI)
 #define EDGELLM_X86_LEVEL_TARGET "avx2,fma,f16c"
@@ -42,7 +42,7 @@
 #define EDGELLM_X86_AVX512VNNI 0
 #define EDGELLM_X86_GFNI 0
 #define EDGELLM_X86_AVX512VBMI 0
-#include "edgellm/kernels/x86/register_level.hpp"
+#include "edgellm/kernels/x86/register_level-inl.hpp"
 
 // What AVX-512 VNNI Xeons (Cascade Lake on) and Zen 4 run; GFNI / VBMI forms only in builds
 // for a target that has them.
@@ -54,7 +54,7 @@
 #define EDGELLM_X86_AVX512VNNI 1
 #define EDGELLM_X86_GFNI 0
 #define EDGELLM_X86_AVX512VBMI 0
-#include "edgellm/kernels/x86/register_level.hpp"
+#include "edgellm/kernels/x86/register_level-inl.hpp"
 
 namespace edgellm {
 // The levels compiled in, lowest first.
@@ -106,7 +106,7 @@ namespace edgellm {
 namespace EDGELLM_X86_LEVEL_NS {}
 namespace x86_native = EDGELLM_X86_LEVEL_NS;  // the one level of this build
 }  // namespace edgellm
-#include "edgellm/kernels/x86/register_level.hpp"
+#include "edgellm/kernels/x86/register_level-inl.hpp"
 
 namespace edgellm {
 inline const std::vector<Isa>& x86_compiled_levels() {

@@ -1,13 +1,7 @@
 // Shared pieces of the x86 kernels (AVX2 + FMA + F16C, 8 floats per vector): horizontal sums, the
 // u8 x s8 dot step (AVX-VNNI / AVX512-VNNI when the level has it, else maddubs + madd: the one
 // place that gap is handled), nibble/bit expansion and the multi-row driver.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // F16 <-> F32 with the F16C instructions of every level: the same values as quant/fp16.hpp's exact
 // conversions (round to nearest even), found first by the kernels' unqualified calls.
@@ -34,25 +28,23 @@ inline float hmin_ps(__m256 v) {
 }
 
 // acc + per 32-bit lane sum of four u8 * s8 products.
-#if EDGELLM_X86_AVXVNNI && !defined(EDGELLM_X86_EMULATE_AVXVNNI)
-inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
-#elif EDGELLM_X86_AVX512VNNI
-inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
-#elif EDGELLM_X86_AVXVNNI
-// EDGELLM_X86_EMULATE_AVXVNNI (kernels/x86/register.hpp, tests only): vpdpbusd's exact result from
-// AVX2. The even and the odd bytes of each 16-bit lane widened to int16 (u zero-, s sign-extended),
-// each pair of products summed by vpmaddwd: no saturation, whatever the bytes.
 inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) {
-  const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), u_odd = _mm256_srli_epi16(u, 8);
-  const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
-  return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+  if constexpr (kAvxVnni && !kEmulateAvxVnni) {
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+  } else if constexpr (kAvx512Vnni) {
+    return _mm256_dpbusd_epi32(acc, u, s);
+  } else if constexpr (kAvxVnni) {
+    // EDGELLM_X86_EMULATE_AVXVNNI (kernels/x86/register.hpp, tests only): vpdpbusd's exact result from
+    // AVX2. The even and the odd bytes of each 16-bit lane widened to int16 (u zero-, s sign-extended),
+    // each pair of products summed by vpmaddwd: no saturation, whatever the bytes.
+    const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), u_odd = _mm256_srli_epi16(u, 8);
+    const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+  } else {
+    // maddubs cannot saturate here: every caller keeps u <= 128 and |s| <= 128 with u * s pairs < 2^15.
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
 }
-#else
-// maddubs cannot saturate here: every caller keeps u <= 128 and |s| <= 128 with u * s pairs < 2^15.
-inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-}
-#endif
 inline __m256i dot_u8s8(__m256i u, __m256i s) { return dot_u8s8_acc(_mm256_setzero_si256(), u, s); }
 
 // u8 x s8 products summed in pairs into 16 int16 lanes, then multiplied by the int16 scale of each
@@ -174,7 +166,3 @@ inline void vec_dot_rows(int n, float* EDGELLM_RESTRICT out, int nrows, const vo
     dot_rows_grouped<Fmt, R>(n, out, nrows, w, w_stride, a);
   }
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -3,14 +3,7 @@
 // then one int->float convert and one FMA — no horizontal sums, one sequential stream per group.
 // 16 rows (64-byte vectors) with AVX-512 VNNI, else 8 rows with AVX2 (VNNI or maddubs). A register
 // tile of up to kPackedTileToks tokens shares each unpacked weight vector (prefill).
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
-
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 #if EDGELLM_X86_AVX512VNNI
 struct PackedVec {
@@ -43,11 +36,7 @@ struct PackedVec {
 #else
 struct PackedVec {
   static constexpr int kRows = 8;
-#if EDGELLM_X86_VNNI
-  static constexpr bool kExactU8 = true;
-#else
-  static constexpr bool kExactU8 = false;  // maddubs: u8 x s8 pair sums saturate at 2^15
-#endif
+  static constexpr bool kExactU8 = kVnni;  // else maddubs: u8 x s8 pair sums saturate at 2^15
   using I = __m256i;
   using F = __m256;
   static I load(const uint8_t* p) { return load256(p); }
@@ -85,7 +74,7 @@ struct PackedVec {
 inline constexpr int kPackedTileToks = PackedVec::kRows == 16 ? 8 : 2;
 
 // Software prefetch distance in the group stream of every packed form (Q4_0 / Q8_0 here, the
-// K-quants in packed_kquants.hpp): every line of the block this far ahead into L1, and for the
+// K-quants in packed_kquants-inl.hpp): every line of the block this far ahead into L1, and for the
 // 16-row (AVX-512 VNNI) forms a second, farther prefetch into L2 that keeps more DRAM reads in
 // flight than the L1 fill buffers allow (distances chosen by measurement on a Xeon, the best on
 // the DRAM-fed GEMV for the K-quants too: docs/PERF.md, "Kernel constants"). The 8-row forms of
@@ -214,7 +203,6 @@ inline void packed_gemm(int64_t n_in, const void* group, const void* act, int nt
   packed_tiles<TileOf<V, kQ4>, kPackedTileToks>(n_in, group, act, ntok, out, out_stride);
 }
 
-#if !EDGELLM_X86_VNNI
 // The signed Q8_0 form (packed_legacy.hpp) for AVX2 without VNNI, whose vpmaddubsw would saturate
 // on the unsigned form's bytes: per word and token |w| x (y with w's sign) by vpmaddubsw (pairs
 // of at most 2 * 128 * 127 < 2^15), vpmaddwd by ones and an add, the words in the outer loop so 4
@@ -237,7 +225,7 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8.hpp)
+#pragma GCC unroll 2  // unrolled fully, g++ sums a tree of the products and spills (gemm_u8-inl.hpp)
     for (int j = 0; j < packed::kWords; ++j) {
       const __m256i w = load256(qs + 32 * j), wa = _mm256_abs_epi8(w);
 #pragma GCC unroll 4
@@ -265,7 +253,6 @@ struct S8Tile {
 inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
   packed_tiles<S8Tile, 4>(n_in, group, act, ntok, out, out_stride);
 }
-#endif
 
 
 // Fills packed_of(Q4_0) and packed_of(Q8_0): unsigned where the dot step is exact for bytes up to
@@ -283,15 +270,9 @@ inline void register_packed(KernelTable& t) {
                             packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0, packed::kQ8Offset>,
                             packed_gemm<V, false>);
   } else {
-#if !EDGELLM_X86_VNNI
-    static_assert(R == 8, "the signed form's tile is AVX2's");
+    static_assert(V::kExactU8 || R == 8, "the signed form's tile is AVX2's");
     t.packed_of(DType::Q8_0) = packed::make_format(R, "q8_0x8s", packed::GeometryQ8_0<R>::group_bytes,
                                                    packed::pack_q8_0<R, 0>, packed::prepare_act<quantize_row_q8_0, 0>,
                                                    packed_s8_gemm);
-#endif
   }
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

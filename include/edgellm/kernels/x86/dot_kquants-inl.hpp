@@ -1,13 +1,7 @@
 // x86 (AVX2) dot products of the K-quants against Q8_K activations, single-row and multi-row.
 // Sub-block scales are folded into the int16 madd; minimums and constant offsets (q3_K: -4,
 // q6_K: -32) go through the activation's bsums. Semantics: kernels/scalar/dot.hpp.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // The fixed loops over a block's sub-blocks carry `#pragma GCC unroll`: g++ 12 unrolls them or not
 // depending on the target and the translation unit (a plain build's target attributes: not; 1.3x
@@ -206,9 +200,5 @@ struct FmtQ6_K : BlockFmt<block_q6_K, block_q8_K, QK_K> {
 };
 
 
-// vec_dot_rows of the K-quants: rows share each activation load (register_level.hpp).
+// vec_dot_rows of the K-quants: rows share each activation load (register_level-inl.hpp).
 inline constexpr int kRowsKQuant = 4;
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -1,12 +1,6 @@
 // x86 (AVX2 + FMA + F16C) dot products of float weights (F32, F16, BF16) against F32 activations,
 // single-row and multi-row. F16 -> F32 uses vcvtph2ps.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 struct LoadF32 {
   static __m256 load(const void* p, int i) { return _mm256_loadu_ps(static_cast<const float*>(p) + i); }
@@ -87,7 +81,3 @@ inline void vec_dot_rows_bf16_f32(int n, float* EDGELLM_RESTRICT out, int nrows,
                                         const void* EDGELLM_RESTRICT a) {
   float_rows_grouped<LoadBF16>(n, out, nrows, w, w_stride, a);
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

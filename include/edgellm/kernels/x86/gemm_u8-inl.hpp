@@ -6,13 +6,7 @@
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
 // The K form's types (K-quants, i-quants against Q8_K) take the grouped 8-row tile further down
 // instead, and without VNNI q8_0 / IQ4_NL the signed one, IQ4_XS the signed K one.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // Every loop over the tile's rows and tokens is unrolled: its accumulators then live in registers.
 // g++ -O2 (a user's plain build) left them as arrays in memory, and the tile ran at half speed.
@@ -52,13 +46,9 @@ struct GemmVec {
 
 // Register tile: 4 x 4 accumulators plus the loaded vectors fit the 32 AVX-512 registers; AVX2 has
 // 16, so 2 rows there.
-#if EDGELLM_X86_AVX512
-inline constexpr int kGemmRows = 4;
-#else
-inline constexpr int kGemmRows = 2;
-#endif
+inline constexpr int kGemmRows = kAvx512 ? 4 : 2;
 inline constexpr int kGemmToks = 4;
-inline constexpr int kMaxU = EDGELLM_X86_VNNI ? 255 : 127;
+inline constexpr int kMaxU = kVnni ? 255 : 127;
 
 // The offsets' share of a tile, sum over groups of m_w * (activation scale * sum of its quants),
 // for every row and token: R x C independent fma chains (one chain per pair in turn waited on the
@@ -148,24 +138,20 @@ inline void u8_interleave(const uint8_t* src, size_t stride, int64_t n, uint8_t*
 // The grouped tiles' vectors, GemmVec's width: 32 bytes hold one group (8 rows, a lane each); at
 // the AVX-512 VNNI level 64 bytes hold two groups side by side, the 16 rows of one register tile
 // (groups g[0] and g[1]; the driver lays them out kGroupRows GEMM rows apart).
-struct KGroups : GemmVec {
-  static constexpr int kGroups = kBytes / 32;
+// The two forms are partial specialisations on the width (V, the base, a template parameter), so
+// that only the level's own form is compiled.
+template <int kBytes, class V = GemmVec>
+struct KGroupsOf;
+template <class V>
+struct KGroupsOf<64, V> : V {
+  using I = typename V::I;
+  using F = typename V::F;
+  static constexpr int kGroups = 2;
   // 32 bytes at off of each group.
   static I load(const uint8_t* const* g, size_t off) {
-#if EDGELLM_X86_AVX512VNNI
     return _mm512_inserti64x4(_mm512_castsi256_si512(load256(g[0] + off)), load256(g[1] + off), 1);
-#else
-    return load256(g[0] + off);
-#endif
   }
-  static I idot(I acc, I u, I s) {
-#if EDGELLM_X86_AVX512VNNI
-    return _mm512_dpbusd_epi32(acc, u, s);
-#else
-    return dot_u8s8_acc(acc, u, s);
-#endif
-  }
-#if EDGELLM_X86_AVX512VNNI
+  static I idot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
   static F loadf(const uint8_t* const* g, size_t off) { return _mm512_castsi512_ps(load(g, off)); }
   static I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static I add(I a, I b) { return _mm512_add_epi32(a, b); }
@@ -173,7 +159,14 @@ struct KGroups : GemmVec {
   static I high16(I a) { return _mm512_srai_epi32(a, 16); }
   static F fset1(float v) { return _mm512_set1_ps(v); }
   static void store(float* p, F a) { _mm512_storeu_ps(p, a); }
-#else
+};
+template <class V>
+struct KGroupsOf<32, V> : V {
+  using I = typename V::I;
+  using F = typename V::F;
+  static constexpr int kGroups = 1;
+  static I load(const uint8_t* const* g, size_t off) { return load256(g[0] + off); }
+  static I idot(I acc, I u, I s) { return dot_u8s8_acc(acc, u, s); }
   static F loadf(const uint8_t* const* g, size_t off) { return _mm256_castsi256_ps(load(g, off)); }
   static I set1(int32_t v) { return _mm256_set1_epi32(v); }
   static I add(I a, I b) { return _mm256_add_epi32(a, b); }
@@ -181,8 +174,8 @@ struct KGroups : GemmVec {
   static I high16(I a) { return _mm256_srai_epi32(a, 16); }
   static F fset1(float v) { return _mm256_set1_ps(v); }
   static void store(float* p, F a) { _mm256_storeu_ps(p, a); }
-#endif
 };
+using KGroups = KGroupsOf<GemmVec::kBytes>;
 // Rows of the grouped tiles (U8GemmKernel::group_rows).
 inline constexpr int kGroupTileRows = KGroups::kGroups * kGroupRows;
 
@@ -203,9 +196,9 @@ inline constexpr int kGroupTileRows = KGroups::kGroups * kGroupRows;
 // 31744 < 2^15) before one vpmaddwd by the scales: per 16 weights and token 4 + 1 multiplies and
 // 4 adds instead of 4 + 4 and 4.
 inline constexpr int kNarrowMaxU = 31;
-template <bool kNarrow>
+// V a template parameter so that only the level's form of the loop below is compiled.
+template <bool kNarrow, class V = KGroups>
 inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  using V = KGroups;
   constexpr int C = kGemmToks;
   const uint8_t* grp[V::kGroups];
   for (int i = 0; i < V::kGroups; ++i) grp[i] = w[i * kGroupRows].u;
@@ -222,43 +215,43 @@ inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* 
     for (int c = 0; c < C; ++c) isum[c] = V::set1(0);
 #pragma GCC unroll 1
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
-#if EDGELLM_X86_VNNI
-      const typename V::I s = V::high16(V::load(grp, sc_at(g)));  // the pair's high half: sc in int32
-      typename V::I p[C];
-      EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c) p[c] = V::set1(0);
-      EDGELLM_GEMM_UNROLL
-      for (int k = 0; k < 4; ++k) {
-        const typename V::I v = V::load(grp, size_t(g * 4 + k) * 32);
+      if constexpr (kVnni) {
+        const typename V::I s = V::high16(V::load(grp, sc_at(g)));  // the pair's high half: sc in int32
+        typename V::I p[C];
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) p[c] = V::idot(p[c], v, V::set1(load_i32(a[c].u + g * 16 + 4 * k)));
-      }
-      EDGELLM_GEMM_UNROLL
-      for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
-#else
-      const __m256i s = V::load(grp, sc_at(g));
-      if constexpr (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
-        __m256i v[4];
+        for (int c = 0; c < C; ++c) p[c] = V::set1(0);
         EDGELLM_GEMM_UNROLL
-        for (int k = 0; k < 4; ++k) v[k] = V::load(grp, size_t(g * 4 + k) * 32);
-        EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) {
-          const uint8_t* ac = a[c].u + g * 16;
-          __m256i p = _mm256_maddubs_epi16(v[0], _mm256_set1_epi32(load_i32(ac)));
+        for (int k = 0; k < 4; ++k) {
+          const typename V::I v = V::load(grp, size_t(g * 4 + k) * 32);
           EDGELLM_GEMM_UNROLL
-          for (int k = 1; k < 4; ++k) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v[k], _mm256_set1_epi32(load_i32(ac + 4 * k))));
-          isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
+          for (int c = 0; c < C; ++c) p[c] = V::idot(p[c], v, V::set1(load_i32(a[c].u + g * 16 + 4 * k)));
         }
-        continue;
-      }
-#pragma GCC unroll 1
-      for (int k = 0; k < 4; ++k) {
-        const __m256i v = V::load(grp, size_t(g * 4 + k) * 32);
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c)
-          isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)), s));
+        for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
+      } else {
+        const __m256i s = V::load(grp, sc_at(g));
+        if constexpr (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
+          __m256i v[4];
+          EDGELLM_GEMM_UNROLL
+          for (int k = 0; k < 4; ++k) v[k] = V::load(grp, size_t(g * 4 + k) * 32);
+          EDGELLM_GEMM_UNROLL
+          for (int c = 0; c < C; ++c) {
+            const uint8_t* ac = a[c].u + g * 16;
+            __m256i p = _mm256_maddubs_epi16(v[0], _mm256_set1_epi32(load_i32(ac)));
+            EDGELLM_GEMM_UNROLL
+            for (int k = 1; k < 4; ++k) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v[k], _mm256_set1_epi32(load_i32(ac + 4 * k))));
+            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
+          }
+          continue;
+        }
+#pragma GCC unroll 1
+        for (int k = 0; k < 4; ++k) {
+          const __m256i v = V::load(grp, size_t(g * 4 + k) * 32);
+          EDGELLM_GEMM_UNROLL
+          for (int c = 0; c < C; ++c)
+            isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)), s));
+        }
       }
-#endif
     }
     const typename V::F d = V::loadf(grp, at.d + size_t(sb) * 32);
     EDGELLM_GEMM_UNROLL
@@ -277,7 +270,6 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
   gemm_u8_tile_k_form<false>(n, w, a, out, out_stride);
 }
 
-#if !EDGELLM_X86_VNNI
 inline void gemm_u8_tile_k_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   gemm_u8_tile_k_form<true>(n, w, a, out, out_stride);
 }
@@ -337,11 +329,6 @@ inline void gemm_u8_tile_s8(int64_t n, const U8GemmRow* w, const U8GemmRow* a, f
 inline void gemm_u8_tile_sk(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   gemm_u8_tile_signed<true>(n, w, a, out, out_stride);
 }
-#endif
 
 
 #undef EDGELLM_GEMM_UNROLL
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -1,17 +1,11 @@
 // The packed K-quant GEMMs' skeleton, shared by the 16-row AVX-512 VNNI kernels
-// (packed_kquants_x16.hpp) and the 8-row AVX2 ones (packed_kquants_x8.hpp): one vector lane per row
-// of the group (PackedVec, packed.hpp: 64-byte vectors with AVX-512 VNNI, else 32), register tiles
+// (packed_kquants_x16-inl.hpp) and the 8-row AVX2 ones (packed_kquants_x8-inl.hpp): one vector lane per row
+// of the group (PackedVec, packed-inl.hpp: 64-byte vectors with AVX-512 VNNI, else 32), register tiles
 // of a few tokens, per super-block a kernel K::superblock(sb, x, sum) that adds the super-block's
 // dot of every row and token to sum[t] (float lanes = rows), the stream prefetched ahead
-// (prefetch_ahead, packed.hpp), one store per token, no horizontal sums. Layouts and oracle:
+// (prefetch_ahead, packed-inl.hpp), one store per token, no horizontal sums. Layouts and oracle:
 // kernels/layouts/packed_kquants.hpp.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // x: [n_in] floats -> [n_in / 256] PackedActQ8K, quantized by this level's quantize_row_q8_K
 // (bit-exact with the ref): the activations of every level's packed K-quant forms.
@@ -98,7 +92,3 @@ inline void set_packed_kquant_forms(KernelTable& t) {
   set_packed_kquant_form<R>(t, DType::Q5_K, R == 16 ? "q5_Kx16" : "q5_Kx8", packed_kq_gemm<Q5K, kToks>, prep);
   set_packed_kquant_form<R>(t, DType::Q6_K, R == 16 ? "q6_Kx16" : "q6_Kx8", packed_kq_gemm<Q6K, kToks>, prep);
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

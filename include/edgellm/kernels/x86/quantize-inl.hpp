@@ -1,13 +1,7 @@
 // x86 (AVX2) activation quantizers: quantize_row_q8_0, quantize_row_q8_1 and
 // quantize_row_q8_K, bit-exact with the run-time quantizers of quant/dequantize.hpp
 // (quantize_row_q8_0_ref / _q8_1_ref / _q8_K_ref: same rounding rules).
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
@@ -113,7 +107,3 @@ inline void quantize_row_q8_K(const float* EDGELLM_RESTRICT x, void* EDGELLM_RES
     y[b].d = 1 / iscale;
   }
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

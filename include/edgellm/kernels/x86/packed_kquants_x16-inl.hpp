@@ -1,15 +1,9 @@
 // The AVX-512 VNNI super-block kernels of the packed K-quant GEMMs, Q2_K .. Q6_K at 16 rows
 // (layouts and oracle in kernels/layouts/packed_kquants.hpp; the driver they plug into, shared with
-// the 8 rows of packed_kquants_x8.hpp: packed_kquants.hpp): one int32 lane per row, vpdpbusd of 16
+// the 8 rows of packed_kquants_x8-inl.hpp: packed_kquants-inl.hpp): one int32 lane per row, vpdpbusd of 16
 // rows x 4 weights against 4 broadcast activation bytes, one scale multiply per sub-block for all
 // 16 rows, mins via the Q8_K bsums. AVX-512F+BW+VNNI only: the other levels take the 8-row forms.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#elif EDGELLM_X86_AVX512VNNI  // this level's form
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 namespace packed_kq {  // the 16-row forms
 
@@ -29,20 +23,18 @@ inline __m512i mask8(int v) { return _mm512_set1_epi8(char(v)); }
 // qword, leaving port 0 (the only port of vpdpbusd and of vector shifts) to the dot products.
 template <int S>
 inline __m512i shift_bits_p5(__m512i v) {
-#if EDGELLM_X86_AVX512VBMI
-  if constexpr (S == 0) {
-    return v;
-  } else {
+  if constexpr (kAvx512Vbmi && S != 0) {
     constexpr uint64_t ctrl = [] {
       uint64_t c = 0;
       for (int k = 0; k < 8; ++k) c |= uint64_t((8 * k - S) & 63) << (8 * k);
       return c;
     }();
     return _mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(ctrl)), v);
+  } else if constexpr (kAvx512Vbmi) {
+    return v;
+  } else {
+    return shift16<S>(v);
   }
-#else
-  return shift16<S>(v);
-#endif
 }
 
 // Bits S .. S+k of every byte moved down to the bits set in M, the rest zero: (v >> S) & M, S >= 0.
@@ -52,17 +44,17 @@ inline __m512i shift_bits_p5(__m512i v) {
 template <int S, int M>
 inline __m512i byte_field(__m512i v) {
   static_assert(S >= 0 && S < 8 && M > 0 && M < 256, "byte_field: a shift right within the byte");
-#if EDGELLM_X86_GFNI
-  constexpr int64_t matrix = [] {
-    uint64_t a = 0;
-    for (int j = 0; j < 8; ++j)
-      if ((M >> j & 1) && j + S < 8) a |= uint64_t(1) << (j + S) << (8 * (7 - j));
-    return int64_t(a);
-  }();
-  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(matrix), 0);
-#else
-  return _mm512_and_si512(shift_bits_p5<-S>(v), mask8(M));
-#endif
+  if constexpr (kGfni) {
+    constexpr int64_t matrix = [] {
+      uint64_t a = 0;
+      for (int j = 0; j < 8; ++j)
+        if ((M >> j & 1) && j + S < 8) a |= uint64_t(1) << (j + S) << (8 * (7 - j));
+      return int64_t(a);
+    }();
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(matrix), 0);
+  } else {
+    return _mm512_and_si512(shift_bits_p5<-S>(v), mask8(M));
+  }
 }
 
 // Bitwise select: bits of a where m is 1, of b where m is 0 (one vpternlogd).
@@ -148,14 +140,14 @@ struct Q3K {
     q[0][3] = byte_field<3, 7>(b);
     q[1][0] = _mm512_and_si512(c, m7);
     q[1][1] = byte_field<3, 7>(c);
-#if EDGELLM_X86_GFNI  // two fields and an OR (faster than the 3-bit mask: docs/PERF.md, "Kernel constants")
-    q[1][2] = _mm512_or_si512(byte_field<6, 3>(a), byte_field<5, 4>(c));
-    q[1][3] = _mm512_or_si512(byte_field<6, 3>(b), byte_field<4, 4>(c));
-#else
-    const __m512i m3 = mask8(3);
-    q[1][2] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(a), shift_bits_p5<-5>(c)), m7);
-    q[1][3] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(b), shift_bits_p5<-4>(c)), m7);
-#endif
+    if constexpr (kGfni) {  // two fields and an OR (faster than the 3-bit mask: docs/PERF.md, "Kernel constants")
+      q[1][2] = _mm512_or_si512(byte_field<6, 3>(a), byte_field<5, 4>(c));
+      q[1][3] = _mm512_or_si512(byte_field<6, 3>(b), byte_field<4, 4>(c));
+    } else {
+      const __m512i m3 = mask8(3);
+      q[1][2] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(a), shift_bits_p5<-5>(c)), m7);
+      q[1][3] = _mm512_and_si512(select_bits(m3, shift_bits_p5<-6>(b), shift_bits_p5<-4>(c)), m7);
+    }
   }
   template <int T>
   static void superblock(const uint8_t* sb, const PackedActQ8K* const (&x)[T], __m512 (&sum)[T]) {
@@ -291,8 +283,3 @@ inline void register_packed_kquants(KernelTable& t) {
   using namespace packed_kq;
   set_packed_kquant_forms<kToks, Q2K, Q3K, Q45K<false>, Q45K<true>, Q6K>(t);
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif
-

@@ -1,31 +1,46 @@
-// One level of the x86 kernels: the kernel headers in dependency order, and the level's
-// register_kernels. kernels/x86/register.hpp includes this once per level it compiles, with the
-// level's macros defined (kernels/x86/level.hpp), and undefines them after; so no include guard.
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
+// One level of the x86 kernels, the one place their bodies are compiled: kernels/x86/register.hpp
+// defines the level's macros (kernels/x86/level.hpp lists them) and includes this once per level;
+// this opens the level's namespace under its target attribute, includes the kernel bodies
+// (kernels/x86/*-inl.hpp, no include guard, no prologue) in dependency order, defines the level's
+// table and register_kernels, and undefines the macros.
 #define EDGELLM_X86_VNNI (EDGELLM_X86_AVXVNNI || EDGELLM_X86_AVX512VNNI)
-
-#include "edgellm/kernels/entry.hpp"
-#include "edgellm/kernels/x86/common.hpp"
-#include "edgellm/kernels/x86/quantize.hpp"
-#include "edgellm/kernels/x86/dot_float.hpp"
-#include "edgellm/kernels/x86/dot_legacy.hpp"
-#include "edgellm/kernels/x86/dot_kquants.hpp"
-#include "edgellm/kernels/x86/dot_iquants.hpp"
-#include "edgellm/kernels/x86/kv_ops.hpp"
-#include "edgellm/kernels/x86/float_ops.hpp"
-#include "edgellm/kernels/x86/gemm_u8.hpp"
-#include "edgellm/kernels/x86/packed.hpp"
-#include "edgellm/kernels/x86/packed_kquants.hpp"
-#include "edgellm/kernels/x86/packed_kquants_x16.hpp"
-#include "edgellm/kernels/x86/packed_kquants_x8.hpp"
 
 EDGELLM_X86_BEGIN
 namespace edgellm::EDGELLM_X86_LEVEL_NS {
 
 inline constexpr Isa kIsa = EDGELLM_X86_LEVEL_ISA;
+// The level's forms (kernels/x86/level.hpp's switches) as constants: the kernel bodies choose a
+// form by `if constexpr` on them where both forms compile at every level.
+inline constexpr bool kAvxVnni = EDGELLM_X86_AVXVNNI, kAvx512 = EDGELLM_X86_AVX512,
+                      kAvx512Vnni = EDGELLM_X86_AVX512VNNI, kVnni = EDGELLM_X86_VNNI, kGfni = EDGELLM_X86_GFNI,
+                      kAvx512Vbmi = EDGELLM_X86_AVX512VBMI;
+#if defined(EDGELLM_X86_EMULATE_AVXVNNI)
+inline constexpr bool kEmulateAvxVnni = true;  // kernels/x86/register.hpp, tests only
+#else
+inline constexpr bool kEmulateAvxVnni = false;
+#endif
+
+#include "edgellm/kernels/x86/common-inl.hpp"
+#include "edgellm/kernels/x86/quantize-inl.hpp"
+#include "edgellm/kernels/x86/dot_float-inl.hpp"
+#include "edgellm/kernels/x86/dot_legacy-inl.hpp"
+#include "edgellm/kernels/x86/dot_kquants-inl.hpp"
+#include "edgellm/kernels/x86/dot_iquants-inl.hpp"
+#include "edgellm/kernels/x86/kv_ops-inl.hpp"
+#include "edgellm/kernels/x86/float_ops-inl.hpp"
+#include "edgellm/kernels/x86/gemm_u8-inl.hpp"
+#include "edgellm/kernels/x86/packed-inl.hpp"
+#include "edgellm/kernels/x86/packed_kquants-inl.hpp"
+#if EDGELLM_X86_AVX512VNNI
+#include "edgellm/kernels/x86/packed_kquants_x16-inl.hpp"
+#elif EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
+// The 8-row forms use no VNNI instruction, and a dispatch build compiles the avx2 level first: the
+// avx2-vnni level registers that level's functions (the same code and bits) instead of compiling
+// them a second time, which cost every translation unit of a plain -O2 build ~3 s.
+inline void register_packed_kquants(KernelTable& t) { x86_avx2::register_packed_kquants(t); }
+#else
+#include "edgellm/kernels/x86/packed_kquants_x8-inl.hpp"
+#endif
 
 // This level's kernels over register_ref_kernels' entries: every weight
 // type, the activation quantizers and the KV cache row conversions.
@@ -79,14 +94,14 @@ inline void register_kernels(KernelTable& t) {
   t.u8_gemm.tile_k = gemm_u8_tile_k;
   t.u8_gemm.group_rows = kGroupTileRows;
   t.u8_gemm.interleave = u8_interleave;
-#if !EDGELLM_X86_VNNI
-  t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
-  t.u8_gemm.tile_sk = gemm_u8_tile_sk;
-  t.u8_gemm.tile_k_narrow = gemm_u8_tile_k_narrow;
-  t.u8_gemm.narrow_max_u = kNarrowMaxU;
-#endif
+  if constexpr (!kVnni) {
+    t.u8_gemm.tile_s8 = gemm_u8_tile_s8;
+    t.u8_gemm.tile_sk = gemm_u8_tile_sk;
+    t.u8_gemm.tile_k_narrow = gemm_u8_tile_k_narrow;
+    t.u8_gemm.narrow_max_u = kNarrowMaxU;
+  }
   t.u8_gemm.name = GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
-                   : EDGELLM_X86_VNNI    ? "u8 VNNI GEMM (32-byte steps)"
+                   : kVnni               ? "u8 VNNI GEMM (32-byte steps)"
                                          : "u8 maddubs GEMM (32-byte steps)";
   t.isa = kIsa;
   t.stream_decode = true;
@@ -104,4 +119,3 @@ EDGELLM_X86_END
 #undef EDGELLM_X86_AVX512VNNI
 #undef EDGELLM_X86_GFNI
 #undef EDGELLM_X86_AVX512VBMI
-#endif

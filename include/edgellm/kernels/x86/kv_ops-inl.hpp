@@ -1,12 +1,6 @@
 // x86 (AVX2 + FMA, F16C) KV-cache row conversions: F16 and Q8_0 rows to floats, as attention reads
 // them (KernelTable::of(F16 / Q8_0).to_float).
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // 8 int8 quants as 8 floats.
 inline __m256 kv_q8_to_ps(const int8_t* q) {
@@ -29,7 +23,3 @@ inline void dequantize_row_q8_0(const void* EDGELLM_RESTRICT x, float* EDGELLM_R
     for (int j = 0; j < QK8_0; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(kv_q8_to_ps(b[i].qs + j), d));
   }
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -1,12 +1,6 @@
 // x86 (AVX2 / VNNI) dot products of the 32-weight legacy types against Q8_0 activations (q4_1 / q5_1:
 // Q8_1, as ggml), single-row and multi-row. Block layouts: quant/blocks.hpp; semantics: kernels/scalar/dot.hpp.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 inline __m256 scale_of(ggml_half dx, ggml_half dy) { return _mm256_set1_ps(fp16_to_fp32(dx) * fp16_to_fp32(dy)); }
 
@@ -61,9 +55,5 @@ struct FmtQ8_0 : BlockFmt<block_q8_0, block_q8_0, QK8_0> {
 };
 
 
-// vec_dot_rows of the legacy types: 4 rows share each activation load (register_level.hpp).
+// vec_dot_rows of the legacy types: 4 rows share each activation load (register_level-inl.hpp).
 inline constexpr int kRowsLegacy = 4;
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

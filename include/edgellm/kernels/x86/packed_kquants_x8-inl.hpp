@@ -1,26 +1,14 @@
 // The AVX2 super-block kernels of the packed K-quant GEMMs, Q2_K .. Q6_K at 8 rows (layouts and
 // oracle in kernels/layouts/packed_kquants.hpp; the driver they plug into, shared with the 16 rows
-// of packed_kquants_x16.hpp: packed_kquants.hpp), for every level without AVX-512 VNNI. One 32-bit
+// of packed_kquants_x16-inl.hpp: packed_kquants-inl.hpp), for every level without AVX-512 VNNI. One 32-bit
 // lane per row as there, but no VNNI: vpmaddubsw
 // (u8 quants x 4 broadcast s8 activation bytes, products summed in pairs into int16) and the int16
 // sums of a sub-block added in int16 as far as they cannot overflow, then one vpmaddwd by the rows'
 // scale (held in both int16 halves of the row's lane) per sub-block: no vpmaddwd by ones per quad
 // vector. Mins and offsets through the Q8_K bsums. Every int16 bound below takes |activation| <= 127 (quantize_row_q8_K) and names how many
 // products one int16 lane holds.
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#elif !EDGELLM_X86_AVX512VNNI  // this level's form
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
-
-#if EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
-// These kernels use no VNNI instruction, and a dispatch build compiles the avx2 level first: the
-// avx2-vnni level registers that level's functions (the same code and bits) instead of compiling
-// them a second time, which cost every translation unit of a plain -O2 build ~3 s.
-inline void register_packed_kquants(KernelTable& t) { x86_avx2::register_packed_kquants(t); }
-#else
 namespace packed_kq {  // the 8-row forms
 
 constexpr int kRows = 8;
@@ -30,7 +18,7 @@ constexpr int kRows = 8;
 // q4_K 0.59 / 0.65) and level for Q6_K (0.61 / 0.60).
 constexpr int kToks = 3;
 
-// The AVX2 steps of packed.hpp's PackedVec: V::splat(p) broadcasts 4 activation bytes to every
+// The AVX2 steps of packed-inl.hpp's PackedVec: V::splat(p) broadcasts 4 activation bytes to every
 // 32-bit lane, V::pairs16 is vpmaddubsw, V::add16 / V::add add int16 / int32 lanes.
 using V = PackedVec;
 static_assert(V::kRows == kRows, "the 8-row forms use PackedVec's 32-byte vectors");
@@ -237,9 +225,3 @@ inline void register_packed_kquants(KernelTable& t) {
   using namespace packed_kq;
   set_packed_kquant_forms<kToks, Q2K, Q3K, Q45K<false>, Q45K<true>, Q6K>(t);
 }
-#endif  // EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif
-

@@ -1,12 +1,6 @@
 // x86 (AVX2 + FMA intrinsics) float helpers: this level's FloatKernels. Semantics and aliasing rules:
 // kernels/api.hpp and kernels/scalar/float_ops.hpp.
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // e^x for 8 floats, our own (no libm call per lane): x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two
 // parts, so r keeps float precision), e^r by Cephes' expf polynomial, 2^k by the exponent bits (as
@@ -188,7 +182,3 @@ inline void transpose_f32(const float* src, int rows, int cols, int lds, float* 
   if (c8 < cols) transpose_f32_ref(src + c8, r8, cols - c8, lds, dst + int64_t(c8) * ldd, ldd);
   if (r8 < rows) transpose_f32_ref(src + int64_t(r8) * lds, rows - r8, cols, lds, dst + r8, ldd);
 }
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif

@@ -11,13 +11,7 @@
 // IQ1_S / IQ1_M fold the +-1/8 shift into the weight: 8 * (grid + delta / 8) is an integer in
 // [-9, 9], so the block's sum is (8 * sumi + sumi_delta) / 8, exactly the reference's
 // sumi + IQ1*_DELTA * sumi_delta in float (IQ1_M: that weight + 9, unsigned, see FmtIQ1_M).
-
-#include "edgellm/kernels/x86/level.hpp"
-#ifndef EDGELLM_X86_LEVEL_NS  // on its own: compiled into every level (kernels/x86/register.hpp)
-#include "edgellm/kernels/x86/register.hpp"
-#else
-EDGELLM_X86_BEGIN
-namespace edgellm::EDGELLM_X86_LEVEL_NS {
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // Vectors K... of a block summed: Fmt::vec<k>(x, y, ctx) is vector k's int32 partial sums. Two
 // chains, so consecutive vectors do not wait on each other's add.
@@ -506,11 +500,7 @@ struct FmtTQ2_0 : BlockFmt<block_tq2_0, block_q8_K, QK_K> {
 // q ^ 0x80 (which times 3 is q' ^ 0x80), and the products summed in int16 (8 * 2 * 2 * 127 < 2^15),
 // widened once a block.
 struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
-#if EDGELLM_X86_VNNI
-  static constexpr char kBias = 0;
-#else
-  static constexpr char kBias = char(0x80);
-#endif
+  static constexpr char kBias = kVnni ? 0 : char(0x80);
   static __m256i times3(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
   static __m128i times3(__m128i q) { return _mm_add_epi8(q, _mm_add_epi8(q, q)); }
   // Vector k's products: VNNI: s[k & 1] += q . y, s[2 + (k & 1)] += 3q . y (four int32 chains); else
@@ -518,19 +508,18 @@ struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
   template <int k>
   static __m256i step(__m256i q, const int8_t* y, __m256i* s) {
     const __m256i yv = load256(y + 32 * k), next = times3(q);
-#if EDGELLM_X86_VNNI
-    s[k & 1] = dot_u8s8_acc(s[k & 1], q, yv);
-    s[2 + (k & 1)] = dot_u8s8_acc(s[2 + (k & 1)], next, yv);
-#else
-    // -digit: (q >= 86) + (q >= 171) as 0 / -1 masks, compared signed on q ^ 0x80. The first
-    // constant hidden from g++ 12, which otherwise compares x > -43 as min(x, -42) == -42 (one
-    // instruction more: 150 against 139 us, 2048 x 2048 on the EPYC at the avx2 level).
-    __m256i c85 = _mm256_set1_epi8(85 - 128);
-    __asm__("" : "+x"(c85));
-    const __m256i nd = _mm256_add_epi8(_mm256_cmpgt_epi8(q, c85),
-                                       _mm256_cmpgt_epi8(q, _mm256_set1_epi8(170 - 128)));
-    s[k & 1] = _mm256_add_epi16(s[k & 1], _mm256_maddubs_epi16(_mm256_abs_epi8(nd), yv));
-#endif
+    if constexpr (kVnni) {
+      s[k & 1] = dot_u8s8_acc(s[k & 1], q, yv);
+      s[2 + (k & 1)] = dot_u8s8_acc(s[2 + (k & 1)], next, yv);
+    } else {
+      // -digit: (q >= 86) + (q >= 171) as 0 / -1 masks, compared signed on q ^ 0x80. The first
+      // constant hidden from g++ 12, which otherwise compares x > -43 as min(x, -42) == -42 (one
+      // instruction more: 150 against 139 us, 2048 x 2048 on the EPYC at the avx2 level).
+      __m256i c85 = _mm256_set1_epi8(85 - 128);
+      __asm__("" : "+x"(c85));
+      const __m256i nd = _mm256_add_epi8(_mm256_cmpgt_epi8(q, c85), _mm256_cmpgt_epi8(q, _mm256_set1_epi8(170 - 128)));
+      s[k & 1] = _mm256_add_epi16(s[k & 1], _mm256_maddubs_epi16(_mm256_abs_epi8(nd), yv));
+    }
     return next;
   }
   // Always inlined: g++ 12 otherwise calls it once per block (171 against 150 us at the avx2 level).
@@ -558,24 +547,21 @@ struct FmtTQ1_0 : BlockFmt<block_tq1_0, block_q8_K, QK_K> {
     const __m128i hq = _mm_or_si128(_mm_andnot_si128(hi, _mm_mullo_epi16(h, pow3)),
                                     _mm_mullo_epi16(_mm_and_si128(h, hi), pow3));
     step<7>(_mm256_inserti128_si256(p, hq, 1), y.qs, s);
-#if EDGELLM_X86_VNNI
-    const __m256i q1 = _mm256_add_epi32(s[0], s[1]), q3 = _mm256_add_epi32(s[2], s[3]);
-    const __m256i dsum = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_add_epi32(q1, _mm256_add_epi32(q1, q1)), q3), 8);
-#else
-    const __m256i dsum = _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_set1_epi16(1));
-#endif
+    __m256i dsum;
+    if constexpr (kVnni) {
+      const __m256i q1 = _mm256_add_epi32(s[0], s[1]), q3 = _mm256_add_epi32(s[2], s[3]);
+      dsum = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_add_epi32(q1, _mm256_add_epi32(q1, q1)), q3), 8);
+    } else {
+      dsum = _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_set1_epi16(1));
+    }
     return iq_finish(_mm256_sub_epi32(dsum, q8_K_sum(y)), fp16_to_fp32(x.d) * y.d, acc);
   }
 };
 
 
-// vec_dot_rows of each type (register_level.hpp): the grid types take a row at a time (two blocks
+// vec_dot_rows of each type (register_level-inl.hpp): the grid types take a row at a time (two blocks
 // in flight): their cost is the table lookups, and with more rows in flight g++ 12 spills (kernel
 // timings on the EPYC, 2048 x 2048: IQ3_S 376 us a row at a time against 465 in groups of 4, IQ4_XS
 // 149 against 179); TQ2_0, all arithmetic, takes 4 rows (55 against 70 us).
 inline constexpr int kRowsIQ = 1;
 inline constexpr int kRowsTQ2_0 = 4;
-
-}  // namespace edgellm::EDGELLM_X86_LEVEL_NS
-EDGELLM_X86_END
-#endif
