@@ -105,6 +105,28 @@ inline std::string format_shortest(double v, int min_digits, int max_digits, boo
 
 }  // namespace json_detail
 
+// The two-character escape written for c (backslash n for a newline, ...) or nullptr for characters
+// written another way. JSON has the \b and \f escapes; GBNF (with_bf false) does not.
+inline const char* short_escape(uint32_t c, bool with_bf = true) {
+  switch (c) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    case '\b': return with_bf ? "\\b" : nullptr;
+    case '\f': return with_bf ? "\\f" : nullptr;
+    default: return nullptr;
+  }
+}
+// The character the JSON escape backslash-e stands for (not \u), or -1 when e is none.
+inline int short_unescape(char e) {
+  static constexpr char kFrom[] = "\"\\/bfnrt", kTo[] = "\"\\/\b\f\n\r\t";
+  for (size_t i = 0; i + 1 < sizeof kFrom; ++i)
+    if (kFrom[i] == e) return kTo[i];
+  return -1;
+}
+
 // A JSON value. Objects keep their keys in insertion order (vector of pairs: the documents we
 // read are small objects and big arrays). A number is either an exact int64 (an integer
 // literal that fits) or a double; as_number() works for both, as_int() for integral values.
@@ -353,15 +375,10 @@ inline void json_escape_to(std::string& out, std::string_view s) {
       ++i;
       continue;
     }
-    switch (c) {
-      case '"': out += "\\\""; ++i; continue;
-      case '\\': out += "\\\\"; ++i; continue;
-      case '\n': out += "\\n"; ++i; continue;
-      case '\r': out += "\\r"; ++i; continue;
-      case '\t': out += "\\t"; ++i; continue;
-      case '\b': out += "\\b"; ++i; continue;
-      case '\f': out += "\\f"; ++i; continue;
-      default: break;
+    if (const char* e = short_escape(c)) {
+      out += e;
+      ++i;
+      continue;
     }
     if (c < 0x20) {
       out += "\\u00";
@@ -625,18 +642,16 @@ class JsonParser {
       if (pos_ + 1 >= n) fail("unterminated escape");
       const char e = s_[pos_ + 1];
       pos_ += 2;
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': parse_unicode_escape(out); break;
-        default: pos_ -= 2; fail("invalid escape in string");
+      if (e == 'u') {
+        parse_unicode_escape(out);
+        continue;
       }
+      const int u = short_unescape(e);
+      if (u < 0) {
+        pos_ -= 2;
+        fail("invalid escape in string");
+      }
+      out += char(u);
     }
   }
 

@@ -57,25 +57,22 @@ inline const std::vector<BuiltinRule>& builtin_rules() {
   return rules;
 }
 
+// A control character (or DEL) as GBNF's hex escape.
+inline std::string gbnf_hex_escape(uint32_t c) {
+  static const char* kHex = "0123456789ABCDEF";
+  return std::string("\\x") + kHex[(c >> 4) & 15] + kHex[c & 15];
+}
 // A GBNF literal for raw text (escapes what the GBNF parser would read as syntax).
 inline std::string gbnf_literal(std::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
-          static const char* kHex = "0123456789ABCDEF";
-          out += "\\x";
-          out += kHex[(c >> 4) & 15];
-          out += kHex[c & 15];
-        } else {
-          out += c;
-        }
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (const char* e = short_escape(c, /*with_bf=*/false)) {
+      out += e;
+    } else if (c < 0x20 || c == 0x7F) {
+      out += gbnf_hex_escape(c);
+    } else {
+      out += ch;
     }
   }
   return out + "\"";
@@ -84,10 +81,7 @@ inline std::string gbnf_literal(std::string_view s) {
 // One code point inside a GBNF character class.
 inline std::string class_char(uint32_t cp) {
   if (cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '"') return std::string("\\") + char(cp);
-  if (cp < 0x20 || cp == 0x7F || cp == '^') {  // GBNF has no \^
-    static const char* kHex = "0123456789ABCDEF";
-    return std::string("\\x") + kHex[cp >> 4] + kHex[cp & 15];
-  }
+  if (cp < 0x20 || cp == 0x7F || cp == '^') return gbnf_hex_escape(cp);  // GBNF has no \^
   std::string out;
   append_utf8(out, cp);
   return out;

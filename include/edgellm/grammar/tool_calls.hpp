@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -266,6 +267,25 @@ inline bool call_of(const Json& o, ToolCall& c) {
   return true;
 }
 
+// Calls each opened by `open_tag`, the text around them content: one(from, c) parses the call whose
+// text starts at text[from] (after the tag) into c and returns where the text after it starts, or
+// npos when it is not a call (then the whole reply is content: false).
+template <class One>
+bool tagged_calls(const std::string& text, std::string_view open_tag, ParsedToolCalls& r, One one) {
+  size_t at = 0;
+  for (;;) {
+    const size_t open = text.find(open_tag, at);
+    if (open == std::string::npos) break;
+    r.content += text.substr(at, open - at);
+    ToolCall c;
+    at = one(open + open_tag.size(), c);
+    if (at == std::string::npos) return false;
+    r.calls.push_back(std::move(c));
+  }
+  r.content += text.substr(std::min(at, text.size()));
+  return true;
+}
+
 }  // namespace tool_detail
 
 // The calls in a reply written in `format`; a reply whose calls do not all parse is content.
@@ -277,24 +297,17 @@ inline ParsedToolCalls parse_tool_calls(ToolCallFormat format, const std::string
   switch (format) {
     case ToolCallFormat::None: return as_content;
     case ToolCallFormat::Hermes: {
-      size_t at = 0;
-      for (;;) {
-        const size_t open = text.find("<tool_call>", at);
-        if (open == std::string::npos) break;
-        r.content += text.substr(at, open - at);
-        const size_t body = open + 11;
-        size_t close = text.find("</tool_call>", body);
+      const bool ok = tagged_calls(text, "<tool_call>", r, [&](size_t body, ToolCall& c) {
+        const size_t close = text.find("</tool_call>", body);
         const size_t body_end = close == std::string::npos ? text.size() : close;
         Json o;
         size_t end = 0;
-        ToolCall c;
         const std::string inner = text.substr(body, body_end - body);
-        const size_t j = skip_space(inner, 0);
-        if (!json_at(inner, j, o, end) || skip_space(inner, end) != inner.size() || !call_of(o, c)) return as_content;
-        r.calls.push_back(std::move(c));
-        at = close == std::string::npos ? text.size() : close + 12;
-      }
-      r.content += text.substr(std::min(at, text.size()));
+        if (!json_at(inner, skip_space(inner, 0), o, end) || skip_space(inner, end) != inner.size() || !call_of(o, c))
+          return std::string::npos;
+        return close == std::string::npos ? text.size() : close + 12;
+      });
+      if (!ok) return as_content;
       break;
     }
     case ToolCallFormat::Llama3: {
@@ -333,23 +346,17 @@ inline ParsedToolCalls parse_tool_calls(ToolCallFormat format, const std::string
       break;
     }
     case ToolCallFormat::FunctionaryV31: {
-      size_t at = 0;
-      for (;;) {
-        const size_t open = text.find("<function=", at);
-        if (open == std::string::npos) break;
-        r.content += text.substr(at, open - at);
-        const size_t gt = text.find('>', open);
-        if (gt == std::string::npos) return as_content;
-        ToolCall c;
-        c.name = text.substr(open + 10, gt - open - 10);
+      const bool ok = tagged_calls(text, "<function=", r, [&](size_t name, ToolCall& c) {
+        const size_t gt = text.find('>', name);
+        if (gt == std::string::npos) return std::string::npos;
+        c.name = text.substr(name, gt - name);
         Json o;
         size_t end = 0;
-        if (c.name.empty() || !json_at(text, gt + 1, o, end) || !o.is_object()) return as_content;
+        if (c.name.empty() || !json_at(text, gt + 1, o, end) || !o.is_object()) return std::string::npos;
         c.arguments = o.dump();
-        r.calls.push_back(std::move(c));
-        at = text.compare(end, 11, "</function>") == 0 ? end + 11 : end;
-      }
-      r.content += text.substr(std::min(at, text.size()));
+        return text.compare(end, 11, "</function>") == 0 ? end + 11 : end;
+      });
+      if (!ok) return as_content;
       break;
     }
   }

@@ -917,26 +917,19 @@ inline bool t_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
   if (n == 0) eval_fail("integer division or modulo by zero");
   return need_int(v, "divisibleby") % n == 0;
 }
-inline bool t_lower(Interpreter&, const Value& v, CallArgs&) {
+// str.islower() / str.isupper(): some character of the case, none of the other.
+inline bool all_cased_as(const Value& v, bool (*is_case)(uint32_t), bool (*is_other)(uint32_t)) {
   const std::string s = soft_str(v);
   bool cased = false;
   for (size_t i = 0; i < s.size();) {
     const uint32_t c = py::next_cp(s, i);
-    if (py::is_upper(c)) return false;
-    cased = cased || py::is_lower(c);
+    if (is_other(c)) return false;
+    cased = cased || is_case(c);
   }
   return cased;
 }
-inline bool t_upper(Interpreter&, const Value& v, CallArgs&) {
-  const std::string s = soft_str(v);
-  bool cased = false;
-  for (size_t i = 0; i < s.size();) {
-    const uint32_t c = py::next_cp(s, i);
-    if (py::is_lower(c)) return false;
-    cased = cased || py::is_upper(c);
-  }
-  return cased;
-}
+inline bool t_lower(Interpreter&, const Value& v, CallArgs&) { return all_cased_as(v, py::is_lower, py::is_upper); }
+inline bool t_upper(Interpreter&, const Value& v, CallArgs&) { return all_cased_as(v, py::is_upper, py::is_lower); }
 inline bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return v == a.get(0, "other"); }
 inline bool t_ne(Interpreter&, const Value& v, CallArgs& a) { return !(v == a.get(0, "other")); }
 inline bool t_lt(Interpreter&, const Value& v, CallArgs& a) { return interp_detail::order(v, a.get(0, "other"), "<") == -1; }

@@ -407,6 +407,17 @@ inline double floor_mod(double a, double b) {
   return m;
 }
 
+// x + y, x - y or x * y (op '+', '-', '*') of the int64 operands: Python's ints do not wrap, so an
+// overflow is an error.
+inline Value checked_int_op(char op, int64_t x, int64_t y) {
+  int64_t r = 0;
+  const bool overflow = op == '+'   ? __builtin_add_overflow(x, y, &r)
+                        : op == '-' ? __builtin_sub_overflow(x, y, &r)
+                                    : __builtin_mul_overflow(x, y, &r);
+  if (overflow) eval_fail("integer overflow");
+  return Value(r);
+}
+
 }  // namespace interp_detail
 
 inline Value Interpreter::binary(const std::string& op, const Value& a, const Value& b) {
@@ -420,11 +431,7 @@ inline Value Interpreter::binary(const std::string& op, const Value& a, const Va
     eval_fail("unsupported operand type(s) for ", op, ": '", a.type_name(), "' and '", b.type_name(), "'");
   };
   if (op == "+") {
-    if (ints) {
-      int64_t r = 0;
-      if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) eval_fail("integer overflow");
-      return Value(r);
-    }
+    if (ints) return checked_int_op(o, a.as_int(), b.as_int());
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) {
       check_size(a.str().size() + b.str().size());
@@ -441,20 +448,12 @@ inline Value Interpreter::binary(const std::string& op, const Value& a, const Va
     return type_error();
   }
   if (op == "-") {
-    if (ints) {
-      int64_t r = 0;
-      if (__builtin_sub_overflow(a.as_int(), b.as_int(), &r)) eval_fail("integer overflow");
-      return Value(r);
-    }
+    if (ints) return checked_int_op(o, a.as_int(), b.as_int());
     if (nums) return Value(a.as_double() - b.as_double());
     return type_error();
   }
   if (op == "*") {
-    if (ints) {
-      int64_t r = 0;
-      if (__builtin_mul_overflow(a.as_int(), b.as_int(), &r)) eval_fail("integer overflow");
-      return Value(r);
-    }
+    if (ints) return checked_int_op(o, a.as_int(), b.as_int());
     if (nums) return Value(a.as_double() * b.as_double());
     auto seq = [](const Value& v) { return v.is_string() || (v.is_list() && !v.is_iterator()); };
     if (seq(a) && b.is_number() && !b.is_float()) return repeat(a, b.as_int(), *this);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -872,24 +873,21 @@ class Parser {
     return e;
   }
 
-  ExprP parse_or() {
-    ExprP l = parse_and();
-    while (is_name("or")) {
-      const int line = cur().line;
+  // A left-associative level: operand (op operand)*, each op a name ("or") or an operator ("+").
+  ExprP left_assoc(ExprP (Parser::*operand)(), Expr::Kind k, std::initializer_list<std::string_view> ops) {
+    ExprP l = (this->*operand)();
+    for (;;) {
+      const Token& t = cur();
+      if ((t.type != Tok::Name && t.type != Tok::Op) || std::find(ops.begin(), ops.end(), t.text) == ops.end())
+        return l;
+      const std::string op = t.text;
+      const int line = t.line;
       next();
-      l = binary(Expr::Or, "or", std::move(l), parse_and(), line);
+      l = binary(k, op, std::move(l), (this->*operand)(), line);
     }
-    return l;
   }
-  ExprP parse_and() {
-    ExprP l = parse_not();
-    while (is_name("and")) {
-      const int line = cur().line;
-      next();
-      l = binary(Expr::And, "and", std::move(l), parse_not(), line);
-    }
-    return l;
-  }
+  ExprP parse_or() { return left_assoc(&Parser::parse_and, Expr::Or, {"or"}); }
+  ExprP parse_and() { return left_assoc(&Parser::parse_not, Expr::And, {"and"}); }
   ExprP parse_not() {
     if (is_name("not")) {
       DepthGuard g(*this);
@@ -930,16 +928,7 @@ class Parser {
     }
     return cmp ? std::move(cmp) : std::move(first);
   }
-  ExprP parse_math1() {
-    ExprP l = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = cur().text;
-      const int line = cur().line;
-      next();
-      l = binary(Expr::Binary, op, std::move(l), parse_concat(), line);
-    }
-    return l;
-  }
+  ExprP parse_math1() { return left_assoc(&Parser::parse_concat, Expr::Binary, {"+", "-"}); }
   ExprP parse_concat() {
     const int line = cur().line;
     ExprP first = parse_math2();
@@ -952,25 +941,9 @@ class Parser {
     }
     return c;
   }
-  ExprP parse_math2() {
-    ExprP l = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = cur().text;
-      const int line = cur().line;
-      next();
-      l = binary(Expr::Binary, op, std::move(l), parse_pow(), line);
-    }
-    return l;
-  }
-  ExprP parse_pow() {
-    ExprP l = parse_unary(true);
-    while (is_op("**")) {
-      const int line = cur().line;
-      next();
-      l = binary(Expr::Binary, "**", std::move(l), parse_unary(true), line);
-    }
-    return l;
-  }
+  ExprP parse_math2() { return left_assoc(&Parser::parse_pow, Expr::Binary, {"*", "/", "//", "%"}); }
+  ExprP parse_pow() { return left_assoc(&Parser::parse_filtered, Expr::Binary, {"**"}); }
+  ExprP parse_filtered() { return parse_unary(true); }
   ExprP parse_unary(bool with_filter) {
     DepthGuard g(*this);
     const int line = cur().line;

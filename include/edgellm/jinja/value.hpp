@@ -328,26 +328,26 @@ inline std::string lower(std::string_view s) {
   for (size_t i = 0; i < s.size();) append_cp(out, to_lower(next_cp(s, i)));
   return out;
 }
-// str.title(): a cased letter after an uncased character is upper-cased, the others lowered.
-inline std::string title(std::string_view s) {
+// Each code point upper-cased where upper_here(first, prev_cased) says so, else lowered.
+template <class UpperHere>
+inline std::string recase(std::string_view s, UpperHere upper_here) {
   std::string out;
   bool prev_cased = false;
   for (size_t i = 0; i < s.size();) {
+    const bool first = i == 0;
     const uint32_t c = next_cp(s, i);
-    append_cp(out, prev_cased ? to_lower(c) : to_upper(c));
+    append_cp(out, upper_here(first, prev_cased) ? to_upper(c) : to_lower(c));
     prev_cased = is_cased(c);
   }
   return out;
 }
+// str.title(): a cased letter after an uncased character is upper-cased, the others lowered.
+inline std::string title(std::string_view s) {
+  return recase(s, [](bool, bool prev_cased) { return !prev_cased; });
+}
+// str.capitalize(): the first code point upper-cased, the others lowered.
 inline std::string capitalize(std::string_view s) {
-  std::string out;
-  bool first = true;
-  for (size_t i = 0; i < s.size();) {
-    const uint32_t c = next_cp(s, i);
-    append_cp(out, first ? to_upper(c) : to_lower(c));
-    first = false;
-  }
-  return out;
+  return recase(s, [](bool first, bool) { return first; });
 }
 
 // str.strip / lstrip / rstrip: Unicode whitespace, or the code points of `chars`.
@@ -578,28 +578,19 @@ inline void json_str(std::string& out, std::string_view s, bool ensure_ascii) {
   out += '"';
   for (size_t i = 0; i < s.size();) {
     const uint32_t c = next_cp(s, i);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default: {
-        char buf[16];
-        if (c < 0x20 || c >= 0x7F) {
-          if (c >= 0x10000) {
-            const uint32_t v = c - 0x10000;
-            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", unsigned(0xD800 + (v >> 10)), unsigned(0xDC00 + (v & 0x3FF)));
-          } else {
-            std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
-          }
-          out += buf;
-        } else {
-          append_cp(out, c);
-        }
+    if (const char* e = short_escape(c)) {
+      out += e;
+    } else if (c < 0x20 || c >= 0x7F) {
+      char buf[16];
+      if (c >= 0x10000) {
+        const uint32_t v = c - 0x10000;
+        std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", unsigned(0xD800 + (v >> 10)), unsigned(0xDC00 + (v & 0x3FF)));
+      } else {
+        std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
       }
+      out += buf;
+    } else {
+      append_cp(out, c);
     }
   }
   out += '"';
