@@ -715,52 +715,44 @@ class Parser {
     next();
   }
 
+  // A block with one body, `{% tag header %}body{% endtag %}`: header(stmt) parses what follows the tag.
+  template <class Header>
+  StmtP one_body_block(Stmt::Kind kind, const char* tag, const char* endtag, Header header) {
+    auto s = std::make_unique<Stmt>(kind, cur().line);
+    OpenBlock ob(*this, tag);
+    next();
+    header(*s);
+    s->body = parse_block_body({endtag});
+    end_block(endtag);
+    return s;
+  }
   StmtP parse_macro() {
-    auto s = std::make_unique<Stmt>(Stmt::Macro, cur().line);
-    OpenBlock ob(*this, "macro");
-    next();
-    s->text = expect_name();
-    parse_signature(*s);
-    s->body = parse_block_body({"endmacro"});
-    end_block("endmacro");
-    return s;
+    return one_body_block(Stmt::Macro, "macro", "endmacro", [&](Stmt& s) {
+      s.text = expect_name();
+      parse_signature(s);
+    });
   }
-
   StmtP parse_call_block() {
-    auto s = std::make_unique<Stmt>(Stmt::CallBlock, cur().line);
-    OpenBlock ob(*this, "call");
-    next();
-    if (is_op("(")) parse_signature(*s);
-    s->expr = parse_expression(true);
-    if (s->expr->kind != Expr::Call) fail("expected call");
-    s->body = parse_block_body({"endcall"});
-    end_block("endcall");
-    return s;
+    return one_body_block(Stmt::CallBlock, "call", "endcall", [&](Stmt& s) {
+      if (is_op("(")) parse_signature(s);
+      s.expr = parse_expression(true);
+      if (s.expr->kind != Expr::Call) fail("expected call");
+    });
   }
-
   StmtP parse_filter_block() {
-    auto s = std::make_unique<Stmt>(Stmt::FilterBlock, cur().line);
-    OpenBlock ob(*this, "filter");
-    next();
-    s->filter = parse_filter_chain(nullptr, /*start_with_pipe=*/false);
-    s->body = parse_block_body({"endfilter"});
-    end_block("endfilter");
-    return s;
+    return one_body_block(Stmt::FilterBlock, "filter", "endfilter", [&](Stmt& s) {
+      s.filter = parse_filter_chain(nullptr, /*start_with_pipe=*/false);
+    });
   }
-
   StmtP parse_with() {
-    auto s = std::make_unique<Stmt>(Stmt::With, cur().line);
-    OpenBlock ob(*this, "with");
-    next();
-    while (cur().type != Tok::BlockEnd) {
-      if (!s->withs.empty()) expect_op(",");
-      ExprP target = parse_assign_target(false, {});
-      expect_op("=");
-      s->withs.emplace_back(std::move(target), parse_expression(true));
-    }
-    s->body = parse_block_body({"endwith"});
-    end_block("endwith");
-    return s;
+    return one_body_block(Stmt::With, "with", "endwith", [&](Stmt& s) {
+      while (cur().type != Tok::BlockEnd) {
+        if (!s.withs.empty()) expect_op(",");
+        ExprP target = parse_assign_target(false, {});
+        expect_op("=");
+        s.withs.emplace_back(std::move(target), parse_expression(true));
+      }
+    });
   }
 
   // A name, `ns.attr` (with_namespace), or names separated by commas (a tuple).

@@ -98,33 +98,48 @@ inline __m128i scales_q3_K(const uint8_t* q) {
   return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(h, 4)), _mm_set1_epi8(32));
 }
 
-// q = lo2 | hi << 2 in [0, 7]; the -4 offset is -4 * sum_g scale[g] * bsums[g].
+// Q3_K and Q6_K: unsigned quants q with an offset (q - 2^kShift), a signed 6/8-bit scale per 16.
+// Fmt::half<c>(x) loads half c (weights 128c .. 128c + 127), Fmt::quants<c, k>(h) is its vector k's
+// 32 quants; the vectors go into two int32 chains, the offset is -2^kShift * sum_g scale[g] * bsums[g].
+template <class Fmt, int c, int... K>
+__attribute__((always_inline)) inline void offset_kquant_half(const typename Fmt::Block& x, const block_q8_K& y, const GroupScales16& sc,
+                               __m256i (&isum)[2], std::integer_sequence<int, K...>) {
+  const typename Fmt::Half h = Fmt::template half<c>(x);
+  ((isum[K & 1] = _mm256_add_epi32(isum[K & 1], dot_u8s8_scaled(Fmt::template quants<c, K>(h),
+                                                                load256(y.qs + 128 * c + 32 * K),
+                                                                sc.template pair<4 * c + K>()))),
+   ...);
+}
+template <class Fmt, int kShift>
+__attribute__((always_inline)) inline __m256 offset_kquant_block(const typename Fmt::Block& x, const block_q8_K& y,
+                                                                 __m128i sc8, __m256 acc) {
+  const GroupScales16 sc(sc8);
+  __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  offset_kquant_half<Fmt, 0>(x, y, sc, isum, std::make_integer_sequence<int, 4>{});
+  offset_kquant_half<Fmt, 1>(x, y, sc, isum, std::make_integer_sequence<int, 4>{});
+  const __m256i off = _mm256_slli_epi32(bsums_dot(y, _mm256_cvtepi8_epi16(sc8)), kShift);
+  const __m256i total = _mm256_sub_epi32(_mm256_add_epi32(isum[0], isum[1]), off);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
+}
+
+// q = lo2 | hi << 2 in [0, 7]; the -4 offset.
 struct FmtQ3_K : BlockFmt<block_q3_K, block_q8_K, QK_K> {
-  // Vector j (0..3) of half c: its crumbs, and hmask bit 4c + j moved to bit 2.
-  template <int c, int j>
-  static void quarter(__m256i qv, __m256i hm, const ActBlock& y, const GroupScales16& sc, __m256i& isum) {
-    const __m256i q = _mm256_or_si256(crumbs<j>(qv), _mm256_and_si256(shift16<2 - 4 * c - j>(hm), _mm256_set1_epi8(4)));
-    isum = _mm256_add_epi32(isum, dot_u8s8_scaled(q, load256(y.qs + 128 * c + 32 * j), sc.template pair<4 * c + j>()));
-  }
+  struct Half {
+    __m256i qv, hm;
+  };
   template <int c>
-  static void half(const Block& x, const ActBlock& y, const GroupScales16& sc, __m256i hm, __m256i& isum0,
-                   __m256i& isum1) {
-    const __m256i qv = load256(x.qs + 32 * c);
-    quarter<c, 0>(qv, hm, y, sc, isum0);
-    quarter<c, 1>(qv, hm, y, sc, isum1);
-    quarter<c, 2>(qv, hm, y, sc, isum0);
-    quarter<c, 3>(qv, hm, y, sc, isum1);
+  static Half half(const Block& x) {
+    return {load256(x.qs + 32 * c), load256(x.hmask)};
   }
-  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const __m128i sc8 = scales_q3_K(x.scales);
-    const GroupScales16 sc(sc8);
-    const __m256i hm = load256(x.hmask);
-    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
-    half<0>(x, y, sc, hm, isum0, isum1);
-    half<1>(x, y, sc, hm, isum0, isum1);
-    const __m256i off = _mm256_slli_epi32(bsums_dot(y, _mm256_cvtepi8_epi16(sc8)), 2);
-    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(isum0, isum1), off);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
+  // Vector j of half c: its crumbs, and hmask bit 4c + j moved to bit 2.
+  template <int c, int j>
+  static __m256i quants(const Half& h) {
+    return _mm256_or_si256(crumbs<j>(h.qv), _mm256_and_si256(shift16<2 - 4 * c - j>(h.hm), _mm256_set1_epi8(4)));
+  }
+  // always_inline (and the skeleton's): in the dispatch build g++'s unit growth budget otherwise
+  // leaves the block out of vec_dot's loop.
+  __attribute__((always_inline)) static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return offset_kquant_block<FmtQ3_K, 2>(x, y, scales_q3_K(x.scales), acc);
   }
 };
 
@@ -165,40 +180,28 @@ struct FmtQ45_K : BlockFmt<std::conditional_t<kHigh, block_q5_K, block_q4_K>, bl
 using FmtQ4_K = FmtQ45_K<false>;
 using FmtQ5_K = FmtQ45_K<true>;
 
-// q = lo4 | hi2 << 4 in [0, 63]; the -32 offset is -32 * sum_g scale[g] * bsums[g].
+// q = lo4 | hi2 << 4 in [0, 63]; the -32 offset.
 struct FmtQ6_K : BlockFmt<block_q6_K, block_q8_K, QK_K> {
-  // Vector k (0..3) of half c: lo4 from ql, bits 2k..2k+1 of qh moved to bits 4..5.
-  template <int c, int k>
-  static void quarter(const __m256i lo[4], __m256i qh, const ActBlock& y, const GroupScales16& sc, __m256i& isum) {
-    const __m256i hi = _mm256_and_si256(shift16<4 - 2 * k>(qh), _mm256_set1_epi8(0x30));
-    const __m256i yv = load256(y.qs + 128 * c + 32 * k);
-    isum = _mm256_add_epi32(isum, dot_u8s8_scaled(_mm256_or_si256(lo[k], hi), yv, sc.template pair<4 * c + k>()));
-  }
+  struct Half {
+    __m256i lo[4], qh;
+  };
   template <int c>
-  static void half(const Block& x, const ActBlock& y, const GroupScales16& sc, __m256i& isum0, __m256i& isum1) {
+  static Half half(const Block& x) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i ql0 = load256(x.ql + 64 * c), ql1 = load256(x.ql + 64 * c + 32);
-    const __m256i qh = load256(x.qh + 32 * c);
-    const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                           _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                           _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-    quarter<c, 0>(lo, qh, y, sc, isum0);
-    quarter<c, 1>(lo, qh, y, sc, isum1);
-    quarter<c, 2>(lo, qh, y, sc, isum0);
-    quarter<c, 3>(lo, qh, y, sc, isum1);
+    return {{_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)},
+            load256(x.qh + 32 * c)};
   }
-  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const __m128i sc8 = load128(x.scales);
-    const GroupScales16 sc(sc8);
-    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
-    half<0>(x, y, sc, isum0, isum1);
-    half<1>(x, y, sc, isum0, isum1);
-    const __m256i off = _mm256_slli_epi32(bsums_dot(y, _mm256_cvtepi8_epi16(sc8)), 5);
-    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(isum0, isum1), off);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y.d * fp16_to_fp32(x.d)), acc);
+  // Vector k of half c: lo4 from ql, bits 2k..2k+1 of qh moved to bits 4..5.
+  template <int c, int k>
+  static __m256i quants(const Half& h) {
+    return _mm256_or_si256(h.lo[k], _mm256_and_si256(shift16<4 - 2 * k>(h.qh), _mm256_set1_epi8(0x30)));
+  }
+  __attribute__((always_inline)) static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
+    return offset_kquant_block<FmtQ6_K, 5>(x, y, load128(x.scales), acc);
   }
 };
-
 
 // vec_dot_rows of the K-quants: rows share each activation load (register_level-inl.hpp).
 inline constexpr int kRowsKQuant = 4;
