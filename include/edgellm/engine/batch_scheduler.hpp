@@ -142,7 +142,7 @@ class Job {
   Timer since_submit_;
 };
 
-class BatchScheduler : private DecodeHost {
+class BatchScheduler : private EngineCore, private DecodeHost {
  public:
   struct Stats {
     int slots_busy = 0;
@@ -164,11 +164,8 @@ class BatchScheduler : private DecodeHost {
   };
 
   BatchScheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const Tokenizer> tok, const SchedulerParams& p)
-      : model_(std::move(model)), tok_(std::move(tok)), p_(p),
-        pool_(p.session.n_threads > 0 ? p.session.n_threads : default_thread_count()),
-        kv_(model_->kv_params(p.session.n_ctx, p.session.kv_block_size, p.session.kv_max_bytes, p.session.kv_type,
-                              p.session.kv_recent_f32)),
-        ctx_(&pool_),
+      : EngineCore(std::move(model), std::move(tok), p.session),
+        p_(p),
         loop_(*model_, *tok_, ctx_, kv_, *this, loop_params(p)) {
     EDGELLM_CHECK(p.n_parallel >= 1, "scheduler: n_parallel must be >= 1, got ", p.n_parallel);
     EDGELLM_CHECK(p.max_queue >= 0, "scheduler: max_queue must be >= 0, got ", p.max_queue);
@@ -564,12 +561,7 @@ class BatchScheduler : private DecodeHost {
     stats_.kv_sequences = kv_.n_sequences();
   }
 
-  std::shared_ptr<const LlamaModel> model_;
-  std::shared_ptr<const Tokenizer> tok_;
   SchedulerParams p_;
-  ThreadPool pool_;
-  PagedKvCache kv_;
-  LlamaContext ctx_;
   std::unique_ptr<ModelDrafter> drafter_;  // SchedulerParams::draft / draft_layers (null: none)
   DecodeLoop loop_;  // the token loop (engine/decode_loop.hpp); this scheduler is its DecodeHost
   int max_cached_ = 0;

@@ -40,12 +40,25 @@ struct SessionParams {
   int n_window = 0;          // eviction: recent tokens kept; 0 = no eviction (full context is an error)
 };
 
-class Session {
+// What a Session and a BatchScheduler both hold: the model and its tokenizer, a thread pool of
+// p.n_threads, the paged KV cache p describes, and the forward pass's context on that pool.
+class EngineCore {
+ protected:
+  EngineCore(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const Tokenizer> tok, const SessionParams& p)
+      : model_(std::move(model)), tok_(std::move(tok)), pool_(p.n_threads > 0 ? p.n_threads : default_thread_count()),
+        kv_(model_->kv_params(p.n_ctx, p.kv_block_size, p.kv_max_bytes, p.kv_type, p.kv_recent_f32)), ctx_(&pool_) {}
+
+  std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const Tokenizer> tok_;
+  ThreadPool pool_;
+  PagedKvCache kv_;
+  LlamaContext ctx_;
+};
+
+class Session : private EngineCore {
  public:
   Session(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const Tokenizer> tok, const SessionParams& p = {})
-      : model_(std::move(model)), tok_(std::move(tok)), p_(p),
-        pool_(p.n_threads > 0 ? p.n_threads : default_thread_count()),
-        kv_(model_->kv_params(p.n_ctx, p.kv_block_size, p.kv_max_bytes, p.kv_type, p.kv_recent_f32)), ctx_(&pool_) {
+      : EngineCore(std::move(model), std::move(tok), p), p_(p) {
     EDGELLM_CHECK(p.n_ctx >= 1, "session: n_ctx must be >= 1, got ", p.n_ctx);
     EDGELLM_CHECK(p.n_batch >= 1, "session: n_batch must be >= 1, got ", p.n_batch);
     EDGELLM_CHECK(p.n_keep >= 0 && p.n_window >= 0, "session: --keep must be >= 0 and --window >= 1, got ", p.n_keep, " and ", p.n_window);
@@ -370,12 +383,7 @@ class Session {
                 kv_.block_bytes(), " bytes in use) and no eviction policy is set (--keep N --window W)");
   }
 
-  std::shared_ptr<const LlamaModel> model_;
-  std::shared_ptr<const Tokenizer> tok_;
   SessionParams p_;
-  ThreadPool pool_;
-  PagedKvCache kv_;
-  LlamaContext ctx_;
   int seq_ = 0;
   int max_chunk_ = 0;  // with eviction: n_ctx minus the most an eviction keeps
   std::vector<int32_t> history_;

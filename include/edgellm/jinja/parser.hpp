@@ -1017,23 +1017,15 @@ class Parser {
     fail("unexpected " + describe(t));
   }
 
-  ExprP parse_postfix(ExprP node) {
-    while (true) {
-      if (is_op(".") || is_op("[")) {
+  // What may follow an operand: subscripts and calls (postfix), or, after them, filters, tests and
+  // calls (filters: Jinja's parse_filter_expr; a subscript there is a syntax error, as in Jinja).
+  ExprP parse_trailers(ExprP node, bool filters) {
+    for (;;) {
+      if (!filters && (is_op(".") || is_op("["))) {
         node = parse_subscript(std::move(node));
-      } else if (is_op("(")) {
-        node = parse_call(std::move(node));
-      } else {
-        return node;
-      }
-    }
-  }
-
-  ExprP parse_filter_expr(ExprP node) {
-    while (true) {
-      if (is_op("|")) {
+      } else if (filters && is_op("|")) {
         node = parse_filter_chain(std::move(node));
-      } else if (is_name("is")) {
+      } else if (filters && is_name("is")) {
         node = parse_test(std::move(node));
       } else if (is_op("(")) {
         node = parse_call(std::move(node));
@@ -1042,6 +1034,8 @@ class Parser {
       }
     }
   }
+  ExprP parse_postfix(ExprP node) { return parse_trailers(std::move(node), false); }
+  ExprP parse_filter_expr(ExprP node) { return parse_trailers(std::move(node), true); }
 
   ExprP parse_subscript(ExprP node) {
     const int line = cur().line;
