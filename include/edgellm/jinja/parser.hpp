@@ -699,11 +699,21 @@ class Parser {
     return s;
   }
 
+  // Items separated by commas up to the operator `close` (a trailing comma allowed), each read by
+  // item(); consumes `close`.
+  template <class Item>
+  void comma_list(const char* close, Item item) {
+    for (bool first = true; !is_op(close); first = false) {
+      if (!first) expect_op(",");
+      if (is_op(close)) break;
+      item();
+    }
+    next();
+  }
+
   void parse_signature(Stmt& s) {
     expect_op("(");
-    while (!is_op(")")) {
-      if (!s.params.empty()) expect_op(",");
-      if (is_op(")")) break;
+    comma_list(")", [&] {
       s.params.push_back(expect_name());
       if (is_op("=")) {
         next();
@@ -711,8 +721,7 @@ class Parser {
       } else {
         s.defaults.push_back(nullptr);
       }
-    }
-    next();
+    });
   }
 
   // A block with one body, `{% tag header %}body{% endtag %}`: header(stmt) parses what follows the tag.
@@ -993,25 +1002,17 @@ class Parser {
     if (is_op("[")) {
       next();
       auto e = std::make_unique<Expr>(Expr::ListLit, line);
-      while (!is_op("]")) {
-        if (!e->args.empty()) expect_op(",");
-        if (is_op("]")) break;
-        e->args.push_back(parse_expression(true));
-      }
-      next();
+      comma_list("]", [&] { e->args.push_back(parse_expression(true)); });
       return e;
     }
     if (is_op("{")) {
       next();
       auto e = std::make_unique<Expr>(Expr::DictLit, line);
-      while (!is_op("}")) {
-        if (!e->args.empty()) expect_op(",");
-        if (is_op("}")) break;
+      comma_list("}", [&] {
         e->args.push_back(parse_expression(true));
         expect_op(":");
         e->args.push_back(parse_expression(true));
-      }
-      next();
+      });
       return e;
     }
     fail("unexpected " + describe(t));

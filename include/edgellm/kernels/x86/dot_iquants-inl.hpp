@@ -102,6 +102,14 @@ inline __m256i sum_steps(const typename Fmt::Block& x, const typename Fmt::ActBl
 #endif
 
 
+// The IQ2_XXS / IQ3_XXS vector of magnitudes mag whose sign word s holds 4 x 7 sign bits (kSignsPm1)
+// and the vector's 4-bit scale s (top 4 bits), as 2s + 1.
+inline __m256i sign_word_dot(__m256i mag, const int8_t* y, uint32_t s) {
+  const __m256i pm1 = set_u64x4(kSignsPm1[s & 127], kSignsPm1[(s >> 7) & 127], kSignsPm1[(s >> 14) & 127],
+                                kSignsPm1[(s >> 21) & 127]);
+  return signed_grid_dot(mag, y, pm1, _mm256_set1_epi16(short(2 * (s >> 28) + 1)));
+}
+
 // IQ2_XXS: per vector a uint64: 4 grid indexes (bytes), 4 x 7 sign bits, a 4-bit scale. / 8.
 struct FmtIQ2_XXS : BlockFmt<block_iq2_xxs, block_q8_K, QK_K> {
   struct Ctx {};
@@ -111,9 +119,7 @@ struct FmtIQ2_XXS : BlockFmt<block_iq2_xxs, block_q8_K, QK_K> {
     const uint32_t g = uint32_t(a), s = uint32_t(a >> 32);
     const __m256i mag = set_u64x4(iq2xxs_grid[g & 255], iq2xxs_grid[(g >> 8) & 255], iq2xxs_grid[(g >> 16) & 255],
                                   iq2xxs_grid[g >> 24]);
-    const __m256i pm1 = set_u64x4(kSignsPm1[s & 127], kSignsPm1[(s >> 7) & 127], kSignsPm1[(s >> 14) & 127],
-                                  kSignsPm1[(s >> 21) & 127]);
-    return signed_grid_dot(mag, y.qs + 32 * k, pm1, _mm256_set1_epi16(short(2 * (s >> 28) + 1)));
+    return sign_word_dot(mag, y.qs + 32 * k, s);
   }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     return iq_finish(iq_block_sum<FmtIQ2_XXS>(x, y, Ctx{}), 0.125f * fp16_to_fp32(x.d) * y.d, acc);
@@ -243,9 +249,7 @@ struct FmtIQ3_XXS : BlockFmt<block_iq3_xxs, block_q8_K, QK_K> {
     const __m256i mag = _mm256_set_epi32(int(iq3xxs_grid[q[7]]), int(iq3xxs_grid[q[6]]), int(iq3xxs_grid[q[5]]),
                                          int(iq3xxs_grid[q[4]]), int(iq3xxs_grid[q[3]]), int(iq3xxs_grid[q[2]]),
                                          int(iq3xxs_grid[q[1]]), int(iq3xxs_grid[q[0]]));
-    const __m256i pm1 = set_u64x4(kSignsPm1[s & 127], kSignsPm1[(s >> 7) & 127], kSignsPm1[(s >> 14) & 127],
-                                  kSignsPm1[(s >> 21) & 127]);
-    return signed_grid_dot(mag, y.qs + 32 * k, pm1, _mm256_set1_epi16(short(2 * (s >> 28) + 1)));
+    return sign_word_dot(mag, y.qs + 32 * k, s);
   }
   static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
     return iq_finish(iq_block_sum<FmtIQ3_XXS>(x, y, Ctx{}), 0.25f * fp16_to_fp32(x.d) * y.d, acc);
