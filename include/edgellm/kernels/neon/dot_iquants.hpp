@@ -8,8 +8,8 @@
 // Codebook indexes are taken apart in general registers (the A55 pairs integer ops with the
 // loads); 8-byte points are loaded as two 64-bit halves, 4-byte points by lane loads; signs are
 // applied as a multiply by a +-1 byte pattern looked up per 8 weights (kSignsPm1 / kEvenSignsPm1,
-// built at compile time from the 8-bit sign masks). Sub-blocks go four at a time (sum_sub32 /
-// sum_sub16). llvm-mca cycles against llama.cpp's kernels: docs/PERF.md.
+// built at compile time from the 8-bit sign masks). Sub-blocks go four at a time (acc_sub32 /
+// acc_sub16). llvm-mca cycles against llama.cpp's kernels: docs/PERF.md.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +58,18 @@ EDGELLM_NEON_INLINE int8x16_t load_quad_u32(const uint32_t* g, uint32_t i0, uint
 }
 // Codebook vector times the +-1 sign vector.
 EDGELLM_NEON_INLINE int8x16_t apply_signs(int8x16_t grid, int8x16_t pm1) { return vmulq_s8(grid, pm1); }
+// The +-1 vector of 16 weights from two 7-bit even-parity sign fields (bits 14 H .. 14 H + 13 of sg).
+template <int H>
+EDGELLM_NEON_INLINE int8x16_t even_signs16(uint32_t sg) {
+  const uint64_t* s = kEvenSignsPm1.v;
+  return load_pair_u64(s + ((sg >> (14 * H)) & 127), s + ((sg >> (14 * H + 7)) & 127));
+}
+// The same from two sign bytes (bytes 2 H and 2 H + 1 of sg).
+template <int H>
+EDGELLM_NEON_INLINE int8x16_t byte_signs16(uint32_t sg) {
+  const uint64_t* s = kSignsPm1.v;
+  return load_pair_u64(s + ((sg >> (16 * H)) & 0xFF), s + ((sg >> (16 * H + 8)) & 0xFF));
+}
 
 // Four independent int8 dot chains: p[k] = a[k] . b[k] (fresh) or p[k] += a[k] . b[k] (add), k < 4.
 // With sdot under g++ one asm statement issues them round-robin (fresh zeroes its own outputs, so no
@@ -73,31 +85,26 @@ struct Dot4 {
   }
 };
 #if !defined(__clang__)
+// The asm text and inputs of Dot4<DotSdot>: p[k] (operand k) += a[k] (4 + k) . b[k] (8 + k).
+#define EDGELLM_DOT4_SDOTS                \
+  "sdot %0.4s, %4.16b, %8.16b\n\t"         \
+  "sdot %1.4s, %5.16b, %9.16b\n\t"         \
+  "sdot %2.4s, %6.16b, %10.16b\n\t"        \
+  "sdot %3.4s, %7.16b, %11.16b"
+#define EDGELLM_DOT4_INPUTS "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3])
 template <>
 struct Dot4<DotSdot> {
   static EDGELLM_NEON_INLINE void add(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
-    __asm__(
-        "sdot %0.4s, %4.16b, %8.16b\n\t"
-        "sdot %1.4s, %5.16b, %9.16b\n\t"
-        "sdot %2.4s, %6.16b, %10.16b\n\t"
-        "sdot %3.4s, %7.16b, %11.16b"
-        : "+w"(p[0]), "+w"(p[1]), "+w"(p[2]), "+w"(p[3])
-        : "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3]));
+    __asm__(EDGELLM_DOT4_SDOTS : "+w"(p[0]), "+w"(p[1]), "+w"(p[2]), "+w"(p[3]) : EDGELLM_DOT4_INPUTS);
   }
   static EDGELLM_NEON_INLINE void fresh(int32x4_t p[4], const int8x16_t a[4], const int8x16_t b[4]) {
-    __asm__(
-        "movi %0.4s, #0\n\t"
-        "movi %1.4s, #0\n\t"
-        "movi %2.4s, #0\n\t"
-        "movi %3.4s, #0\n\t"
-        "sdot %0.4s, %4.16b, %8.16b\n\t"
-        "sdot %1.4s, %5.16b, %9.16b\n\t"
-        "sdot %2.4s, %6.16b, %10.16b\n\t"
-        "sdot %3.4s, %7.16b, %11.16b"
-        : "=&w"(p[0]), "=&w"(p[1]), "=&w"(p[2]), "=&w"(p[3])
-        : "w"(a[0]), "w"(a[1]), "w"(a[2]), "w"(a[3]), "w"(b[0]), "w"(b[1]), "w"(b[2]), "w"(b[3]));
+    __asm__("movi %0.4s, #0\n\tmovi %1.4s, #0\n\tmovi %2.4s, #0\n\tmovi %3.4s, #0\n\t" EDGELLM_DOT4_SDOTS
+            : "=&w"(p[0]), "=&w"(p[1]), "=&w"(p[2]), "=&w"(p[3])
+            : EDGELLM_DOT4_INPUTS);
   }
 };
+#undef EDGELLM_DOT4_INPUTS
+#undef EDGELLM_DOT4_SDOTS
 #endif
 
 template <int... I, class F>
@@ -105,11 +112,10 @@ EDGELLM_NEON_INLINE void for_each_sub(std::integer_sequence<int, I...>, F&& f) {
   (f(std::integral_constant<int, I>{}), ...);
 }
 
-// Sum over the 8 sub-blocks of 32 weights of scale * (w0 . y0 + w1 . y1), left
-// in the lanes of one vector (acc_sub32; sum_sub32 adds them): weights(IB, w0,
-// w1) gives sub-block IB's two weight vectors, its scale is lane IB % 4 of
-// sc[IB / 4]. Four sub-blocks per step: their sums in one vector (addp tree),
-// one multiply-add by the scale vector.
+// Sum over the 8 sub-blocks of 32 weights of scale * (w0 . y0 + w1 . y1), left in the lanes of
+// one vector: weights(IB, w0, w1) gives sub-block IB's two weight vectors, its scale is lane
+// IB % 4 of sc[IB / 4]. Four sub-blocks per step: their sums in one vector (addp tree), one
+// multiply-add by the scale vector.
 template <class D, class W>
 EDGELLM_NEON_INLINE int32x4_t acc_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
   int32x4_t acc = vdupq_n_s32(0);
@@ -129,10 +135,6 @@ EDGELLM_NEON_INLINE int32x4_t acc_sub32(const int8_t* q8, const int32x4_t sc[2],
   });
   return acc;
 }
-template <class D, class W>
-EDGELLM_NEON_INLINE int32_t sum_sub32(const int8_t* q8, const int32x4_t sc[2], W&& weights) {
-  return vaddvq_s32(acc_sub32<D>(q8, sc, std::forward<W>(weights)));
-}
 // The same with a scale per 16 weights: scale of (IB, half j) in lane (2 IB +
 // j) % 4 of sc[IB / 2].
 template <class D, class W>
@@ -149,10 +151,6 @@ EDGELLM_NEON_INLINE int32x4_t acc_sub16(const int8_t* q8, const int32x4_t sc[4],
     acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[Q]);
   });
   return acc;
-}
-template <class D, class W>
-EDGELLM_NEON_INLINE int32_t sum_sub16(const int8_t* q8, const int32x4_t sc[4], W&& weights) {
-  return vaddvq_s32(acc_sub16<D>(q8, sc, std::forward<W>(weights)));
 }
 
 // 8 bytes (one per 32-weight sub-block) -> two int32x4 (lanes for
@@ -246,15 +244,26 @@ EDGELLM_NEON_INLINE float picked_row(int n, const void* w, const void* a) {
     return iq_row<T, D>(n, w, a);
 }
 
+// What iq_row / deferred_row read of a format: kScaledSum (T::block_acc leaves the block's integer
+// sum in a vector's lanes, d_w * d_a times their sum; else T::block leaves a T::Part for
+// T::finish), the block type, and kPost = 1 / PostDiv (ggml's final 0.125 / 0.25) on the row's sum.
+// kDeferred<D> (picked_row, kScaledSum formats): which int8 dots run deferred_row, from Deferred:
+// none, both, only DotSdot or only DotV80.
+enum class Deferred { kNone, kBoth, kSdot, kV80 };
+template <class B, bool ScaledSum, int PostDiv = 1, Deferred Def = Deferred::kNone>
+struct IqFormat {
+  static constexpr bool kScaledSum = ScaledSum;
+  static constexpr float kPost = 1.0f / PostDiv;
+  using Block = B;
+  template <class D>
+  static constexpr bool kDeferred = Def == Deferred::kBoth || (Def == Deferred::kSdot && std::is_same_v<D, DotSdot>) ||
+                                    (Def == Deferred::kV80 && std::is_same_v<D, DotV80>);
+};
+
 // ---- IQ2_XXS: per 32 weights a 64-bit word: 4 grid indexes (bytes 0..3), 4 x
 // 7 sign bits, 4-bit scale.
-struct IQ2XXS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
-  static constexpr float kPost = 0.125f;
-  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 200 -> 194, ARMv8.0 228 -> 220
-  template <class D>
-  static constexpr bool kDeferred = true;
-  using Block = block_iq2_xxs;
+struct IQ2XXS : IqFormat<block_iq2_xxs, true, 8, Deferred::kBoth> {
+  // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 200 -> 194, ARMv8.0 228 -> 220
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     // Scales 2 s + 1 from the top nibble of each odd 32-bit word: (w >> 27)
@@ -264,29 +273,21 @@ struct IQ2XXS {
     const int32x4_t sc[2] = {vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a0, a1), 27), vdupq_n_u32(1))),
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(vuzp2q_u32(a2, a3), 27), vdupq_n_u32(1)))};
     const uint64_t* g = iq2xxs_grid.v;
-    const uint64_t* s = kEvenSignsPm1.v;
     return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;
       std::memcpy(&q, x.qs + 4 * IB, 8);
       const uint32_t sg = uint32_t(q >> 32);
-      w0 = apply_signs(load_pair_u64(g + (q & 0xFF), g + ((q >> 8) & 0xFF)),
-                       load_pair_u64(s + (sg & 127), s + ((sg >> 7) & 127)));
-      w1 = apply_signs(load_pair_u64(g + ((q >> 16) & 0xFF), g + ((q >> 24) & 0xFF)),
-                       load_pair_u64(s + ((sg >> 14) & 127), s + ((sg >> 21) & 127)));
+      w0 = apply_signs(load_pair_u64(g + (q & 0xFF), g + ((q >> 8) & 0xFF)), even_signs16<0>(sg));
+      w1 = apply_signs(load_pair_u64(g + ((q >> 16) & 0xFF), g + ((q >> 24) & 0xFF)), even_signs16<1>(sg));
     });
   }
 };
 
 // ---- IQ2_XS: per 8 weights a uint16 (9-bit grid index, 7 sign bits); a 4-bit
 // scale per 16.
-struct IQ2XS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
-  static constexpr float kPost = 0.125f;
-  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 228 -> 212, ARMv8.0 237 -> 242
-  template <class D>
-  static constexpr bool kDeferred = std::is_same_v<D, DotSdot>;
-  using Block = block_iq2_xs;
+struct IQ2XS : IqFormat<block_iq2_xs, true, 8, Deferred::kSdot> {
+  // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 228 -> 212, ARMv8.0 237 -> 242
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     int32x4_t sc[4];
@@ -307,19 +308,13 @@ struct IQ2XS {
 
 // ---- IQ2_S: 10-bit grid indexes (low byte in qs, 2 high bits per 8 weights in
 // qh), sign bytes (second half of qs), a 4-bit scale per 16.
-struct IQ2S {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
-  static constexpr float kPost = 0.125f;
-  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 268 -> 270, ARMv8.0 290 -> 287
-  template <class D>
-  static constexpr bool kDeferred = std::is_same_v<D, DotV80>;
-  using Block = block_iq2_s;
+struct IQ2S : IqFormat<block_iq2_s, true, 8, Deferred::kV80> {
+  // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 268 -> 270, ARMv8.0 290 -> 287
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     int32x4_t sc[4];
     nibble_scales16(x.scales, sc);
     const uint64_t* g = iq2s_grid.v;
-    const uint64_t* s = kSignsPm1.v;
     const uint8_t* signs = x.qs + QK_K / 8;
     return acc_sub16<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
@@ -329,21 +324,16 @@ struct IQ2S {
       const uint32_t h = x.qh[IB];
       const uint32_t i0 = (qs & 0xFF) | ((h << 8) & 0x300), i1 = ((qs >> 8) & 0xFF) | ((h << 6) & 0x300);
       const uint32_t i2 = ((qs >> 16) & 0xFF) | ((h << 4) & 0x300), i3 = (qs >> 24) | ((h << 2) & 0x300);
-      w0 = apply_signs(load_pair_u64(g + i0, g + i1), load_pair_u64(s + (sg & 0xFF), s + ((sg >> 8) & 0xFF)));
-      w1 = apply_signs(load_pair_u64(g + i2, g + i3), load_pair_u64(s + ((sg >> 16) & 0xFF), s + (sg >> 24)));
+      w0 = apply_signs(load_pair_u64(g + i0, g + i1), byte_signs16<0>(sg));
+      w1 = apply_signs(load_pair_u64(g + i2, g + i3), byte_signs16<1>(sg));
     });
   }
 };
 
 // ---- IQ3_XXS: 8-bit indexes of 4-weight points (64 bytes), then per 32
 // weights a 32-bit word of 4 x 7 sign bits and a 4-bit scale.
-struct IQ3XXS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
-  static constexpr float kPost = 0.25f;
-  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 263 -> 273, ARMv8.0 296 -> 302
-  template <class D>
-  static constexpr bool kDeferred = false;
-  using Block = block_iq3_xxs;
+struct IQ3XXS : IqFormat<block_iq3_xxs, true, 4, Deferred::kNone> {
+  // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 263 -> 273, ARMv8.0 296 -> 302
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     const uint8_t* gas = x.qs + QK_K / 4;
@@ -351,7 +341,6 @@ struct IQ3XXS {
     const int32x4_t sc[2] = {vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a0, 27), vdupq_n_u32(1))),
                              vreinterpretq_s32_u32(vorrq_u32(vshrq_n_u32(a1, 27), vdupq_n_u32(1)))};
     const uint32_t* g = iq3xxs_grid.v;
-    const uint64_t* s = kEvenSignsPm1.v;
     return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 indexes (one 64-bit load, bytes taken in general registers)
@@ -359,22 +348,17 @@ struct IQ3XXS {
       uint32_t sg;
       std::memcpy(&sg, gas + 4 * IB, 4);
       w0 = apply_signs(load_quad_u32(g, q & 0xFF, (q >> 8) & 0xFF, (q >> 16) & 0xFF, (q >> 24) & 0xFF),
-                       load_pair_u64(s + (sg & 127), s + ((sg >> 7) & 127)));
+                       even_signs16<0>(sg));
       w1 = apply_signs(load_quad_u32(g, (q >> 32) & 0xFF, (q >> 40) & 0xFF, (q >> 48) & 0xFF, q >> 56),
-                       load_pair_u64(s + ((sg >> 14) & 127), s + ((sg >> 21) & 127)));
+                       even_signs16<1>(sg));
     });
   }
 };
 
 // ---- IQ3_S: 9-bit indexes of 4-weight points (low byte in qs, high bit per
 // point in qh), sign bytes, a 4-bit scale per 32.
-struct IQ3S {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
-  static constexpr float kPost = 1.0f;
-  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 389 -> 372, ARMv8.0 418 -> 415
-  template <class D>
-  static constexpr bool kDeferred = true;
-  using Block = block_iq3_s;
+struct IQ3S : IqFormat<block_iq3_s, true, 1, Deferred::kBoth> {
+  // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 389 -> 372, ARMv8.0 418 -> 415
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     uint32_t sw;
@@ -386,7 +370,6 @@ struct IQ3S {
     int32x4_t sc[2];
     widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
     const uint32_t* g = iq3s_grid.v;
-    const uint64_t* s = kSignsPm1.v;
     return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;
       uint64_t q;  // the sub-block's 8 low index bytes (one 64-bit load)
@@ -396,10 +379,8 @@ struct IQ3S {
       std::memcpy(&sg, x.signs + 4 * IB, 4);
       // index k: byte k of q, bit k of h as bit 8
       auto idx = [&](int k) EDGELLM_NEON_LAMBDA { return uint32_t((q >> (8 * k)) & 0xFF) | ((h << (8 - k)) & 256); };
-      w0 = apply_signs(load_quad_u32(g, idx(0), idx(1), idx(2), idx(3)),
-                       load_pair_u64(s + (sg & 0xFF), s + ((sg >> 8) & 0xFF)));
-      w1 = apply_signs(load_quad_u32(g, idx(4), idx(5), idx(6), idx(7)),
-                       load_pair_u64(s + ((sg >> 16) & 0xFF), s + (sg >> 24)));
+      w0 = apply_signs(load_quad_u32(g, idx(0), idx(1), idx(2), idx(3)), byte_signs16<0>(sg));
+      w1 = apply_signs(load_quad_u32(g, idx(4), idx(5), idx(6), idx(7)), byte_signs16<1>(sg));
     });
   }
 };
@@ -407,10 +388,7 @@ struct IQ3S {
 // ---- IQ1_S: 11-bit indexes of 8-weight ternary points; per 32 weights a
 // uint16: 4 x 3 high index bits, a 3-bit scale, the sign of the IQ1S_DELTA
 // shift (that part goes through bsums).
-struct IQ1S {
-  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
-  static constexpr float kPost = 1.0f;
-  using Block = block_iq1_s;
+struct IQ1S : IqFormat<block_iq1_s, false> {
   // sumi's and sumi1's lanes
   template <class D>
   struct Part {
@@ -449,10 +427,7 @@ struct IQ1S {
 // byte) and a 3-bit scale per 16. The weights are built as 8 q + delta (in [-9,
 // 9]): their dot is 8 sumi1 + sumi2 exactly, and (8 sumi1 + sumi2) / 8 is the
 // reference's sumi1 + IQ1M_DELTA * sumi2, exact in float.
-struct IQ1M {
-  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
-  static constexpr float kPost = 1.0f;
-  using Block = block_iq1_m;
+struct IQ1M : IqFormat<block_iq1_m, false> {
   template <class D>
   using Part = int32x4_t;
   template <class D>
@@ -510,13 +485,8 @@ struct IQ1M {
 
 // ---- IQ4_XS: 4-bit indexes into kvalues_iq4nl (table lookup), a 6-bit scale -
 // 32 per 32.
-struct IQ4XS {
-  static constexpr bool kScaledSum = true;  // d_w * d_a * (block_acc's lanes added), then kPost * the sum
-  static constexpr float kPost = 1.0f;
-  // picked_row: llvm-mca cycles iq_row -> deferred_row, dotprod 127 -> 125, ARMv8.0 165 -> 165
-  template <class D>
-  static constexpr bool kDeferred = std::is_same_v<D, DotSdot>;
-  using Block = block_iq4_xs;
+struct IQ4XS : IqFormat<block_iq4_xs, true, 1, Deferred::kSdot> {
+  // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 127 -> 125, ARMv8.0 165 -> 165
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     const int8x16_t values = vld1q_s8(kvalues_iq4nl);
@@ -561,10 +531,7 @@ EDGELLM_NEON_INLINE float iq4_nl_row(int n, const void* w, const void* a) {
 // ---- TQ2_0: 2-bit fields q (weight q - 1), field l of byte j of each 32-byte
 // half is weight 32 l + j. Field l is taken as q & (3 << 2l) (worth 4^l q; its
 // own accumulator, shifted back exactly) and the -1 goes through bsums.
-struct TQ2 {
-  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
-  static constexpr float kPost = 1.0f;
-  using Block = block_tq2_0;
+struct TQ2 : IqFormat<block_tq2_0, false> {
   // The four field accumulators and bsums[i] + bsums[i + 8].
   template <class D>
   struct Part {
@@ -615,10 +582,7 @@ struct TQ2 {
 // trits as ((p + (p >> 1)) / 2) >> 6 (halving add), their products with the
 // activations summed in int16 (smlal: 8 products of at most 256 per lane and
 // accumulator) and the -1 through bsums.
-struct TQ1 {
-  static constexpr bool kScaledSum = false;  // block() leaves a Part for finish() (deferred_row)
-  static constexpr float kPost = 1.0f;
-  using Block = block_tq1_0;
+struct TQ1 : IqFormat<block_tq1_0, false> {
   // What block() leaves for finish(): the four sdot chains (T, T', T, T'), or
   // the ARMv8.0 int16 sums and bsums[i] + bsums[i + 8].
   struct PartSdot {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "edgellm/config.hpp"
 #include "edgellm/kernels/neon/vdot.hpp"
@@ -101,34 +102,69 @@ EDGELLM_NEON_INLINE uint8x16_t q2_field(uint8x16_t q) {
   else return vandq_u8(q, vdupq_n_u8(uint8_t(3 << (2 * J))));
 }
 
-// Field J of half N (sub-blocks 8N + 2J, 8N + 2J + 1) for every row: one activation load, R uses.
-template <class D, int N, int J, int R>
-EDGELLM_NEON_INLINE void q2_K_step(const uint8x16_t q0[R], const uint8x16_t q1[R], const int8_t* aq,
-                                   const int32x4_t sc[R][2], int32x4_t acc[R][2]) {
-  const int8x16_t y0 = vld1q_s8(aq + 128 * N + 32 * J), y1 = vld1q_s8(aq + 128 * N + 32 * J + 16);
-  EDGELLM_NEON_UNROLL
-  for (int r = 0; r < R; ++r) {
-    acc[r][0] = mla_sub16<D, 2 * J>(acc[r][0], q2_field<J>(q0[r]), y0, sc[r]);
-    acc[r][1] = mla_sub16<D, 2 * J + 1>(acc[r][1], q2_field<J>(q1[r]), y1, sc[r]);
+// ---- q3_K ----
+// Each weight is built as the unsigned 3-bit value lo + 4 * hi (= q + 4; the 4 goes through
+// bsums) at bit 2j for j < 3 (worth 4^j) and at bit 0 for j = 3, with the q2_K scale multipliers.
+// The high bit of sub-block (N, J) is bit 4N + J of hmask.
+template <int N, int J>
+EDGELLM_NEON_INLINE uint8x16_t q3_field(uint8x16_t q, uint8x16_t h) {
+  if constexpr (J == 3) {
+    // sri keeps bits 2..7 of the first operand: only bit 2 (the high bit) may be set there.
+    const uint8x16_t hb = N == 0 ? vshrq_n_u8(vshlq_n_u8(h, 4), 5) : vshrq_n_u8(h, 5);
+    return vsriq_n_u8(hb, q, 6);
+  } else {
+    const uint8x16_t hb = shift_u8<J + 2 - 4 * N>(h);  // high bit moved to bit 2j + 2
+    const uint8x16_t v = vbslq_u8(vdupq_n_u8(uint8_t(4 << (2 * J))), hb, q);
+    return vandq_u8(v, vdupq_n_u8(uint8_t(7 << (2 * J))));
   }
 }
 
-// s8[r]: row r's 16 scales (times kQ2Mul) as bytes.
-template <class D, int N, int R>
-EDGELLM_NEON_INLINE void q2_K_half(const block_q2_K* const x[R], int b, const int8_t* aq, const uint8x16_t s8[R],
-                                   int32x4_t acc[R][2]) {
+// q2_K / q3_K field J of half N (sub-blocks 8N + 2J, 8N + 2J + 1) for every row: one activation
+// load, R uses. h0 / h1: q3_K's high bits (hmask), unused for q2_K.
+template <class D, int N, int J, int R, class B>
+EDGELLM_NEON_INLINE void k23_step(const uint8x16_t q0[R], const uint8x16_t q1[R], const uint8x16_t h0[R],
+                                  const uint8x16_t h1[R], const int8_t* aq, const int32x4_t sc[R][2],
+                                  int32x4_t acc[R][2]) {
+  const int8x16_t y0 = vld1q_s8(aq + 128 * N + 32 * J), y1 = vld1q_s8(aq + 128 * N + 32 * J + 16);
+  EDGELLM_NEON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    if constexpr (std::is_same_v<B, block_q3_K>) {
+      acc[r][0] = mla_sub16<D, 2 * J>(acc[r][0], q3_field<N, J>(q0[r], h0[r]), y0, sc[r]);
+      acc[r][1] = mla_sub16<D, 2 * J + 1>(acc[r][1], q3_field<N, J>(q1[r], h1[r]), y1, sc[r]);
+    } else {
+      acc[r][0] = mla_sub16<D, 2 * J>(acc[r][0], q2_field<J>(q0[r]), y0, sc[r]);
+      acc[r][1] = mla_sub16<D, 2 * J + 1>(acc[r][1], q2_field<J>(q1[r]), y1, sc[r]);
+    }
+  }
+}
+
+// Half N's 8 scales as int16: q2_K passes all 16 as bytes, q3_K this half's 8.
+template <int N>
+EDGELLM_NEON_INLINE int16x8_t half_scales(uint8x16_t s8) {
+  return vreinterpretq_s16_u16(N == 0 ? vmovl_u8(vget_low_u8(s8)) : vmovl_high_u8(s8));
+}
+template <int N>
+EDGELLM_NEON_INLINE int16x8_t half_scales(int16x8_t s16) {
+  return s16;
+}
+
+// Half N of a q2_K / q3_K block for every row; s[r]: row r's scales (times the kQ2Mul multipliers),
+// see half_scales.
+template <class D, int N, int R, class B, class S>
+EDGELLM_NEON_INLINE void k23_half(const B* const x[R], int b, const uint8x16_t h0[R], const uint8x16_t h1[R],
+                                  const int8_t* aq, const S s[R], int32x4_t acc[R][2]) {
   uint8x16_t q0[R], q1[R];
   int32x4_t sc[R][2];
   EDGELLM_NEON_UNROLL
   for (int r = 0; r < R; ++r) {
     q0[r] = vld1q_u8(x[r][b].qs + 32 * N);
     q1[r] = vld1q_u8(x[r][b].qs + 32 * N + 16);
-    widen_scales8(vreinterpretq_s16_u16(N == 0 ? vmovl_u8(vget_low_u8(s8[r])) : vmovl_high_u8(s8[r])), sc[r]);
+    widen_scales8(half_scales<N>(s[r]), sc[r]);
   }
-  q2_K_step<D, N, 0, R>(q0, q1, aq, sc, acc);
-  q2_K_step<D, N, 1, R>(q0, q1, aq, sc, acc);
-  q2_K_step<D, N, 2, R>(q0, q1, aq, sc, acc);
-  q2_K_step<D, N, 3, R>(q0, q1, aq, sc, acc);
+  k23_step<D, N, 0, R, B>(q0, q1, h0, h1, aq, sc, acc);
+  k23_step<D, N, 1, R, B>(q0, q1, h0, h1, aq, sc, acc);
+  k23_step<D, N, 2, R, B>(q0, q1, h0, h1, aq, sc, acc);
+  k23_step<D, N, 3, R, B>(q0, q1, h0, h1, aq, sc, acc);
 }
 
 // R rows of w: [n/256] block_q2_K each, a: [n/256] block_q8_K; out[r] = row r . a
@@ -151,8 +187,8 @@ EDGELLM_NEON_INLINE void q2_K_q8_K_rows(int n, float* out, const void* w, size_t
       s8[r] = vmulq_u8(vandq_u8(packed, vdupq_n_u8(0x0F)), mul);  // <= 240
       acc[r][0] = acc[r][1] = vdupq_n_s32(0);
     }
-    q2_K_half<D, 0, R>(x.p, b, y[b].qs, s8, acc);
-    q2_K_half<D, 1, R>(x.p, b, y[b].qs, s8, acc);
+    k23_half<D, 0, R>(x.p, b, nullptr, nullptr, y[b].qs, s8, acc);
+    k23_half<D, 1, R>(x.p, b, nullptr, nullptr, y[b].qs, s8, acc);
     EDGELLM_NEON_UNROLL
     for (int r = 0; r < R; ++r) {
       const float isum = float(vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1]))) * (1.0f / 16.0f);
@@ -161,54 +197,6 @@ EDGELLM_NEON_INLINE void q2_K_q8_K_rows(int n, float* out, const void* w, size_t
   }
   EDGELLM_NEON_UNROLL
   for (int r = 0; r < R; ++r) out[r] = sum[r];
-}
-
-// ---- q3_K ----
-// Each weight is built as the unsigned 3-bit value lo + 4 * hi (= q + 4; the 4 goes through
-// bsums) at bit 2j for j < 3 (worth 4^j) and at bit 0 for j = 3, with the q2_K scale multipliers.
-// The high bit of sub-block (N, J) is bit 4N + J of hmask.
-template <int N, int J>
-EDGELLM_NEON_INLINE uint8x16_t q3_field(uint8x16_t q, uint8x16_t h) {
-  if constexpr (J == 3) {
-    // sri keeps bits 2..7 of the first operand: only bit 2 (the high bit) may be set there.
-    const uint8x16_t hb = N == 0 ? vshrq_n_u8(vshlq_n_u8(h, 4), 5) : vshrq_n_u8(h, 5);
-    return vsriq_n_u8(hb, q, 6);
-  } else {
-    const uint8x16_t hb = shift_u8<J + 2 - 4 * N>(h);  // high bit moved to bit 2j + 2
-    const uint8x16_t v = vbslq_u8(vdupq_n_u8(uint8_t(4 << (2 * J))), hb, q);
-    return vandq_u8(v, vdupq_n_u8(uint8_t(7 << (2 * J))));
-  }
-}
-
-template <class D, int N, int J, int R>
-EDGELLM_NEON_INLINE void q3_K_step(const uint8x16_t q0[R], const uint8x16_t q1[R], const uint8x16_t h0[R],
-                                   const uint8x16_t h1[R], const int8_t* aq, const int32x4_t sc[R][2],
-                                   int32x4_t acc[R][2]) {
-  const int8x16_t y0 = vld1q_s8(aq + 128 * N + 32 * J), y1 = vld1q_s8(aq + 128 * N + 32 * J + 16);
-  EDGELLM_NEON_UNROLL
-  for (int r = 0; r < R; ++r) {
-    acc[r][0] = mla_sub16<D, 2 * J>(acc[r][0], q3_field<N, J>(q0[r], h0[r]), y0, sc[r]);
-    acc[r][1] = mla_sub16<D, 2 * J + 1>(acc[r][1], q3_field<N, J>(q1[r], h1[r]), y1, sc[r]);
-  }
-}
-
-// s16[r]: row r's 8 scales of half N (times the kQ2Mul multipliers) as int16.
-template <class D, int N, int R>
-EDGELLM_NEON_INLINE void q3_K_half(const block_q3_K* const x[R], int b, const uint8x16_t h0[R],
-                                   const uint8x16_t h1[R], const int8_t* aq, const int16x8_t s16[R],
-                                   int32x4_t acc[R][2]) {
-  uint8x16_t q0[R], q1[R];
-  int32x4_t sc[R][2];
-  EDGELLM_NEON_UNROLL
-  for (int r = 0; r < R; ++r) {
-    q0[r] = vld1q_u8(x[r][b].qs + 32 * N);
-    q1[r] = vld1q_u8(x[r][b].qs + 32 * N + 16);
-    widen_scales8(s16[r], sc[r]);
-  }
-  q3_K_step<D, N, 0, R>(q0, q1, h0, h1, aq, sc, acc);
-  q3_K_step<D, N, 1, R>(q0, q1, h0, h1, aq, sc, acc);
-  q3_K_step<D, N, 2, R>(q0, q1, h0, h1, aq, sc, acc);
-  q3_K_step<D, N, 3, R>(q0, q1, h0, h1, aq, sc, acc);
 }
 
 // R rows of w: [n/256] block_q3_K each, a: [n/256] block_q8_K; out[r] = row r . a
@@ -235,8 +223,8 @@ EDGELLM_NEON_INLINE void q3_K_q8_K_rows(int n, float* out, const void* w, size_t
       h1[r] = vld1q_u8(x.p[r][b].hmask + 16);
       acc[r][0] = acc[r][1] = vdupq_n_s32(0);
     }
-    q3_K_half<D, 0, R>(x.p, b, h0, h1, y[b].qs, s_lo, acc);
-    q3_K_half<D, 1, R>(x.p, b, h0, h1, y[b].qs, s_hi, acc);
+    k23_half<D, 0, R>(x.p, b, h0, h1, y[b].qs, s_lo, acc);
+    k23_half<D, 1, R>(x.p, b, h0, h1, y[b].qs, s_hi, acc);
     EDGELLM_NEON_UNROLL
     for (int r = 0; r < R; ++r) {
       const int32_t isum16 = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1])) - 64 * corr[r];
@@ -265,93 +253,60 @@ EDGELLM_NEON_INLINE int32_t k4_scales(const uint8_t* packed, const int16_t* bsum
   return vaddvq_s32(m);
 }
 
-// Chunk C (64 weights: sub-blocks 2C, 2C + 1) of every row; the 4 activation vectors are loaded once.
-template <class D, int C, int R>
-EDGELLM_NEON_INLINE void q4_K_chunk(const block_q4_K* const x[R], int b, const int8_t* aq, const int32x4_t sc[R][2],
-                                    int32x4_t acc[R][2]) {
+// Chunk C (64 weights: sub-blocks 2C, 2C + 1) of every row; the 4 activation vectors are loaded
+// once. q4_K: the low nibbles are sub-block 2C, the high ones 2C + 1. q5_K (kHigh) adds bit 2C of
+// qh (h0 / h1) as bit 4 of the low nibble and bit 2C + 1 for the high one; sli/sri insert the
+// nibble next to a prepared high bit.
+template <class D, int C, int R, class B>
+EDGELLM_NEON_INLINE void k4_chunk(const B* const x[R], int b, const uint8x16_t h0[R], const uint8x16_t h1[R],
+                                  const int8_t* aq, const int32x4_t sc[R][2], int32x4_t acc[R][2]) {
+  constexpr bool kHigh = std::is_same_v<B, block_q5_K>;
   const int8_t* a = aq + 64 * C;
   const int8x16_t y0 = vld1q_s8(a), y1 = vld1q_s8(a + 16), y2 = vld1q_s8(a + 32), y3 = vld1q_s8(a + 48);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1), b4 = vdupq_n_u8(0x10);
   EDGELLM_NEON_UNROLL
   for (int r = 0; r < R; ++r) {
     const uint8x16_t q0 = vld1q_u8(x[r][b].qs + 32 * C), q1 = vld1q_u8(x[r][b].qs + 32 * C + 16);
-    acc[r][0] = mla_sub32<D, 2 * C>(acc[r][0], vandq_u8(q0, m4), vandq_u8(q1, m4), y0, y1, sc[r]);
-    acc[r][1] = mla_sub32<D, 2 * C + 1>(acc[r][1], vshrq_n_u8(q0, 4), vshrq_n_u8(q1, 4), y2, y3, sc[r]);
+    if constexpr (kHigh) {
+      // low: (h bit at bit 0, nothing else in bits 0..3) << 4 | nibble
+      const uint8x16_t l0 = vsliq_n_u8(q0, vandq_u8(shift_u8<-2 * C>(h0[r]), one), 4);
+      const uint8x16_t l1 = vsliq_n_u8(q1, vandq_u8(shift_u8<-2 * C>(h1[r]), one), 4);
+      // high: nibble >> 4 inserted below a byte holding only bit 4
+      const uint8x16_t u0 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h0[r]), b4), q0, 4);
+      const uint8x16_t u1 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h1[r]), b4), q1, 4);
+      acc[r][0] = mla_sub32<D, 2 * C>(acc[r][0], l0, l1, y0, y1, sc[r]);
+      acc[r][1] = mla_sub32<D, 2 * C + 1>(acc[r][1], u0, u1, y2, y3, sc[r]);
+    } else {
+      acc[r][0] = mla_sub32<D, 2 * C>(acc[r][0], vandq_u8(q0, m4), vandq_u8(q1, m4), y0, y1, sc[r]);
+      acc[r][1] = mla_sub32<D, 2 * C + 1>(acc[r][1], vshrq_n_u8(q0, 4), vshrq_n_u8(q1, 4), y2, y3, sc[r]);
+    }
   }
 }
 
-// R rows of w: [n/256] block_q4_K each, a: [n/256] block_q8_K; out[r] = row r . a
-template <class D, int R>
-EDGELLM_NEON_INLINE void q4_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
-  const RowPtrs<block_q4_K, R> x(w, w_stride);
+// R rows of w: [n/256] B (block_q4_K or block_q5_K) each, a: [n/256] block_q8_K; out[r] = row r . a
+template <class B, class D, int R>
+EDGELLM_NEON_INLINE void k4_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
+  constexpr bool kHigh = std::is_same_v<B, block_q5_K>;
+  const RowPtrs<B, R> x(w, w_stride);
   const auto* y = static_cast<const block_q8_K*>(a);
   float sum[R] = {};
   for (int b = 0; b < n / QK_K; ++b) {
     int32_t msum[R];
     int32x4_t sc[R][2], acc[R][2];
+    uint8x16_t h0[R], h1[R];  // q5_K's fifth bits
     EDGELLM_NEON_UNROLL
     for (int r = 0; r < R; ++r) {
       msum[r] = k4_scales(x.p[r][b].scales, y[b].bsums, sc[r]);
+      if constexpr (kHigh) {
+        h0[r] = vld1q_u8(x.p[r][b].qh);
+        h1[r] = vld1q_u8(x.p[r][b].qh + 16);
+      }
       acc[r][0] = acc[r][1] = vdupq_n_s32(0);
     }
-    q4_K_chunk<D, 0, R>(x.p, b, y[b].qs, sc, acc);
-    q4_K_chunk<D, 1, R>(x.p, b, y[b].qs, sc, acc);
-    q4_K_chunk<D, 2, R>(x.p, b, y[b].qs, sc, acc);
-    q4_K_chunk<D, 3, R>(x.p, b, y[b].qs, sc, acc);
-    EDGELLM_NEON_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const int32_t isum = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1]));
-      sum[r] += y[b].d * (fp16_to_fp32(x.p[r][b].d) * float(isum) - fp16_to_fp32(x.p[r][b].dmin) * float(msum[r]));
-    }
-  }
-  EDGELLM_NEON_UNROLL
-  for (int r = 0; r < R; ++r) out[r] = sum[r];
-}
-
-// q5_K chunk C: sub-block 2C takes bit 2C of qh as bit 4 of the low nibble, 2C + 1 bit 2C + 1
-// for the high nibble. sli/sri insert the nibble next to a prepared high bit.
-template <class D, int C, int R>
-EDGELLM_NEON_INLINE void q5_K_chunk(const block_q5_K* const x[R], int b, const uint8x16_t h0[R],
-                                    const uint8x16_t h1[R], const int8_t* aq, const int32x4_t sc[R][2],
-                                    int32x4_t acc[R][2]) {
-  const int8_t* a = aq + 64 * C;
-  const int8x16_t y0 = vld1q_s8(a), y1 = vld1q_s8(a + 16), y2 = vld1q_s8(a + 32), y3 = vld1q_s8(a + 48);
-  const uint8x16_t one = vdupq_n_u8(1), b4 = vdupq_n_u8(0x10);
-  EDGELLM_NEON_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const uint8x16_t q0 = vld1q_u8(x[r][b].qs + 32 * C), q1 = vld1q_u8(x[r][b].qs + 32 * C + 16);
-    // low: (h bit at bit 0, nothing else in bits 0..3) << 4 | nibble
-    const uint8x16_t l0 = vsliq_n_u8(q0, vandq_u8(shift_u8<-2 * C>(h0[r]), one), 4);
-    const uint8x16_t l1 = vsliq_n_u8(q1, vandq_u8(shift_u8<-2 * C>(h1[r]), one), 4);
-    // high: nibble >> 4 inserted below a byte holding only bit 4
-    const uint8x16_t u0 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h0[r]), b4), q0, 4);
-    const uint8x16_t u1 = vsriq_n_u8(vandq_u8(shift_u8<3 - 2 * C>(h1[r]), b4), q1, 4);
-    acc[r][0] = mla_sub32<D, 2 * C>(acc[r][0], l0, l1, y0, y1, sc[r]);
-    acc[r][1] = mla_sub32<D, 2 * C + 1>(acc[r][1], u0, u1, y2, y3, sc[r]);
-  }
-}
-
-// R rows of w: [n/256] block_q5_K each, a: [n/256] block_q8_K; out[r] = row r . a
-template <class D, int R>
-EDGELLM_NEON_INLINE void q5_K_q8_K_rows(int n, float* out, const void* w, size_t w_stride, const void* a) {
-  const RowPtrs<block_q5_K, R> x(w, w_stride);
-  const auto* y = static_cast<const block_q8_K*>(a);
-  float sum[R] = {};
-  for (int b = 0; b < n / QK_K; ++b) {
-    int32_t msum[R];
-    int32x4_t sc[R][2], acc[R][2];
-    uint8x16_t h0[R], h1[R];
-    EDGELLM_NEON_UNROLL
-    for (int r = 0; r < R; ++r) {
-      msum[r] = k4_scales(x.p[r][b].scales, y[b].bsums, sc[r]);
-      h0[r] = vld1q_u8(x.p[r][b].qh);
-      h1[r] = vld1q_u8(x.p[r][b].qh + 16);
-      acc[r][0] = acc[r][1] = vdupq_n_s32(0);
-    }
-    q5_K_chunk<D, 0, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
-    q5_K_chunk<D, 1, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
-    q5_K_chunk<D, 2, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
-    q5_K_chunk<D, 3, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    k4_chunk<D, 0, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    k4_chunk<D, 1, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    k4_chunk<D, 2, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
+    k4_chunk<D, 3, R>(x.p, b, h0, h1, y[b].qs, sc, acc);
     EDGELLM_NEON_UNROLL
     for (int r = 0; r < R; ++r) {
       const int32_t isum = vaddvq_s32(vaddq_s32(acc[r][0], acc[r][1]));
@@ -422,20 +377,25 @@ EDGELLM_NEON_INLINE void q6_K_q8_K_rows(int n, float* out, const void* w, size_t
   for (int r = 0; r < R; ++r) out[r] = sum[r];
 }
 
-// The row bodies above as types, so one driver can handle any of them.
-#define EDGELLM_NEON_KQ_BODY(K, rows_fn)                                                                \
-  struct K {                                                                                            \
-    template <class D, int R>                                                                           \
-    static EDGELLM_NEON_INLINE void run(int n, float* out, const void* w, size_t w_stride, const void* a) { \
-      rows_fn<D, R>(n, out, w, w_stride, a);                                                            \
-    }                                                                                                   \
-  };
-EDGELLM_NEON_KQ_BODY(KQ2, q2_K_q8_K_rows)
-EDGELLM_NEON_KQ_BODY(KQ3, q3_K_q8_K_rows)
-EDGELLM_NEON_KQ_BODY(KQ4, q4_K_q8_K_rows)
-EDGELLM_NEON_KQ_BODY(KQ5, q5_K_q8_K_rows)
-EDGELLM_NEON_KQ_BODY(KQ6, q6_K_q8_K_rows)
-#undef EDGELLM_NEON_KQ_BODY
+// The row bodies above as one type per format, so one driver can handle any of them: KQ<B>::run<D, R>
+// points at the R-row body of block type B (always inline, called directly).
+template <class B, class D, int R>
+constexpr auto kquant_rows_body() {
+  if constexpr (std::is_same_v<B, block_q2_K>) return &q2_K_q8_K_rows<D, R>;
+  else if constexpr (std::is_same_v<B, block_q3_K>) return &q3_K_q8_K_rows<D, R>;
+  else if constexpr (std::is_same_v<B, block_q6_K>) return &q6_K_q8_K_rows<D, R>;
+  else return &k4_q8_K_rows<B, D, R>;  // q4_K, q5_K
+}
+template <class B>
+struct KQ {
+  template <class D, int R>
+  static constexpr auto run = kquant_rows_body<B, D, R>();
+};
+using KQ2 = KQ<block_q2_K>;
+using KQ3 = KQ<block_q3_K>;
+using KQ4 = KQ<block_q4_K>;
+using KQ5 = KQ<block_q5_K>;
+using KQ6 = KQ<block_q6_K>;
 
 // Rows that share each activation load in the VecDotRowsFn kernels (register budget: R = 2 keeps
 // scales, accumulators and activations of both rows in the 32 vector registers).

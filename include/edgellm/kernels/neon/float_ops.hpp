@@ -67,29 +67,18 @@ inline float dot_f32_neon(const float* a, const float* b, int n) {
   return s;
 }
 
-// a: [n] F16 bits, b: [n]
-inline float dot_f16_f32_neon(const uint16_t* a, const float* b, int n) {
+// a: [n] F16 bits (Bf16 false) or BF16 bits (Bf16 true), b: [n]
+template <bool Bf16>
+inline float dot_half_f32_neon(const uint16_t* a, const float* b, int n) {
+  const auto load4 = [](const uint16_t* p) { return Bf16 ? neon::load_bf16x4(p) : neon::load_f16x4(p); };
   float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    s0 = vfmaq_f32(s0, neon::load_f16x4(a + i), vld1q_f32(b + i));
-    s1 = vfmaq_f32(s1, neon::load_f16x4(a + i + 4), vld1q_f32(b + i + 4));
+    s0 = vfmaq_f32(s0, load4(a + i), vld1q_f32(b + i));
+    s1 = vfmaq_f32(s1, load4(a + i + 4), vld1q_f32(b + i + 4));
   }
   float s = vaddvq_f32(vaddq_f32(s0, s1));
-  for (; i < n; ++i) s += fp16_to_fp32(a[i]) * b[i];
-  return s;
-}
-
-// a: [n] BF16 bits, b: [n]
-inline float dot_bf16_f32_neon(const uint16_t* a, const float* b, int n) {
-  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    s0 = vfmaq_f32(s0, neon::load_bf16x4(a + i), vld1q_f32(b + i));
-    s1 = vfmaq_f32(s1, neon::load_bf16x4(a + i + 4), vld1q_f32(b + i + 4));
-  }
-  float s = vaddvq_f32(vaddq_f32(s0, s1));
-  for (; i < n; ++i) s += bf16_to_fp32(a[i]) * b[i];
+  for (; i < n; ++i) s += (Bf16 ? bf16_to_fp32(a[i]) : fp16_to_fp32(a[i])) * b[i];
   return s;
 }
 
@@ -255,10 +244,10 @@ inline float vec_dot_f32_f32_neon(int n, const void* EDGELLM_RESTRICT w, const v
   return dot_f32_neon(static_cast<const float*>(w), static_cast<const float*>(a), n);
 }
 inline float vec_dot_f16_f32_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return dot_f16_f32_neon(static_cast<const uint16_t*>(w), static_cast<const float*>(a), n);
+  return dot_half_f32_neon<false>(static_cast<const uint16_t*>(w), static_cast<const float*>(a), n);
 }
 inline float vec_dot_bf16_f32_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return dot_bf16_f32_neon(static_cast<const uint16_t*>(w), static_cast<const float*>(a), n);
+  return dot_half_f32_neon<true>(static_cast<const uint16_t*>(w), static_cast<const float*>(a), n);
 }
 
 }  // namespace edgellm

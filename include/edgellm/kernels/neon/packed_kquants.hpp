@@ -113,6 +113,20 @@ EDGELLM_NEON_INLINE void dot_pair16(int32x4_t (&dots)[2][T], const int8x16_t (&q
   }
 }
 
+// Sub-blocks 2P, 2P + 1 of format K (16 weights each, quads by K::sub_block_quads with mask m)
+// against T tokens: dots[h][t] = start(h, t) + sub-block 2P + h . token t's activations.
+template <class K, int P, int T, class Start>
+EDGELLM_NEON_INLINE void pair16_dots(const uint8_t* sb, const PackedActQ8K* const (&x)[T], uint8x16_t m,
+                                     Start&& start, int32x4_t (&dots)[2][T]) {
+  int8x16_t q[2][4], a[2][T];
+  static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
+    constexpr int g = 2 * P + H;
+    K::sub_block_quads(sb + K::kQs + g * K::kSubBytes, m, q[H]);
+    for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
+  });
+  dot_pair16<T>(dots, q, a, std::forward<Start>(start));
+}
+
 // Four 16-weight sub-blocks of one token, one sdot chain each, round-robin: d[k] += quads q[k][0..3]
 // . lanes 0..3 of a[k]. The caller presets d (zero or the sub-block's offset term).
 EDGELLM_NEON_INLINE void dot4_sub16(int32x4_t (&d)[4], const int8x16_t (&q)[4][4], const int8x16_t (&a)[4]) {
@@ -168,6 +182,22 @@ EDGELLM_NEON_INLINE void dot4_offset(const Unpacked16& u, const PackedActQ8K* co
   });
   for (int k = 0; k < 4; ++k) sum[k] = vfmaq_f32(sum[k], vmulq_n_f32(u.d, x[k]->q.d), vcvtq_f32_s32(isum[k]));
 }
+
+// The super-block header q3_K and q6_K share (layouts/packed_kquants.hpp): the rows' fp16 d, then
+// their signed 8-bit scales [pair of sub-blocks][row][2], then the quants from kQs, stored with an
+// offset of 2^Shift that each sdot chain starts from (offset_starts); prefill unpacks to Unpacked16.
+template <int Shift>
+struct OffsetFormat {
+  static constexpr int kScales = 2 * kRows;  // i8 sc[8][Rows][2]
+  static constexpr int kQs = 18 * kRows;
+  static constexpr int kQuadBytes = 4 * kRows;
+  static constexpr int kOffsetShift = Shift;
+
+  using Unpacked = Unpacked16;
+  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
+    dot4_offset<Shift>(u, x, sum);
+  }
+};
 
 // ---- Q4_K / Q5_K ----
 // Per sub-block of 32 weights: 4 quad vectors (low nibble = weights 4j..4j+3, high = 16 + 4j..),
@@ -343,13 +373,9 @@ struct Q45K {
 // Per sub-block of 16 weights: 3 vectors of 6-bit quads (quad 3 in their top bits), 4 sdot in one chain that
 // starts at -32 * bsum (the offset), one mla with the rows' scales (a 16-weight sum of 6-bit quants
 // exceeds int16, so the scales are widened to int32).
-struct Q6K {
+struct Q6K : OffsetFormat<5> {  // stored quant = q6 + 32
   static constexpr size_t kBytes = packed_k::q6_K_bytes(kRows);
-  static constexpr int kScales = 2 * kRows;   // i8 sc[8][Rows][2]
-  static constexpr int kQs = 18 * kRows;
   static constexpr int kSubBytes = 12 * kRows;
-  static constexpr int kQuadBytes = 4 * kRows;
-  static constexpr int kOffsetShift = 5;      // stored quant = q6 + 32
 
   // The 4 quad vectors of the sub-block at p: quads 0..2 are the low 6 bits of its vectors v0..v2;
   // quad 3 the top bit pairs of v2, v1, v0 shifted into bits 4-5, 2-3, 0-1 (sri keeps the bits
@@ -387,7 +413,6 @@ struct Q6K {
     return high ? vmovl_high_s16(sc16[k16]) : vmovl_s16(vget_low_s16(sc16[k16]));
   }
 
-  using Unpacked = Unpacked16;
   static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
     const uint8x16_t m6 = vdupq_n_u8(0x3F);
     int16x8_t sc16[8];
@@ -397,9 +422,6 @@ struct Q6K {
       u.sc[G] = scale32<G>(sc16);
     });
     u.d = load_d(sb);
-  }
-  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
-    dot4_offset<kOffsetShift>(u, x, sum);
   }
 
   template <int T>
@@ -434,16 +456,10 @@ struct Q6K {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
       int32x4_t dots[2][T];
-      int8x16_t q[2][4], a[2][T];
-      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
-        constexpr int g = 2 * p + H;
-        sub_block_quads(sb + kQs + g * kSubBytes, m6, q[H]);
-        for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
-      });
       // sub-block g starts at its offset term, lane g % 4 of start[t][g / 4]
-      dot_pair16<T>(dots, q, a, [&](int h, int t) {
+      pair16_dots<Q6K, p, T>(sb, x, m6, [&](int h, int t) {
         return h == 0 ? dup_lane<(2 * p) % 4>(start[t][p / 2]) : dup_lane<(2 * p + 1) % 4>(start[t][p / 2]);
-      });
+      }, dots);
       static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
         const int32x4_t sc = scale_of(std::integral_constant<int, 2 * p + H>{});
         for (int t = 0; t < T; ++t) isum[t] = vmlaq_s32(isum[t], dots[H][t], sc);
@@ -598,13 +614,7 @@ struct Q2K {
       int16x8_t scales, mins;
       scales_mins(sb, p, m4, scales, mins);
       int32x4_t dots[2][T];
-      int8x16_t q[2][4], a[2][T];
-      static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
-        constexpr int g = 2 * p + H;
-        sub_block_quads(sb + kQs + g * kSubBytes, m2, q[H]);
-        for (int t = 0; t < T; ++t) a[H][t] = vld1q_s8(x[t]->q.qs + 16 * g);
-      });
-      dot_pair16<T>(dots, q, a, [](int, int) { return vdupq_n_s32(0); });
+      pair16_dots<Q2K, p, T>(sb, x, m2, [](int, int) { return vdupq_n_s32(0); }, dots);
       for (int t = 0; t < T; ++t)
         scale_pair<p>(dots[0][t], dots[1][t], scales, mins, bs[t], is_lo[t], is_hi[t], ms_lo[t], ms_hi[t]);
     });
@@ -618,13 +628,9 @@ struct Q2K {
 // Per pair of sub-blocks: 3 vectors of 3-bit quads (15 ops make the 8 quad vectors), 8 sdot in two chains that start
 // at -4 * bsum (the offset; the result |sum (q - 4) y| <= 16 * 4 * 127 fits int16), one trn1 + 2
 // smlal for the signed scales.
-struct Q3K {
+struct Q3K : OffsetFormat<2> {  // stored quant = q3 + 4
   static constexpr size_t kBytes = packed_k::q3_K_bytes(kRows);
-  static constexpr int kScales = 2 * kRows;   // i8 sc[8][Rows][2]
-  static constexpr int kPairs = 18 * kRows;
-  static constexpr int kPairBytes = 12 * kRows;
-  static constexpr int kQuadBytes = 4 * kRows;
-  static constexpr int kOffsetShift = 2;      // stored quant = q3 + 4
+  static constexpr int kPairBytes = 12 * kRows;  // the quants by pairs of sub-blocks from kQs
 
   // The eight quad vectors v0..v7 of a pair (quads 0..3 of sub-block 2p, then 2p + 1) from its
   // vectors a, b, c (layout in layouts/packed_kquants.hpp): six are an AND (and a shift), v6 / v7 put
@@ -647,20 +653,16 @@ struct Q3K {
     return vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(sb + kScales + p * 2 * kRows)));
   }
 
-  using Unpacked = Unpacked16;
   static EDGELLM_NEON_INLINE void unpack(const uint8_t* sb, Unpacked& u) {
     static_for<8>([&](auto P) EDGELLM_PKQ_LAMBDA_INLINE {
       constexpr int p = P;
-      quads(sb + kPairs + p * kPairBytes, u.q[2 * p], u.q[2 * p + 1]);
+      quads(sb + kQs + p * kPairBytes, u.q[2 * p], u.q[2 * p + 1]);
       // uzp1 / uzp2 give sub-block 2p's and 2p + 1's 4 rows
       const int16x8_t s16 = pair_scales(sb, p);
       u.sc[2 * p] = vmovl_s16(vget_low_s16(vuzp1q_s16(s16, s16)));
       u.sc[2 * p + 1] = vmovl_s16(vget_low_s16(vuzp2q_s16(s16, s16)));
     });
     u.d = load_d(sb);
-  }
-  static EDGELLM_NEON_INLINE void dot4(const Unpacked& u, const PackedActQ8K* const (&x)[4], float32x4_t (&sum)[4]) {
-    dot4_offset<kOffsetShift>(u, x, sum);
   }
 
   template <int T>
@@ -677,7 +679,7 @@ struct Q3K {
         int8x16_t q[4][4], a[4];
         int32x4_t d[4];
         static_for<2>([&](auto H) EDGELLM_PKQ_LAMBDA_INLINE {
-          quads(sb + kPairs + (2 * S + H) * kPairBytes, q[2 * H], q[2 * H + 1]);
+          quads(sb + kQs + (2 * S + H) * kPairBytes, q[2 * H], q[2 * H + 1]);
         });
         static_for<4>([&](auto K) EDGELLM_PKQ_LAMBDA_INLINE {
           constexpr int g = 4 * S + K;
@@ -696,7 +698,7 @@ struct Q3K {
       const int16x8_t scales = pair_scales(sb, p);
       int32x4_t dots[2][T];
       int8x16_t q[2][4], a[2][T];
-      quads(sb + kPairs + p * kPairBytes, q[0], q[1]);
+      quads(sb + kQs + p * kPairBytes, q[0], q[1]);
       for (int h = 0; h < 2; ++h)
         for (int t = 0; t < T; ++t) a[h][t] = vld1q_s8(x[t]->q.qs + 16 * (2 * p + h));
       // sub-block g = 2p + h starts at its offset term, lane g % 4 of start[t][g / 4]

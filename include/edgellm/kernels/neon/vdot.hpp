@@ -61,6 +61,22 @@ EDGELLM_NEON_INLINE int32x4_t sdot_lane_s32(int32x4_t acc, int8x16_t w, int8x16_
 }
 #endif
 
+#if defined(__clang__)
+// For clang (see sdot_4chains): J steps j of four by-element sdots, one per chain k: c_k += w_k[j] .
+// lane (j + L) of y_k for the odd chains k = 1, 3, lane j for k = 0, 2.
+template <int J, int L, int j = 0>
+EDGELLM_NEON_INLINE void sdot_lanes_4chains(int32x4_t& c0, int32x4_t& c1, int32x4_t& c2, int32x4_t& c3,
+                                            const int8x16_t* w0, const int8x16_t* w1, const int8x16_t* w2,
+                                            const int8x16_t* w3, int8x16_t y0, int8x16_t y1, int8x16_t y2,
+                                            int8x16_t y3) {
+  c0 = sdot_lane_s32<j>(c0, w0[j], y0);
+  c1 = sdot_lane_s32<j + L>(c1, w1[j], y1);
+  c2 = sdot_lane_s32<j>(c2, w2[j], y2);
+  c3 = sdot_lane_s32<j + L>(c3, w3[j], y3);
+  if constexpr (j + 1 < J) sdot_lanes_4chains<J, L, j + 1>(c0, c1, c2, c3, w0, w1, w2, w3, y0, y1, y2, y3);
+}
+#endif
+
 // Four chains of by-element sdots, issued round-robin: c0 += sum_j wa[j] . ya0[lane j],
 // c1 += sum_j wa[4 + j] . ya1[lane j], c2 / c3 likewise from wb, yb0, yb1 (j = 0..3). The A55 issues
 // an sdot per cycle but a dependent one 4 cycles later, so four interleaved chains keep it busy;
@@ -73,22 +89,7 @@ EDGELLM_NEON_INLINE void sdot_4chains(int32x4_t& c0, int32x4_t& c1, int32x4_t& c
 #if defined(__clang__)
   // clang's scheduler models the A55's sdot latency and interleaves these itself (and around them
   // the loads and unpacking, which one asm statement would pin), so clang gets the intrinsics.
-  c0 = sdot_lane_s32<0>(c0, wa[0], ya0);
-  c1 = sdot_lane_s32<0>(c1, wa[4], ya1);
-  c2 = sdot_lane_s32<0>(c2, wb[0], yb0);
-  c3 = sdot_lane_s32<0>(c3, wb[4], yb1);
-  c0 = sdot_lane_s32<1>(c0, wa[1], ya0);
-  c1 = sdot_lane_s32<1>(c1, wa[5], ya1);
-  c2 = sdot_lane_s32<1>(c2, wb[1], yb0);
-  c3 = sdot_lane_s32<1>(c3, wb[5], yb1);
-  c0 = sdot_lane_s32<2>(c0, wa[2], ya0);
-  c1 = sdot_lane_s32<2>(c1, wa[6], ya1);
-  c2 = sdot_lane_s32<2>(c2, wb[2], yb0);
-  c3 = sdot_lane_s32<2>(c3, wb[6], yb1);
-  c0 = sdot_lane_s32<3>(c0, wa[3], ya0);
-  c1 = sdot_lane_s32<3>(c1, wa[7], ya1);
-  c2 = sdot_lane_s32<3>(c2, wb[3], yb0);
-  c3 = sdot_lane_s32<3>(c3, wb[7], yb1);
+  sdot_lanes_4chains<4, 0>(c0, c1, c2, c3, wa, wa + 4, wb, wb + 4, ya0, ya1, yb0, yb1);
 #else
   __asm__(
       "sdot %0.4s, %4.16b, %20.4b[0]\n\t"
@@ -120,14 +121,7 @@ EDGELLM_NEON_INLINE void sdot_4chains(int32x4_t& c0, int32x4_t& c1, int32x4_t& c
 EDGELLM_NEON_INLINE void sdot_4chains2(int32x4_t& c0, int32x4_t& c1, int32x4_t& c2, int32x4_t& c3,
                                        const int8x16_t wa[4], const int8x16_t wb[4], int8x16_t ya, int8x16_t yb) {
 #if defined(__clang__)  // as in sdot_4chains
-  c0 = sdot_lane_s32<0>(c0, wa[0], ya);
-  c1 = sdot_lane_s32<2>(c1, wa[2], ya);
-  c2 = sdot_lane_s32<0>(c2, wb[0], yb);
-  c3 = sdot_lane_s32<2>(c3, wb[2], yb);
-  c0 = sdot_lane_s32<1>(c0, wa[1], ya);
-  c1 = sdot_lane_s32<3>(c1, wa[3], ya);
-  c2 = sdot_lane_s32<1>(c2, wb[1], yb);
-  c3 = sdot_lane_s32<3>(c3, wb[3], yb);
+  sdot_lanes_4chains<2, 2>(c0, c1, c2, c3, wa, wa + 2, wb, wb + 2, ya, ya, yb, yb);
 #else
   __asm__(
       "sdot %0.4s, %4.16b, %12.4b[0]\n\t"

@@ -8,7 +8,6 @@
 
 #if EDGELLM_HAS_NEON
 #include <cstddef>
-#include <type_traits>
 
 #include "edgellm/kernels/neon/dot_iquants.hpp"
 #include "edgellm/kernels/neon/dot_kquants.hpp"
@@ -17,51 +16,53 @@
 
 namespace edgellm {
 namespace neon {
-struct LegacyBody {};    // legacy_row / legacy_rows (dot_legacy.hpp)
-struct KQuantBody {};    // kquant_row / kquant_rows (dot_kquants.hpp)
-struct PickedBody {};    // picked_row (dot_iquants.hpp): one row per call
-struct DeferredBody {};  // deferred_row (dot_iquants.hpp): one row per call
-struct Iq4NlBody {};     // iq4_nl_row / legacy_rows (dot_iquants.hpp)
+// A format family: its row body (VecDotFn) and, where it has one, its multi-row driver (VecDotRowsFn),
+// as pointers to the always-inline bodies (called directly: a wrapper function in between changes
+// g++'s register allocation in some kernels).
+struct LegacyBody {  // dot_legacy.hpp
+  template <class F, class D>
+  static constexpr auto row = &legacy_row<F, D>;
+  template <class F, class D>
+  static constexpr auto rows = &legacy_rows<F, D>;
+};
+struct KQuantBody {  // dot_kquants.hpp
+  template <class F, class D>
+  static constexpr auto row = &kquant_row<F, D>;
+  template <class F, class D>
+  static constexpr auto rows = &kquant_rows<F, D>;
+};
+struct PickedBody {  // dot_iquants.hpp: one row per call
+  template <class F, class D>
+  static constexpr auto row = &picked_row<F, D>;
+};
+struct DeferredBody {  // dot_iquants.hpp: one row per call
+  template <class F, class D>
+  static constexpr auto row = &deferred_row<F, D>;
+};
+struct Iq4NlBody : LegacyBody {  // dot_iquants.hpp: IQ4_NL's row driver, the legacy rows
+  template <class F, class D>
+  static constexpr auto row = &iq4_nl_row<F, D>;
+};
 }  // namespace neon
 
-// The row bodies are called directly from each kernel (not through a shared helper): another
-// always-inline layer changes g++'s register allocation in some kernels.
 template <class Body, class F>
 inline float vec_dot_neon(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  using D = neon::DotV80;
-  if constexpr (std::is_same_v<Body, neon::LegacyBody>) return neon::legacy_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::KQuantBody>) return neon::kquant_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::PickedBody>) return neon::picked_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::DeferredBody>) return neon::deferred_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::Iq4NlBody>) return neon::iq4_nl_row<F, D>(n, w, a);
+  return Body::template row<F, neon::DotV80>(n, w, a);
 }
 template <class Body, class F>
 EDGELLM_TARGET_DOTPROD inline float vec_dot_dotprod(int n, const void* EDGELLM_RESTRICT w,
                                                     const void* EDGELLM_RESTRICT a) {
-  using D = neon::DotSdot;
-  if constexpr (std::is_same_v<Body, neon::LegacyBody>) return neon::legacy_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::KQuantBody>) return neon::kquant_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::PickedBody>) return neon::picked_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::DeferredBody>) return neon::deferred_row<F, D>(n, w, a);
-  if constexpr (std::is_same_v<Body, neon::Iq4NlBody>) return neon::iq4_nl_row<F, D>(n, w, a);
+  return Body::template row<F, neon::DotSdot>(n, w, a);
 }
 template <class Body, class F>
 inline void vec_dot_rows_neon(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w, size_t w_stride,
                               const void* EDGELLM_RESTRICT a) {
-  using D = neon::DotV80;
-  if constexpr (std::is_same_v<Body, neon::KQuantBody>)
-    neon::kquant_rows<F, D>(n, out, nrows, w, w_stride, a);
-  else  // LegacyBody, Iq4NlBody
-    neon::legacy_rows<F, D>(n, out, nrows, w, w_stride, a);
+  Body::template rows<F, neon::DotV80>(n, out, nrows, w, w_stride, a);
 }
 template <class Body, class F>
 EDGELLM_TARGET_DOTPROD inline void vec_dot_rows_dotprod(int n, float* EDGELLM_RESTRICT out, int nrows, const void* w,
                                                         size_t w_stride, const void* EDGELLM_RESTRICT a) {
-  using D = neon::DotSdot;
-  if constexpr (std::is_same_v<Body, neon::KQuantBody>)
-    neon::kquant_rows<F, D>(n, out, nrows, w, w_stride, a);
-  else  // LegacyBody, Iq4NlBody
-    neon::legacy_rows<F, D>(n, out, nrows, w, w_stride, a);
+  Body::template rows<F, neon::DotSdot>(n, out, nrows, w, w_stride, a);
 }
 
 }  // namespace edgellm
