@@ -70,6 +70,14 @@ struct PackedFormat {
   // out[t * out_stride + r] = dot(row r of the group, activation t) for t < ntok, r < rows;
   // activation t at act + t * act_bytes(n_in). ntok == 1 is the decode GEMV.
   void (*gemm)(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) = nullptr;
+  // A form larger than the file's (the transcoded i-quants, kernels/layouts/transcoded_iquants.hpp)
+  // for resident matrices only: streamed ones keep the file's bytes (model/residency.hpp stream_format).
+  bool resident_only = false;
+  // Optional, one-row forms only: the file's row back from a group (lossless forms). Prefill of
+  // gemm_min_tokens tokens or more then runs the table's u8 GEMM over the file's rows, as for the
+  // matrix in place (kernels/matmul.hpp): the same speed and bits whether the matrix is transcoded,
+  // read in place or streamed.
+  void (*to_file)(const void* group, int64_t n_in, void* row) = nullptr;
 };
 
 struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp

@@ -122,7 +122,8 @@ inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_
                 " is not a multiple of the activation block size ", dtype_block_size(act_type), " (",
                 dtype_name(act_type), ")");
   EDGELLM_CHECK(have_from_float, "matmul: no activation quantizer to ", dtype_name(act_type));
-  EDGELLM_CHECK(!w.packed || (w.pf && w.pf->rows > 0 && w.pf->rows <= kMaxPackedRows && w.pf->gemm),
+  EDGELLM_CHECK(!w.packed || (w.pf && w.pf->rows > 0 && w.pf->rows <= kMaxPackedRows && w.pf->gemm &&
+                               (!w.pf->to_file || w.pf->rows == 1)),
                 "matmul: packed weight without a usable PackedFormat");
 }
 
@@ -281,13 +282,22 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     thread_local std::vector<uint8_t> wbuf;  // [kGemmRowTile] GEMM rows
     thread_local std::vector<float> s16;
     thread_local std::vector<uint8_t> gscratch;
+    thread_local std::vector<uint8_t> file_rows;  // a packed weight's rows in the file's form (PackedFormat::to_file)
+    const size_t frb = dtype_row_bytes(w.type, n);
+    if (w.packed) file_rows.resize(frb * size_t(kGemmRowTile));
     wbuf.resize(rb * size_t(kGemmRowTile));
     if (grouped) gscratch.resize(u8_gemm_group_scratch(n));
     else s16.resize(u8_gemm_pack_scratch(n));
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
-      const auto wrow = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes; };
+      if (w.packed)
+        for (int64_t r = 0; r < nr; ++r)
+          w.pf->to_file(static_cast<const uint8_t*>(w.packed) + size_t(r0 + r) * w.pf->group_bytes(n), n,
+                        file_rows.data() + size_t(r) * frb);
+      const auto wrow = [&](int64_t r) {
+        return w.packed ? file_rows.data() + size_t(r) * frb : static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes;
+      };
       if (grouped) {
         for (int64_t rg = 0; rg < nr_pad; rg += kGroupRows) {  // a register tile may take several groups
           const void* rows[kGroupRows];
@@ -347,15 +357,15 @@ inline void matmul_decode_rows(const KernelTable& kt, ThreadPool* pool, const Ma
   });
 }
 
-// Prefill arithmetic for n_tok rows: the packed form's GEMM, the u8 GEMM from gemm_min_tokens
-// rows on, else quantized rows through the type's dot kernels in row x token tiles. Each row's
+// Prefill arithmetic for n_tok rows: the packed form's GEMM (a form with to_file: below
+// gemm_min_tokens rows only), the u8 GEMM from gemm_min_tokens rows on, else quantized rows through the type's dot kernels in row x token tiles. Each row's
 // outputs depend on that row only, never on how many rows come with it (above gemm_min_tokens).
 inline void matmul_prefill_rows(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x,
                                 int64_t n_tok, float* y, MatmulScratch& scratch, int64_t gemm_min_tokens) {
   const TypeKernels& k = kt.of(w.type);
   const DType act_type = k.vec_dot_type;
   const bool act_f32 = act_type == DType::F32;
-  if (w.packed) {
+  if (w.packed && !(w.pf->to_file && gemm_u8_applies(kt, w, n_tok, gemm_min_tokens))) {
     matmul_packed_prefill(pool, w, x, n_tok, y, scratch);
     return;
   }

@@ -1,0 +1,139 @@
+// Transcoded ("decode-friendly") i-quant forms, made losslessly at load from the file's blocks for
+// matrices that stay resident (PackedFormat::resident_only): the spec, the scalar transcoders and
+// the scalar oracle of the x86 kernels (kernels/x86/transcoded_iquants-inl.hpp). Plain C++ only;
+// no ISA headers.
+//
+// The file's grid types read a table entry (iq3s_grid ...) per 4 or 8 weights: on x86 those scalar
+// loads, not the bytes, set the decode speed (issue 47). The forms here store each weight in a few
+// bits that SIMD shifts and byte shuffles turn back into the same integers, so the dot kernels
+// compute the same integer sums, and the logits are bit for bit those of the file's form.
+//
+// IQ3_S -> iq3_s_t, 134 bytes per 256 weights (4.19 bits per weight; the file: 110, 3.44):
+//   u16 d (the file's), u8 scales[4] (the file's 4-bit scales, unchanged),
+//   u8 qs[8][16]: vector v (weights 32v .. 32v + 31): qs[v][j] = n(32v + j) | n(32v + 16 + j) << 4,
+//   the nibble n(w) of weight q = +-(2k + 1) (iq3s_grid's values are the odd 1 .. 15): k in bits
+//   0..2, bit 3 set when q < 0. A vector's 16 bytes are one load; a shift and a mask give its 32
+//   nibbles in weight order, two 16-entry byte shuffles (or one and an abs) its magnitudes and signs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/kernels/scalar/dot_iquants.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/exact_fp.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref_iquants.hpp"
+
+EDGELLM_EXACT_FP_BEGIN
+namespace edgellm {
+
+struct block_iq3_s_t {
+  ggml_half d;
+  uint8_t scales[IQ3S_N_SCALE];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq3_s_t) == 134, "wrong iq3_s_t block size/padding");
+
+namespace transcode {
+// The nibble of an odd weight q, |q| <= 15; throws on any other (the transcode is exact or fails).
+inline uint8_t odd_nibble(int q) {
+  const int m = q < 0 ? -q : q;
+  EDGELLM_CHECK(m % 2 == 1 && m <= 15, "transcode: weight ", q, " is not an odd value of at most 15");
+  return uint8_t((m - 1) / 2 | (q < 0 ? 8 : 0));
+}
+inline int odd_value(uint8_t n) { return (n & 8 ? -1 : 1) * (2 * (n & 7) + 1); }
+}  // namespace transcode
+
+// ---- IQ3_S ----
+
+inline void transcode_iq3_s(const block_iq3_s& x, block_iq3_s_t& t) {
+  int8_t q[QK_K];
+  unpack_iq3_s(x, q);
+  t.d = x.d;
+  std::memcpy(t.scales, x.scales, sizeof t.scales);
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 16; ++j)
+      t.qs[16 * v + j] = uint8_t(transcode::odd_nibble(q[32 * v + j]) | transcode::odd_nibble(q[32 * v + 16 + j]) << 4);
+}
+// The weights q of a transcoded block, as unpack_iq3_s gives the file's.
+inline void unpack_iq3_s_t(const block_iq3_s_t& t, int8_t* q) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 16; ++j) {
+      q[32 * v + j] = int8_t(transcode::odd_value(t.qs[16 * v + j] & 15));
+      q[32 * v + 16 + j] = int8_t(transcode::odd_value(t.qs[16 * v + j] >> 4));
+    }
+}
+inline uint32_t iq3_s_t_scale(const block_iq3_s_t& t, int ib32) { return (t.scales[ib32 / 2] >> (4 * (ib32 % 2))) & 0xF; }
+inline float iq3_s_t_dl(float d, const block_iq3_s_t& t, int ib32) { return d * float(1 + 2 * int(iq3_s_t_scale(t, ib32))); }
+// y = d * (1 + 2s) * q, as dequantize_row_iq3_s.
+inline void dequantize_row_iq3_s_t(const block_iq3_s_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq3_s_t, QK_K, 32, unpack_iq3_s_t, iq3_s_t_dl>(x, y, k);
+}
+
+// The file's block back (PackedFormat::to_file): each 4 weights' grid index by a reverse table of
+// the grid (3 bits of each magnitude), their signs and the scales as stored.
+inline const uint16_t* iq3_s_grid_index() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(4096, 0xFFFF);
+    for (uint16_t i = 0; i < 512; ++i) {
+      int key = 0;
+      for (int j = 0; j < 4; ++j) key |= (((iq3s_grid[i] >> (8 * j)) & 0xFF) - 1) / 2 << (3 * j);
+      t[size_t(key)] = i;
+    }
+    return t;
+  }();
+  return table.data();
+}
+inline void untranscode_iq3_s(const block_iq3_s_t& t, block_iq3_s& x) {
+  const uint16_t* index = iq3_s_grid_index();
+  std::memset(&x, 0, sizeof x);
+  x.d = t.d;
+  std::memcpy(x.scales, t.scales, sizeof x.scales);
+  auto nib = [&](int w) { return (t.qs[16 * (w / 32) + (w % 16)] >> (4 * ((w % 32) / 16))) & 15; };
+  for (int p = 0; p < QK_K / 4; ++p) {  // point p: weights 4p .. 4p + 3
+    int key = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int n = nib(4 * p + j);
+      key |= (n & 7) << (3 * j);
+      if (n & 8) x.signs[p / 2] |= uint8_t(1 << (4 * (p % 2) + j));
+    }
+    const uint16_t i = index[key];
+    EDGELLM_CHECK(i != 0xFFFF, "untranscode_iq3_s: no grid point holds these 4 magnitudes");
+    x.qs[p] = uint8_t(i & 255);
+    x.qh[p / 8] |= uint8_t((i >> 8) << (p % 8));
+  }
+}
+inline void to_file_iq3_s_t(const void* group, int64_t n_in, void* row) {
+  const auto* t = static_cast<const block_iq3_s_t*>(group);
+  auto* x = static_cast<block_iq3_s*>(row);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) untranscode_iq3_s(t[b], x[b]);
+}
+
+// The transcoded forms as PackedFormats of one row a group (rows = 1: the row's blocks in order).
+inline size_t group_bytes_iq3_s_t(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_iq3_s_t); }
+inline void pack_iq3_s_t(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "pack_iq3_s_t: one row of whole blocks");
+  (void)row_bytes;
+  const auto* x = static_cast<const block_iq3_s*>(src);
+  auto* t = static_cast<block_iq3_s_t*>(dst);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) transcode_iq3_s(x[b], t[b]);
+}
+// The activation form: Q8_K blocks as the type's vec_dot reads them.
+inline size_t act_bytes_q8_K_rows(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_q8_K); }
+
+// The scalar oracle: the file's reference dot (vec_dot_iq3_s_q8_K_ref) over the transcoded weights,
+// equal to it bit for bit; and the PackedFormat::gemm over one-row groups.
+inline float vec_dot_iq3_s_t_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return detail::vec_dot_iq_odd_scales<block_iq3_s_t, 32, unpack_iq3_s_t, iq3_s_t_scale, 1>(n, w, a);
+}
+inline void gemm_iq3_s_t_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  for (int t = 0; t < ntok; ++t)
+    out[size_t(t) * out_stride] =
+        vec_dot_iq3_s_t_q8_K_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+}
+
+}  // namespace edgellm
+EDGELLM_EXACT_FP_END
