@@ -14,6 +14,7 @@
 
 #include "model_fixtures.hpp"
 #include "test_util.hpp"
+#include "transcoded_check.hpp"
 
 using namespace edgellm;
 using namespace edgellm_test;
@@ -38,9 +39,7 @@ TEST_CASE("iq3_s_t: every IQ3_S block of the shared file transcodes exactly") {
     dequantize_row_iq3_s(x, fa.data(), n);
     dequantize_row_iq3_s_t(tc.data(), fb.data(), n);
     CHECK(std::memcmp(fa.data(), fb.data(), sizeof(float) * size_t(n)) == 0);
-    std::vector<block_iq3_s> back(tc.size());
-    to_file_iq3_s_t(tc.data(), n, back.data());
-    CHECK(std::memcmp(back.data(), x, sizeof(block_iq3_s) * back.size()) == 0);
+    CHECK(iq3_s_t_unpacks_as_file(x, tc.data(), n));
   }
   CHECK(tensors > 0);
 }

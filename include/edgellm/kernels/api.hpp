@@ -10,6 +10,10 @@
 
 namespace edgellm {
 
+namespace unpack {
+struct KScales;  // kernels/layouts/unpack_u8.hpp
+}
+
 // Dot product of one weight row w (n elements, stored in the weight type's blocks) with one
 // activation row a (n elements, stored in the type's vec_dot_type). n is a multiple of the
 // weight type's block size (and of the activation type's).
@@ -73,11 +77,11 @@ struct PackedFormat {
   // A form larger than the file's (the transcoded i-quants, kernels/layouts/transcoded_iquants.hpp)
   // for resident matrices only: streamed ones keep the file's bytes (model/residency.hpp stream_format).
   bool resident_only = false;
-  // Optional, one-row forms only: the file's row back from a group (lossless forms). Prefill of
-  // gemm_min_tokens tokens or more then runs the table's u8 GEMM over the file's rows, as for the
-  // matrix in place (kernels/matmul.hpp): the same speed and bits whether the matrix is transcoded,
-  // read in place or streamed.
-  void (*to_file)(const void* group, int64_t n_in, void* row) = nullptr;
+  // Optional, one-row forms only: the group's row in the u8 GEMM's form, exactly as the stored
+  // type's unpack_row_u8 (kernels/layouts/unpack_u8.hpp) gives it from the file's row. Prefill of
+  // gemm_min_tokens tokens or more then runs the table's u8 GEMM (kernels/matmul.hpp), as for the
+  // matrix in place: the same bits whether the matrix is transcoded, read in place or streamed.
+  void (*unpack_u8)(const void* group, int64_t n_in, uint8_t* u, float* s, float* m, const unpack::KScales& ks) = nullptr;
 };
 
 struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp

@@ -18,9 +18,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "edgellm/core/error.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
 #include "edgellm/kernels/scalar/dot_iquants.hpp"
 #include "edgellm/quant/blocks.hpp"
 #include "edgellm/quant/exact_fp.hpp"
@@ -73,43 +73,29 @@ inline void dequantize_row_iq3_s_t(const block_iq3_s_t* EDGELLM_RESTRICT x, floa
   detail::dequantize_row_scaled<block_iq3_s_t, QK_K, 32, unpack_iq3_s_t, iq3_s_t_dl>(x, y, k);
 }
 
-// The file's block back (PackedFormat::to_file): each 4 weights' grid index by a reverse table of
-// the grid (3 bits of each magnitude), their signs and the scales as stored.
-inline const uint16_t* iq3_s_grid_index() {
-  static const std::vector<uint16_t> table = [] {
-    std::vector<uint16_t> t(4096, 0xFFFF);
-    for (uint16_t i = 0; i < 512; ++i) {
-      int key = 0;
-      for (int j = 0; j < 4; ++j) key |= (((iq3s_grid[i] >> (8 * j)) & 0xFF) - 1) / 2 << (3 * j);
-      t[size_t(key)] = i;
-    }
-    return t;
-  }();
-  return table.data();
+// The u8 GEMM's form of a transcoded row (PackedFormat::unpack_u8): unpack_row_u8's of the file's
+// row (u = q + 15, the same scales), 8 weights at a time from their nibbles: u = 16 + 2k, or 14 - 2k
+// when negative.
+inline uint64_t iq3_s_t_u8(uint64_t nibbles) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  const uint64_t k2 = (nibbles & (7 * kOnes)) << 1;
+  const uint64_t neg = ((nibbles >> 3) & kOnes) * 0xFF;
+  return ((16 * kOnes + k2) & ~neg) | ((14 * kOnes - k2) & neg);
 }
-inline void untranscode_iq3_s(const block_iq3_s_t& t, block_iq3_s& x) {
-  const uint16_t* index = iq3_s_grid_index();
-  std::memset(&x, 0, sizeof x);
-  x.d = t.d;
-  std::memcpy(x.scales, t.scales, sizeof x.scales);
-  auto nib = [&](int w) { return (t.qs[16 * (w / 32) + (w % 16)] >> (4 * ((w % 32) / 16))) & 15; };
-  for (int p = 0; p < QK_K / 4; ++p) {  // point p: weights 4p .. 4p + 3
-    int key = 0;
-    for (int j = 0; j < 4; ++j) {
-      const int n = nib(4 * p + j);
-      key |= (n & 7) << (3 * j);
-      if (n & 8) x.signs[p / 2] |= uint8_t(1 << (4 * (p % 2) + j));
+inline void iq3_s_t_u(const block_iq3_s_t& t, uint8_t* __restrict u) {
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int h = 0; h < 2; ++h) {
+      uint64_t x;
+      std::memcpy(&x, t.qs + 16 * v + 8 * h, 8);
+      unpack::put_u64(u + 32 * v + 8 * h, iq3_s_t_u8(x & kLow));
+      unpack::put_u64(u + 32 * v + 16 + 8 * h, iq3_s_t_u8((x >> 4) & kLow));
     }
-    const uint16_t i = index[key];
-    EDGELLM_CHECK(i != 0xFFFF, "untranscode_iq3_s: no grid point holds these 4 magnitudes");
-    x.qs[p] = uint8_t(i & 255);
-    x.qh[p / 8] |= uint8_t((i >> 8) << (p % 8));
-  }
 }
-inline void to_file_iq3_s_t(const void* group, int64_t n_in, void* row) {
-  const auto* t = static_cast<const block_iq3_s_t*>(group);
-  auto* x = static_cast<block_iq3_s*>(row);
-  for (int64_t b = 0; b < n_in / QK_K; ++b) untranscode_iq3_s(t[b], x[b]);
+inline int iq3_s_t_sc(const block_iq3_s_t& t, int ib32) { return 2 * int(iq3_s_t_scale(t, ib32)) + 1; }
+inline void unpack_u8_iq3_s_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq3_s_t, QK_K, 32, 15, iq3_s_t_u, iq3_s_t_sc, 0>(static_cast<const block_iq3_s_t*>(row),
+                                                                             n / QK_K, u, s, m, ks);
 }
 
 // The transcoded forms as PackedFormats of one row a group (rows = 1: the row's blocks in order).

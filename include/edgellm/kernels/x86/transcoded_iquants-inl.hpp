@@ -91,6 +91,6 @@ inline void register_transcoded_iquants(KernelTable& t) {
   PackedFormat f{1, "iq3_s_t", group_bytes_iq3_s_t, pack_iq3_s_t, act_bytes_q8_K_rows, prepare_act_q8_K_rows,
                  transcoded_gemm<FmtIQ3_ST>};
   f.resident_only = true;
-  f.to_file = to_file_iq3_s_t;
+  f.unpack_u8 = unpack_u8_iq3_s_t;
   t.packed_of(DType::IQ3_S) = f;
 }
