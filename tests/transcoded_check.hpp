@@ -9,7 +9,7 @@ namespace edgellm_test {
 
 // unpack_u8 of the transcoded row (the u8 prefill GEMM's weights) is unpack_row_u8 of the file's,
 // every byte and float: u, s, m and the K form's integer scales and d.
-inline bool iq3_s_t_unpacks_as_file(const edgellm::block_iq3_s* x, const edgellm::block_iq3_s_t* t, int64_t n) {
+inline bool unpacks_as_file(edgellm::DType type, const void* x, edgellm::UnpackRowU8Fn unpack_t, const void* t, int64_t n) {
   auto unpacked = [n](auto&& unpack) {
     std::vector<uint8_t> u(static_cast<size_t>(n));
     std::vector<float> s(size_t(n / 16)), m(size_t(n / 16)), d(size_t(n / QK_K));
@@ -24,8 +24,8 @@ inline bool iq3_s_t_unpacks_as_file(const edgellm::block_iq3_s* x, const edgellm
   };
   using edgellm::unpack::KScales;
   return unpacked([&](uint8_t* u, float* s, float* m, const KScales& ks) {
-           edgellm::unpack_row_u8(edgellm::DType::IQ3_S, x, n, u, s, m, ks);
-         }) == unpacked([&](uint8_t* u, float* s, float* m, const KScales& ks) { edgellm::unpack_u8_iq3_s_t(t, n, u, s, m, ks); });
+           edgellm::unpack_row_u8(type, x, n, u, s, m, ks);
+         }) == unpacked([&](uint8_t* u, float* s, float* m, const KScales& ks) { unpack_t(t, n, u, s, m, ks); });
 }
 
 }  // namespace edgellm_test

@@ -14,7 +14,13 @@
 //   the nibble n(w) of weight q = +-(2k + 1) (iq3s_grid's values are the odd 1 .. 15): k in bits
 //   0..2, bit 3 set when q < 0. A vector's 16 bytes are one load; a shift and a mask give its 32
 //   nibbles in weight order, two 16-entry byte shuffles (or one and an abs) its magnitudes and signs.
+// IQ2_XXS -> iq2_xxs_t, 134 bytes per 256 weights (4.19 bits per weight; the file: 66, 2.06): as
+//   iq3_s_t, d and the 4-bit scale of vector v in nibble v % 2 of scales[v / 2] (the file keeps them
+//   in its sign words), the nibble of q = +-{8, 25, 43}[k]: k in bits 0..1, bit 3 set when q < 0.
+//   (A 3-bit form, 2-bit magnitudes and a sign plane, would take 3.19 bits per weight for a few
+//   more operations per vector; not built yet.)
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -45,28 +51,94 @@ inline uint8_t odd_nibble(int q) {
   return uint8_t((m - 1) / 2 | (q < 0 ? 8 : 0));
 }
 inline int odd_value(uint8_t n) { return (n & 8 ? -1 : 1) * (2 * (n & 7) + 1); }
+// IQ2's grid values by nibble (codes 3..7 unused).
+inline constexpr int8_t kIq2Values[16] = {8, 25, 43, 0, 0, 0, 0, 0, -8, -25, -43, 0, 0, 0, 0, 0};
+inline uint8_t iq2_nibble(int q) {
+  for (uint8_t n = 0; n < 16; ++n)
+    if ((n & 7) < 3 && kIq2Values[n] == q) return n;
+  throw_error("transcode: weight ", q, " is not an IQ2 grid value");
+}
+inline int iq2_value(uint8_t n) { return kIq2Values[n & 15]; }
+// The 4-bit scale of 32 weights ib32 in the forms' scales (nibble ib32 % 2 of byte ib32 / 2).
+template <class T>
+inline uint32_t nibble_scale(const T& t, int ib32) { return (t.scales[ib32 / 2] >> (4 * (ib32 % 2))) & 0xF; }
+// A block's weights q from its nibbles (qs[16 v + j]: weights 32v + j low, 32v + 16 + j high).
+template <class T, int (*Value)(uint8_t)>
+inline void unpack_nibbles(const T& t, int8_t* q) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 16; ++j) {
+      q[32 * v + j] = int8_t(Value(t.qs[16 * v + j] & 15));
+      q[32 * v + 16 + j] = int8_t(Value(t.qs[16 * v + j] >> 4));
+    }
+}
+// A block's u = Value + kOff (the u8 GEMM's form), from a 16-entry table.
+template <class T, int (*Value)(uint8_t), int kOff>
+inline void nibbles_u8(const T& t, uint8_t* __restrict u) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 16; ++j) {
+      u[32 * v + j] = uint8_t(Value(t.qs[16 * v + j] & 15) + kOff);
+      u[32 * v + 16 + j] = uint8_t(Value(t.qs[16 * v + j] >> 4) + kOff);
+    }
+}
 }  // namespace transcode
+
+// The activation form: Q8_K blocks as the type's vec_dot reads them.
+inline size_t act_bytes_q8_K_rows(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_q8_K); }
+// A nibble form's PackedFormat pieces (rows = 1: a group is a row's blocks in order) and its scalar
+// oracle: the file's reference dot (detail::vec_dot_iq_odd_scales) over the transcoded weights,
+// equal to it bit for bit, and the gemm of a one-row group over it.
+template <class File, class T, void (*Transcode)(const File&, T&), void (*Unpack)(const T&, int8_t*),
+          uint32_t (*Scale)(const T&, int), int kInvScale>
+struct TranscodedForm {
+  static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(T); }
+  static void pack(const void* src, size_t, int count, int64_t n_in, void* dst) {
+    EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "transcoded form: one row of whole blocks, got ", count, " of ", n_in);
+    const auto* x = static_cast<const File*>(src);
+    auto* t = static_cast<T*>(dst);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) Transcode(x[b], t[b]);
+  }
+  static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+    return detail::vec_dot_iq_odd_scales<T, 32, Unpack, Scale, kInvScale>(n, w, a);
+  }
+  static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+    for (int t = 0; t < ntok; ++t)
+      out[size_t(t) * out_stride] =
+          vec_dot_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+  }
+};
 
 // ---- IQ3_S ----
 
+// Each grid point's 4 magnitudes as nibbles, one a byte (the sign bits 0).
+inline const uint32_t* iq3_s_grid_nibbles() {
+  static const std::array<uint32_t, 512> table = [] {
+    std::array<uint32_t, 512> t{};
+    for (size_t i = 0; i < t.size(); ++i)
+      for (int j = 0; j < 4; ++j) t[i] |= uint32_t(transcode::odd_nibble(int((iq3s_grid[i] >> (8 * j)) & 0xFF))) << (8 * j);
+    return t;
+  }();
+  return table.data();
+}
+// Point p of vector v (weights 32v + 4p .. + 3): the grid point's nibbles with the 4 sign bits in
+// their bit 3, or'ed into the low (p < 4) or high nibbles of bytes 4 (p % 4) .. + 3 of the vector.
 inline void transcode_iq3_s(const block_iq3_s& x, block_iq3_s_t& t) {
-  int8_t q[QK_K];
-  unpack_iq3_s(x, q);
+  const uint32_t* nib = iq3_s_grid_nibbles();
   t.d = x.d;
   std::memcpy(t.scales, x.scales, sizeof t.scales);
-  for (int v = 0; v < QK_K / 32; ++v)
-    for (int j = 0; j < 16; ++j)
-      t.qs[16 * v + j] = uint8_t(transcode::odd_nibble(q[32 * v + j]) | transcode::odd_nibble(q[32 * v + 16 + j]) << 4);
+  for (int v = 0; v < QK_K / 32; ++v) {
+    uint32_t out[4] = {0, 0, 0, 0};
+    for (int p = 0; p < 8; ++p) {
+      const uint32_t i = x.qs[8 * v + p] | (((uint32_t(x.qh[v]) >> p) & 1) << 8);
+      const uint32_t s4 = (uint32_t(x.signs[4 * v + p / 2]) >> (4 * (p % 2))) & 15;
+      const uint32_t w = nib[i] | (((s4 * 0x00204081u) & 0x01010101u) << 3);
+      out[p % 4] |= p < 4 ? w : w << 4;
+    }
+    std::memcpy(t.qs + 16 * v, out, sizeof out);
+  }
 }
 // The weights q of a transcoded block, as unpack_iq3_s gives the file's.
-inline void unpack_iq3_s_t(const block_iq3_s_t& t, int8_t* q) {
-  for (int v = 0; v < QK_K / 32; ++v)
-    for (int j = 0; j < 16; ++j) {
-      q[32 * v + j] = int8_t(transcode::odd_value(t.qs[16 * v + j] & 15));
-      q[32 * v + 16 + j] = int8_t(transcode::odd_value(t.qs[16 * v + j] >> 4));
-    }
-}
-inline uint32_t iq3_s_t_scale(const block_iq3_s_t& t, int ib32) { return (t.scales[ib32 / 2] >> (4 * (ib32 % 2))) & 0xF; }
+inline void unpack_iq3_s_t(const block_iq3_s_t& t, int8_t* q) { transcode::unpack_nibbles<block_iq3_s_t, transcode::odd_value>(t, q); }
+inline uint32_t iq3_s_t_scale(const block_iq3_s_t& t, int ib32) { return transcode::nibble_scale(t, ib32); }
 inline float iq3_s_t_dl(float d, const block_iq3_s_t& t, int ib32) { return d * float(1 + 2 * int(iq3_s_t_scale(t, ib32))); }
 // y = d * (1 + 2s) * q, as dequantize_row_iq3_s.
 inline void dequantize_row_iq3_s_t(const block_iq3_s_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
@@ -98,28 +170,47 @@ inline void unpack_u8_iq3_s_t(const void* row, int64_t n, uint8_t* u, float* s, 
                                                                              n / QK_K, u, s, m, ks);
 }
 
-// The transcoded forms as PackedFormats of one row a group (rows = 1: the row's blocks in order).
-inline size_t group_bytes_iq3_s_t(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_iq3_s_t); }
-inline void pack_iq3_s_t(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
-  EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "pack_iq3_s_t: one row of whole blocks");
-  (void)row_bytes;
-  const auto* x = static_cast<const block_iq3_s*>(src);
-  auto* t = static_cast<block_iq3_s_t*>(dst);
-  for (int64_t b = 0; b < n_in / QK_K; ++b) transcode_iq3_s(x[b], t[b]);
-}
-// The activation form: Q8_K blocks as the type's vec_dot reads them.
-inline size_t act_bytes_q8_K_rows(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_q8_K); }
+using FormIQ3_S_T = TranscodedForm<block_iq3_s, block_iq3_s_t, transcode_iq3_s, unpack_iq3_s_t, iq3_s_t_scale, 1>;
 
-// The scalar oracle: the file's reference dot (vec_dot_iq3_s_q8_K_ref) over the transcoded weights,
-// equal to it bit for bit; and the PackedFormat::gemm over one-row groups.
-inline float vec_dot_iq3_s_t_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-  return detail::vec_dot_iq_odd_scales<block_iq3_s_t, 32, unpack_iq3_s_t, iq3_s_t_scale, 1>(n, w, a);
+// ---- IQ2_XXS ----
+
+struct block_iq2_xxs_t {
+  ggml_half d;
+  uint8_t scales[4];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq2_xxs_t) == 134, "wrong iq2_xxs_t block size/padding");
+
+inline void transcode_iq2_xxs(const block_iq2_xxs& x, block_iq2_xxs_t& t) {
+  int8_t q[QK_K];
+  unpack_iq2_xxs(x, q);
+  t.d = x.d;
+  std::memset(t.scales, 0, sizeof t.scales);
+  for (int v = 0; v < QK_K / 32; ++v) t.scales[v / 2] |= uint8_t(iq2_xxs_scale(x, v) << (4 * (v % 2)));
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 16; ++j)
+      t.qs[16 * v + j] = uint8_t(transcode::iq2_nibble(q[32 * v + j]) | transcode::iq2_nibble(q[32 * v + 16 + j]) << 4);
 }
-inline void gemm_iq3_s_t_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  for (int t = 0; t < ntok; ++t)
-    out[size_t(t) * out_stride] =
-        vec_dot_iq3_s_t_q8_K_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+inline void unpack_iq2_xxs_t(const block_iq2_xxs_t& t, int8_t* q) {
+  transcode::unpack_nibbles<block_iq2_xxs_t, transcode::iq2_value>(t, q);
 }
+inline uint32_t iq2_xxs_t_scale(const block_iq2_xxs_t& t, int ib32) { return transcode::nibble_scale(t, ib32); }
+// y = d * (0.5 + s) * 0.25 * q, as dequantize_row_iq2_xxs.
+inline float iq2_xxs_t_dl(float d, const block_iq2_xxs_t& t, int ib32) {
+  EDGELLM_EXACT_FP_SCOPE
+  return d * (0.5f + float(iq2_xxs_t_scale(t, ib32))) * 0.25f;
+}
+inline void dequantize_row_iq2_xxs_t(const block_iq2_xxs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq2_xxs_t, QK_K, 32, unpack_iq2_xxs_t, iq2_xxs_t_dl>(x, y, k);
+}
+// unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 under d / 8.
+inline int iq2_xxs_t_sc(const block_iq2_xxs_t& t, int ib32) { return 2 * int(iq2_xxs_t_scale(t, ib32)) + 1; }
+inline void unpack_u8_iq2_xxs_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq2_xxs_t, QK_K, 32, 43, transcode::nibbles_u8<block_iq2_xxs_t, transcode::iq2_value, 43>,
+                    iq2_xxs_t_sc, 3>(static_cast<const block_iq2_xxs_t*>(row), n / QK_K, u, s, m, ks);
+}
+using FormIQ2_XXS_T =
+    TranscodedForm<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs, unpack_iq2_xxs_t, iq2_xxs_t_scale, 8>;
 
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END
