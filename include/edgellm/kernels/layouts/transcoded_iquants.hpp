@@ -71,14 +71,26 @@ inline void unpack_nibbles(const T& t, int8_t* q) {
       q[32 * v + 16 + j] = int8_t(Value(t.qs[16 * v + j] >> 4));
     }
 }
-// A block's u = Value + kOff (the u8 GEMM's form), from a 16-entry table.
-template <class T, int (*Value)(uint8_t), int kOff>
+// A block's u8 GEMM form u = q + kOff, 8 weights at a time: U8(8 nibbles, one a byte) -> 8 u.
+template <class T, uint64_t (*U8)(uint64_t)>
 inline void nibbles_u8(const T& t, uint8_t* __restrict u) {
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
   for (int v = 0; v < QK_K / 32; ++v)
-    for (int j = 0; j < 16; ++j) {
-      u[32 * v + j] = uint8_t(Value(t.qs[16 * v + j] & 15) + kOff);
-      u[32 * v + 16 + j] = uint8_t(Value(t.qs[16 * v + j] >> 4) + kOff);
+    for (int h = 0; h < 2; ++h) {
+      uint64_t x;
+      std::memcpy(&x, t.qs + 16 * v + 8 * h, 8);
+      unpack::put_u64(u + 32 * v + 8 * h, U8(x & kLow));
+      unpack::put_u64(u + 32 * v + 16 + 8 * h, U8((x >> 4) & kLow));
     }
+}
+inline constexpr uint64_t kOnes = 0x0101010101010101ull;
+// 0xFF bytes where bit 3 (the sign) is set.
+inline uint64_t negative_bytes(uint64_t nibbles) { return ((nibbles >> 3) & kOnes) * 0xFF; }
+// IQ2 (kOff 43): t = 17k + (k >> 1) (0, 17, 35 for 8, 25, 43); u = 51 + t, or 35 - t when negative.
+inline uint64_t iq2_u8(uint64_t nibbles) {
+  const uint64_t k = nibbles & (3 * kOnes);
+  const uint64_t t = (k << 4) + k + ((k >> 1) & kOnes), neg = negative_bytes(nibbles);
+  return ((51 * kOnes + t) & ~neg) | ((35 * kOnes - t) & neg);
 }
 }  // namespace transcode
 
@@ -149,21 +161,11 @@ inline void dequantize_row_iq3_s_t(const block_iq3_s_t* EDGELLM_RESTRICT x, floa
 // row (u = q + 15, the same scales), 8 weights at a time from their nibbles: u = 16 + 2k, or 14 - 2k
 // when negative.
 inline uint64_t iq3_s_t_u8(uint64_t nibbles) {
-  constexpr uint64_t kOnes = 0x0101010101010101ull;
-  const uint64_t k2 = (nibbles & (7 * kOnes)) << 1;
-  const uint64_t neg = ((nibbles >> 3) & kOnes) * 0xFF;
+  using transcode::kOnes;
+  const uint64_t k2 = (nibbles & (7 * kOnes)) << 1, neg = transcode::negative_bytes(nibbles);
   return ((16 * kOnes + k2) & ~neg) | ((14 * kOnes - k2) & neg);
 }
-inline void iq3_s_t_u(const block_iq3_s_t& t, uint8_t* __restrict u) {
-  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
-  for (int v = 0; v < QK_K / 32; ++v)
-    for (int h = 0; h < 2; ++h) {
-      uint64_t x;
-      std::memcpy(&x, t.qs + 16 * v + 8 * h, 8);
-      unpack::put_u64(u + 32 * v + 8 * h, iq3_s_t_u8(x & kLow));
-      unpack::put_u64(u + 32 * v + 16 + 8 * h, iq3_s_t_u8((x >> 4) & kLow));
-    }
-}
+inline void iq3_s_t_u(const block_iq3_s_t& t, uint8_t* __restrict u) { transcode::nibbles_u8<block_iq3_s_t, iq3_s_t_u8>(t, u); }
 inline int iq3_s_t_sc(const block_iq3_s_t& t, int ib32) { return 2 * int(iq3_s_t_scale(t, ib32)) + 1; }
 inline void unpack_u8_iq3_s_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
   unpack::iq_scaled<block_iq3_s_t, QK_K, 32, 15, iq3_s_t_u, iq3_s_t_sc, 0>(static_cast<const block_iq3_s_t*>(row),
@@ -206,7 +208,7 @@ inline void dequantize_row_iq2_xxs_t(const block_iq2_xxs_t* EDGELLM_RESTRICT x, 
 // unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 under d / 8.
 inline int iq2_xxs_t_sc(const block_iq2_xxs_t& t, int ib32) { return 2 * int(iq2_xxs_t_scale(t, ib32)) + 1; }
 inline void unpack_u8_iq2_xxs_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
-  unpack::iq_scaled<block_iq2_xxs_t, QK_K, 32, 43, transcode::nibbles_u8<block_iq2_xxs_t, transcode::iq2_value, 43>,
+  unpack::iq_scaled<block_iq2_xxs_t, QK_K, 32, 43, transcode::nibbles_u8<block_iq2_xxs_t, transcode::iq2_u8>,
                     iq2_xxs_t_sc, 3>(static_cast<const block_iq2_xxs_t*>(row), n / QK_K, u, s, m, ks);
 }
 using FormIQ2_XXS_T =
