@@ -183,15 +183,34 @@ struct block_iq2_xxs_t {
 };
 static_assert(sizeof(block_iq2_xxs_t) == 134, "wrong iq2_xxs_t block size/padding");
 
+// Each grid point's 8 magnitude codes, one a byte.
+inline const uint64_t* iq2_xxs_grid_nibbles() {
+  static const std::array<uint64_t, 256> table = [] {
+    std::array<uint64_t, 256> t{};
+    for (size_t i = 0; i < t.size(); ++i)
+      for (int j = 0; j < 8; ++j) t[i] |= uint64_t(transcode::iq2_nibble(int((iq2xxs_grid[i] >> (8 * j)) & 0xFF))) << (8 * j);
+    return t;
+  }();
+  return table.data();
+}
+// Point l of vector v (weights 32v + 8l .. + 7): its codes with the 8 sign bits (ksigns_iq2xs of
+// the 7 stored) in their bit 3, or'ed into the low (l < 2) or high nibbles of bytes 8 (l % 2) .. + 7.
 inline void transcode_iq2_xxs(const block_iq2_xxs& x, block_iq2_xxs_t& t) {
-  int8_t q[QK_K];
-  unpack_iq2_xxs(x, q);
+  const uint64_t* nib = iq2_xxs_grid_nibbles();
   t.d = x.d;
   std::memset(t.scales, 0, sizeof t.scales);
-  for (int v = 0; v < QK_K / 32; ++v) t.scales[v / 2] |= uint8_t(iq2_xxs_scale(x, v) << (4 * (v % 2)));
-  for (int v = 0; v < QK_K / 32; ++v)
-    for (int j = 0; j < 16; ++j)
-      t.qs[16 * v + j] = uint8_t(transcode::iq2_nibble(q[32 * v + j]) | transcode::iq2_nibble(q[32 * v + 16 + j]) << 4);
+  for (int v = 0; v < QK_K / 32; ++v) {
+    const uint32_t idx = detail::load_u32(x.qs + 4 * v), sgn = detail::load_u32(x.qs + 4 * v + 2);
+    t.scales[v / 2] |= uint8_t((sgn >> 28) << (4 * (v % 2)));
+    uint64_t out[2] = {0, 0};
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t bits = (uint64_t(ksigns_iq2xs[(sgn >> (7 * l)) & 127]) * transcode::kOnes) & 0x8040201008040201ull;
+      const uint64_t neg = (((bits + 0x7F7F7F7F7F7F7F7Full) | bits) & 0x8080808080808080ull) >> 4;  // 0x08 per set bit
+      const uint64_t w = nib[(idx >> (8 * l)) & 255] | neg;
+      out[l % 2] |= l < 2 ? w : w << 4;
+    }
+    std::memcpy(t.qs + 16 * v, out, sizeof out);
+  }
 }
 inline void unpack_iq2_xxs_t(const block_iq2_xxs_t& t, int8_t* q) {
   transcode::unpack_nibbles<block_iq2_xxs_t, transcode::iq2_value>(t, q);
