@@ -121,14 +121,16 @@ struct TranscodedForm {
 
 // ---- IQ3_S ----
 
-// Each grid point's 4 magnitudes as nibbles, one a byte (the sign bits 0).
+// Each grid point's magnitudes (one a byte) as their nibble codes (the sign bits 0).
+template <class G, size_t N, uint8_t (*Nibble)(int)>
+inline std::array<G, N> grid_nibbles(const IqGrid<G, N>& grid) {
+  std::array<G, N> t{};
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = 0; j < sizeof(G); ++j) t[i] |= G(Nibble(int((grid[i] >> (8 * j)) & 0xFF))) << (8 * j);
+  return t;
+}
 inline const uint32_t* iq3_s_grid_nibbles() {
-  static const std::array<uint32_t, 512> table = [] {
-    std::array<uint32_t, 512> t{};
-    for (size_t i = 0; i < t.size(); ++i)
-      for (int j = 0; j < 4; ++j) t[i] |= uint32_t(transcode::odd_nibble(int((iq3s_grid[i] >> (8 * j)) & 0xFF))) << (8 * j);
-    return t;
-  }();
+  static const std::array<uint32_t, 512> table = grid_nibbles<uint32_t, 512, transcode::odd_nibble>(iq3s_grid);
   return table.data();
 }
 // Point p of vector v (weights 32v + 4p .. + 3): the grid point's nibbles with the 4 sign bits in
@@ -183,14 +185,8 @@ struct block_iq2_xxs_t {
 };
 static_assert(sizeof(block_iq2_xxs_t) == 134, "wrong iq2_xxs_t block size/padding");
 
-// Each grid point's 8 magnitude codes, one a byte.
 inline const uint64_t* iq2_xxs_grid_nibbles() {
-  static const std::array<uint64_t, 256> table = [] {
-    std::array<uint64_t, 256> t{};
-    for (size_t i = 0; i < t.size(); ++i)
-      for (int j = 0; j < 8; ++j) t[i] |= uint64_t(transcode::iq2_nibble(int((iq2xxs_grid[i] >> (8 * j)) & 0xFF))) << (8 * j);
-    return t;
-  }();
+  static const std::array<uint64_t, 256> table = grid_nibbles<uint64_t, 256, transcode::iq2_nibble>(iq2xxs_grid);
   return table.data();
 }
 // Point l of vector v (weights 32v + 8l .. + 7): its codes with the 8 sign bits (ksigns_iq2xs of
