@@ -3,7 +3,8 @@
 // (row-interleaved) form get a second row through it. Then the 64-token GEMM (prefill) in GOP/s,
 // unpacked vs packed, and with --dram the GEMV of a ~512 MiB matrix (decode is fed from DRAM) for
 // the types of the usual mixes (Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q6_K). --iq: only the GEMV table of the
-// i-quants (their decode kernels).
+// i-quants (their decode kernels), then for those with a transcoded form the GEMM and with --dram
+// the DRAM-fed GEMV, file form against transcoded.
 // Matrices live in anonymous huge-page memory, as the loader's repacked weights do. Prints
 // markdown tables. Usage: bench_kernels [n_in n_out] [--min-ms MS] [--dram] [--iq]
 #include <algorithm>
@@ -158,8 +159,25 @@ int main(int argc, char** argv) {
     std::vector<float> x(static_cast<size_t>(n_in * kGemmTokens)), y(static_cast<size_t>(n_out * kGemmTokens));
     for (auto& v : x) v = d(rng);
     if (iq) {
-      for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ4_XS})
-        gemv_rows(kt, pool2, t, n_in, n_out, x.data(), y.data(), min_ms);
+      const DType iq_types[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ4_XS};
+      for (DType t : iq_types) gemv_rows(kt, pool2, t, n_in, n_out, x.data(), y.data(), min_ms);
+      // the types with a transcoded form (kernels/layouts/transcoded_iquants.hpp): prefill, and with
+      // --dram their GEMV fed from DRAM
+      std::printf("\nGEMM %lld x %lld x %lld tokens, GOP/s (2 per weight and token)\n\n", (long long)n_out,
+                  (long long)n_in, (long long)kGemmTokens);
+      std::printf("| type | layout | variant | 1 thr GOP/s | 2 thr GOP/s |\n| --- | --- | --- | ---: | ---: |\n");
+      for (DType t : iq_types)
+        if (kt.packed_of(t).rows > 0) gemm_rows(kt, pool2, t, n_in, n_out, kGemmTokens, x.data(), y.data(), min_ms);
+      if (dram) {
+        std::printf("\nDRAM-fed GEMV: ~512 MiB matrices of %lld columns\n\n", (long long)n_in);
+        gemv_header();
+        for (DType t : iq_types) {
+          if (kt.packed_of(t).rows == 0) continue;
+          const int64_t rows = int64_t(512.0 * (1 << 20) / double(dtype_row_bytes(t, n_in)));
+          std::vector<float> yd(static_cast<size_t>(rows));
+          gemv_rows(kt, pool2, t, n_in, rows, x.data(), yd.data(), min_ms);
+        }
+      }
       return 0;
     }
     for (DType t : types) {

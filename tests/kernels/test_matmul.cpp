@@ -138,6 +138,21 @@ std::vector<uint8_t> pack_matrix(const PackedFormat& pf, const std::vector<uint8
   return p;
 }
 
+// A weight row of n_in floats quantized, or for a type without a quantizer of its own (IQ2_XXS
+// needs an importance matrix) random bytes (valid blocks of the i-quants) with a finite d first in
+// each block.
+void fill_weight_row(std::mt19937& rng, DType type, int64_t n_in, uint8_t* row) {
+  if (can_quantize(type)) {
+    const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
+    quantize_row(type, f.data(), row, n_in);
+    return;
+  }
+  const size_t rb = dtype_row_bytes(type, n_in), bb = dtype_row_bytes(type, dtype_block_size(type));
+  for (size_t i = 0; i < rb; ++i) row[i] = uint8_t(rng());
+  const uint16_t d = fp32_to_fp16_ref(0.01f);
+  for (size_t o = 0; o < rb; o += bb) std::memcpy(row + o, &d, 2);
+}
+
 }  // namespace
 
 TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul") {
@@ -159,10 +174,7 @@ TEST_CASE("matmul and matmul_multi over packed weights equal the unpacked matmul
       const int64_t n_out = 2 * pf.rows + 3;  // a partial last group
       const size_t rb = dtype_row_bytes(type, n_in);
       std::vector<uint8_t> w(rb * size_t(n_out));
-      for (int64_t r = 0; r < n_out; ++r) {
-        const auto f = uniform_floats(rng, n_in, -1.0f, 1.0f);
-        quantize_row(type, f.data(), w.data() + size_t(r) * rb, n_in);
-      }
+      for (int64_t r = 0; r < n_out; ++r) fill_weight_row(rng, type, n_in, w.data() + size_t(r) * rb);
       const std::vector<uint8_t> packed = pack_matrix(pf, w, rb, n_in, n_out);
       const MatmulWeight plain{type, w.data(), n_in, n_out, rb};
       MatmulWeight mw = plain;

@@ -276,6 +276,8 @@ TEST_CASE("iq: streamed matrices give the resident logits bit for bit on every i
     CHECK(streamed.residency().streamed > 0);
     CHECK(streamed.residency().resident > 0);
     CHECK(our_rows(streamed, prompt, greedy, n_rows) == want);
+    // streamed matrices keep the file's bytes where the resident form is a transcoded one (*_t)
+    CHECK(streamed.weights().describe_repack().find("_t, repacked as read") == std::string::npos);
   }
 }
 

@@ -83,3 +83,28 @@ TEST_CASE("residency plan: everything resident without a budget or when it fits,
   CHECK(more.kv + more.scratch + more.resident + more.ring + more.staging <= more.budget);
   CHECK_THROWS_AS(plan_residency({planned(-1, 4, 64), planned(0, 4, 64)}, kv, scratch, 16, plan_opts(UINT64_MAX)), Error);
 }
+
+TEST_CASE("residency plan: a resident-only form counts its own size resident and the file's in the ring") {
+  // 64 layers of one 128-row matrix of 1024-byte rows whose resident form takes 1536 per row (a
+  // transcoded i-quant), streamed as the file's rows or (for comparison) in that form; output 64 KiB.
+  auto mats_of = [](bool file_form) {
+    std::vector<PlannedMatrix> mats;
+    for (int l = 0; l < 64; ++l) {
+      PlannedMatrix m = planned(l * kUnitsPerLayer + kUnitQKV, 128, 1024);
+      m.form_group_bytes = 1536;
+      m.streams_file_form = file_form;
+      mats.push_back(m);
+    }
+    mats.push_back(planned(-1, 64, 1024));
+    return mats;
+  };
+  const uint64_t kv = 100000, scratch = 50000, budget = kv + scratch + (uint64_t(4) << 20);
+  const ResidencyPlan file_form = plan_residency(mats_of(true), kv, scratch, 16, plan_opts(budget));
+  const ResidencyPlan own_form = plan_residency(mats_of(false), kv, scratch, 16, plan_opts(budget));
+  CHECK(file_form.weights == 64 * 128 * 1536 + 64 * 1024);
+  REQUIRE(file_form.streaming);
+  REQUIRE(own_form.streaming);
+  // the ring's slots hold a unit's file bytes: 128 x 512 bytes less per slot
+  CHECK(own_form.minimum - file_form.minimum == uint64_t(own_form.n_slots) * 128 * 512);
+  CHECK(file_form.slot_bytes == 128 * 1024);
+}

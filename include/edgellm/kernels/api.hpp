@@ -10,6 +10,10 @@
 
 namespace edgellm {
 
+namespace unpack {
+struct KScales;  // kernels/layouts/unpack_u8.hpp
+}
+
 // Dot product of one weight row w (n elements, stored in the weight type's blocks) with one
 // activation row a (n elements, stored in the type's vec_dot_type). n is a multiple of the
 // weight type's block size (and of the activation type's).
@@ -70,6 +74,14 @@ struct PackedFormat {
   // out[t * out_stride + r] = dot(row r of the group, activation t) for t < ntok, r < rows;
   // activation t at act + t * act_bytes(n_in). ntok == 1 is the decode GEMV.
   void (*gemm)(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) = nullptr;
+  // A form larger than the file's (the transcoded i-quants, kernels/layouts/transcoded_iquants.hpp)
+  // for resident matrices only: streamed ones keep the file's bytes (model/residency.hpp stream_format).
+  bool resident_only = false;
+  // Optional, one-row forms only: the group's row in the u8 GEMM's form, exactly as the stored
+  // type's unpack_row_u8 (kernels/layouts/unpack_u8.hpp) gives it from the file's row. Prefill of
+  // gemm_min_tokens tokens or more then runs the table's u8 GEMM (kernels/matmul.hpp), as for the
+  // matrix in place: the same bits whether the matrix is transcoded, read in place or streamed.
+  void (*unpack_u8)(const void* group, int64_t n_in, uint8_t* u, float* s, float* m, const unpack::KScales& ks) = nullptr;
 };
 
 struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp

@@ -122,7 +122,8 @@ inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_
                 " is not a multiple of the activation block size ", dtype_block_size(act_type), " (",
                 dtype_name(act_type), ")");
   EDGELLM_CHECK(have_from_float, "matmul: no activation quantizer to ", dtype_name(act_type));
-  EDGELLM_CHECK(!w.packed || (w.pf && w.pf->rows > 0 && w.pf->rows <= kMaxPackedRows && w.pf->gemm),
+  EDGELLM_CHECK(!w.packed || (w.pf && w.pf->rows > 0 && w.pf->rows <= kMaxPackedRows && w.pf->gemm &&
+                               (!w.pf->unpack_u8 || w.pf->rows == 1)),
                 "matmul: packed weight without a usable PackedFormat");
 }
 
@@ -287,7 +288,12 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
-      const auto wrow = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes; };
+      // a packed weight (a one-row form with unpack_u8): its groups, unpacked by the form's unpacker
+      const auto wrow = [&](int64_t r) {
+        return w.packed ? static_cast<const uint8_t*>(w.packed) + size_t(r0 + r) * w.pf->group_bytes(n)
+                        : static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes;
+      };
+      const UnpackRowU8Fn unpack = w.packed ? w.pf->unpack_u8 : nullptr;
       if (grouped) {
         for (int64_t rg = 0; rg < nr_pad; rg += kGroupRows) {  // a register tile may take several groups
           const void* rows[kGroupRows];
@@ -295,11 +301,12 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
           // group of fewer than kGroupRows rows, so the tile reads zeros there (test_dot_iquants' 5 rows).
           const int cnt = int(std::max<int64_t>(0, std::min<int64_t>(kGroupRows, nr - rg)));
           for (int r = 0; r < cnt; ++r) rows[r] = wrow(rg + r);
-          u8_gemm_pack_group(w.type, form, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u, gscratch.data(), g.interleave);
+          u8_gemm_pack_group(w.type, form, rows, cnt, n, U8GemmRow::at(wbuf.data(), n, rg).u, gscratch.data(), g.interleave,
+                             unpack);
         }
       } else {
         for (int64_t r = 0; r < nr; ++r)
-          u8_gemm_pack_weight_row(w.type, wrow(r), n, U8GemmRow::at(wbuf.data(), n, r), s16.data());
+          u8_gemm_pack_weight_row(w.type, wrow(r), n, U8GemmRow::at(wbuf.data(), n, r), s16.data(), unpack);
         std::memset(wbuf.data() + rb * size_t(nr), 0, rb * size_t(nr_pad - nr));
       }
       for (int64_t t0 = 0; t0 < n_tok_pad; t0 += C) {
@@ -347,15 +354,15 @@ inline void matmul_decode_rows(const KernelTable& kt, ThreadPool* pool, const Ma
   });
 }
 
-// Prefill arithmetic for n_tok rows: the packed form's GEMM, the u8 GEMM from gemm_min_tokens
-// rows on, else quantized rows through the type's dot kernels in row x token tiles. Each row's
+// Prefill arithmetic for n_tok rows: the packed form's GEMM (a form with unpack_u8: below
+// gemm_min_tokens rows only), the u8 GEMM from gemm_min_tokens rows on, else quantized rows through the type's dot kernels in row x token tiles. Each row's
 // outputs depend on that row only, never on how many rows come with it (above gemm_min_tokens).
 inline void matmul_prefill_rows(const KernelTable& kt, ThreadPool* pool, const MatmulWeight& w, const float* x,
                                 int64_t n_tok, float* y, MatmulScratch& scratch, int64_t gemm_min_tokens) {
   const TypeKernels& k = kt.of(w.type);
   const DType act_type = k.vec_dot_type;
   const bool act_f32 = act_type == DType::F32;
-  if (w.packed) {
+  if (w.packed && !(w.pf->unpack_u8 && gemm_u8_applies(kt, w, n_tok, gemm_min_tokens))) {
     matmul_packed_prefill(pool, w, x, n_tok, y, scratch);
     return;
   }

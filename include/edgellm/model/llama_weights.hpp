@@ -239,7 +239,7 @@ struct LlamaWeights {
     auto piece_of = [&](size_t i, int64_t r0, int64_t r1) {
       StreamPiece pc;
       pc.w = list[i].w;
-      pc.pf = resident_format(kt, *pc.w, opt.repack);
+      pc.pf = edgellm::stream_format(kt, *pc.w, opt.repack);
       pc.row0 = r0;
       pc.row1 = r1;
       pc.file_off = uint64_t(static_cast<const uint8_t*>(pc.w->data) - f.base()) + uint64_t(r0) * pc.w->row_bytes;

@@ -96,6 +96,12 @@ inline const PackedFormat* resident_format(const KernelTable& kt, const MatmulWe
   const PackedFormat& pf = kt.packed_of(m.type);
   return pf.rows > 0 && pf.pack && pf.gemm && m.n_in % 32 == 0 ? &pf : nullptr;
 }
+// The form of matrix m when streamed: its resident form unless that is resident-only (a transcoded
+// i-quant, larger than the file's: it would grow the bytes read per token and the ring).
+inline const PackedFormat* stream_format(const KernelTable& kt, const MatmulWeight& m, bool repack) {
+  const PackedFormat* pf = resident_format(kt, m, repack);
+  return pf && !pf->resident_only ? pf : nullptr;
+}
 
 // What the planner needs of one matrix.
 struct PlannedMatrix {
@@ -111,6 +117,16 @@ struct PlannedMatrix {
   }
   uint64_t bytes() const { return bytes_of_rows(n_out); }
   uint64_t file_bytes() const { return uint64_t(n_out) * row_bytes; }
+  // Streamed, it keeps the file's rows (stream_format: its resident form is resident-only);
+  // else the ring holds it in the resident form. The same sizes of its streamed form:
+  bool streams_file_form = false;
+  int stream_rows() const { return streams_file_form ? 1 : form_rows; }
+  uint64_t stream_bytes_of_rows(int64_t rows) const {
+    if (!streams_file_form) return bytes_of_rows(rows);
+    const uint64_t raw = uint64_t(rows) * row_bytes;
+    return (raw + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
+  }
+  uint64_t stream_bytes() const { return stream_bytes_of_rows(n_out); }
 };
 
 inline PlannedMatrix planned_matrix(const MatmulWeight& m, const PackedFormat* pf, int unit_key) {
@@ -120,6 +136,7 @@ inline PlannedMatrix planned_matrix(const MatmulWeight& m, const PackedFormat* p
   p.row_bytes = m.row_bytes;
   p.form_rows = pf ? pf->rows : 1;
   p.form_group_bytes = pf ? pf->group_bytes(m.n_in) : m.row_bytes;
+  p.streams_file_form = pf && pf->resident_only;
   return p;
 }
 
@@ -160,9 +177,10 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, uint
   p.kv = kv;
   p.scratch = scratch;
   const size_t n = mats.size();
-  std::vector<uint64_t> res(n);
+  std::vector<uint64_t> res(n), str(n);  // each matrix's bytes resident, and in the ring
   for (size_t i = 0; i < n; ++i) {
     res[i] = mats[i].bytes();
+    str[i] = mats[i].stream_bytes();
     p.weights += res[i];
   }
   p.resident_matrix.assign(n, 1);
@@ -188,27 +206,27 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, uint
       uint64_t g = 0;
       size_t j = i;
       for (; j < out && mats[j].unit_key == mats[i].unit_key; ++j)
-        if (!streamed_only || !p.resident_matrix[j]) g += res[j];
+        if (!streamed_only || !p.resident_matrix[j]) g += str[j];
       best = std::max(best, g);
       i = j;
     }
     return best;
   };
   // Chunks start on whole groups of the output's form and of kStreamRowAlign rows.
-  const int64_t align = std::lcm<int64_t>(kStreamRowAlign, ow.form_rows);
+  const int64_t align = std::lcm<int64_t>(kStreamRowAlign, ow.stream_rows());
   auto chunk_rows_for = [&](uint64_t slot) {
-    const uint64_t per = std::max<uint64_t>(1, ow.bytes_of_rows(align));
+    const uint64_t per = std::max<uint64_t>(1, ow.stream_bytes_of_rows(align));
     return std::max<int64_t>(align, int64_t(slot / per) * align);
   };
   auto slot_for = [&](bool streamed_only) {
     uint64_t slot = unit_bytes(streamed_only);
-    if (!streamed_only || !p.resident_matrix[out]) slot = std::max<uint64_t>(slot, ow.bytes_of_rows(std::min<int64_t>(ow.n_out, align)));
+    if (!streamed_only || !p.resident_matrix[out]) slot = std::max<uint64_t>(slot, ow.stream_bytes_of_rows(std::min<int64_t>(ow.n_out, align)));
     return slot;
   };
   // Reads of up to kStreamReadBytes, or of the largest matrix when smaller (at least one group of rows).
   size_t chunk = 0;
   for (const PlannedMatrix& m : mats)
-    chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(m.form_rows) * m.row_bytes});
+    chunk = std::max({chunk, std::min(kStreamReadBytes, size_t(m.n_out) * m.row_bytes), size_t(m.stream_rows()) * m.row_bytes});
   const uint64_t staging = uint64_t(kStreamReadBuffers) * FileReader::staging_for(chunk);
   uint64_t slot = slot_for(false);
   p.minimum = p.reserved + p.kv + p.scratch + staging + uint64_t(n_slots) * slot;

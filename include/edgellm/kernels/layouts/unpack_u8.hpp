@@ -553,19 +553,24 @@ inline void u8_gemm_interleave_ref(const uint8_t* src, size_t stride, int64_t n,
     for (int r = 0; r < kGroupRows; ++r) std::memcpy(out + (size_t(s4) * kGroupRows + size_t(r)) * 4, src + size_t(r) * stride + 4 * s4, 4);
 }
 using U8InterleaveFn = void (*)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out);
+// A stored row's unpack_row_u8 from another form of it (PackedFormat::unpack_u8); null: the type's.
+using UnpackRowU8Fn = void (*)(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks);
 
 // Rows (nrows <= kGroupRows of them) into one group of a grouped form at out
 // (u8_gemm_group_bytes(form, n) bytes): KScales takes has_kscales types, Signed has_signed_form,
 // SignedK has_signed_k_form. scratch: u8_gemm_group_scratch(n) bytes. interleave: the table's,
-// else u8_gemm_interleave_ref.
+// else u8_gemm_interleave_ref. unpack: the rows' unpacker where they are not t's file rows (the
+// K form only).
 inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, int nrows, int64_t n,
-                               uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr) {
+                               uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr,
+                               UnpackRowU8Fn unpack = nullptr) {
   constexpr int G = kGroupRows;
   const bool k = form == U8Form::KScales, sk = form == U8Form::SignedK;
   EDGELLM_CHECK(form != U8Form::Unsigned, "u8 GEMM: the unsigned form packs one row at a time");
   EDGELLM_CHECK(k ? has_kscales(t) : sk ? has_signed_k_form(t) : has_signed_form(t), "u8 GEMM: the ",
                 k ? "K form takes K-quants and Q8_K i-quants" : sk ? "signed K form takes iq4_xs" : "signed form takes q8_0, iq4_nl or iq4_xs",
                 ", not ", dtype_name(t));
+  EDGELLM_CHECK(!unpack || k, "u8 GEMM: rows in another form than the file's take the K form");
   const int64_t step = k || sk ? 256 : 32;
   EDGELLM_CHECK(nrows >= 0 && nrows <= G && n % step == 0, "u8 GEMM: a group takes at most ", G,
                 " rows of a multiple of ", step, ", got ", nrows, " of ", n);
@@ -603,9 +608,11 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
   auto row_u = [&](int r) { return scratch + size_t(r) * per_row; };
   auto row_f = [&](int r, int64_t off) { return reinterpret_cast<float*>(row_u(r) + n) + off; };  // s, m, sc, d
   const int64_t ng = n / 16;
-  for (int r = 0; r < nrows; ++r)
-    unpack_row_u8(t, rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng),
-                  unpack::KScales{reinterpret_cast<int16_t*>(row_f(r, 2 * ng)), row_f(r, 2 * ng) + ng / 2});
+  for (int r = 0; r < nrows; ++r) {
+    const unpack::KScales ks{reinterpret_cast<int16_t*>(row_f(r, 2 * ng)), row_f(r, 2 * ng) + ng / 2};
+    if (unpack) unpack(rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng), ks);
+    else unpack_row_u8(t, rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng), ks);
+  }
   for (int r = nrows; r < G; ++r) std::memset(row_u(r), 0, size_t(n));
   (interleave ? interleave : u8_gemm_interleave_ref)(scratch, per_row, n, out);
   uint8_t* gsc = out + at.sc;
@@ -622,10 +629,12 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
 }
 
 // A weight row into the unsigned GEMM form (the other forms pack groups of rows,
-// u8_gemm_pack_group); scratch: u8_gemm_pack_scratch(n) floats.
-inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* scratch) {
+// u8_gemm_pack_group); scratch: u8_gemm_pack_scratch(n) floats. unpack: as u8_gemm_pack_group's.
+inline void u8_gemm_pack_weight_row(DType t, const void* row, int64_t n, U8GemmRow out, float* scratch,
+                                    UnpackRowU8Fn unpack = nullptr) {
   float* s16 = scratch;  // [n / 16] floats
-  unpack_row_u8(t, row, n, out.u, s16, out.m);
+  if (unpack) unpack(row, n, out.u, s16, out.m, unpack::KScales{});
+  else unpack_row_u8(t, row, n, out.u, s16, out.m);
   for (int64_t g = 0; g < n / 16; ++g) repeat8(out.sv + g * 4, float_x2(s16[g]), 2);
 }
 

@@ -32,6 +32,7 @@
 #include "edgellm/kernels/api.hpp"
 #include "edgellm/kernels/layouts/packed_kquants.hpp"
 #include "edgellm/kernels/layouts/packed_legacy.hpp"
+#include "edgellm/kernels/layouts/transcoded_iquants.hpp"
 #include "edgellm/kernels/layouts/unpack_u8.hpp"
 #include "edgellm/kernels/scalar/float_ops.hpp"
 #include "edgellm/kernels/x86/cpu.hpp"

@@ -31,6 +31,7 @@ inline constexpr bool kEmulateAvxVnni = false;
 #include "edgellm/kernels/x86/gemm_u8-inl.hpp"
 #include "edgellm/kernels/x86/packed-inl.hpp"
 #include "edgellm/kernels/x86/packed_kquants-inl.hpp"
+#include "edgellm/kernels/x86/transcoded_iquants-inl.hpp"
 #if EDGELLM_X86_AVX512VNNI
 #include "edgellm/kernels/x86/packed_kquants_x16-inl.hpp"
 #elif EDGELLM_X86_DISPATCH && EDGELLM_X86_AVXVNNI
@@ -87,6 +88,7 @@ inline void register_kernels(KernelTable& t) {
   f.variant = isa_name(kIsa);
   register_packed(t);
   register_packed_kquants(t);
+  register_transcoded_iquants(t);
   t.u8_gemm.rows = kGemmRows;
   t.u8_gemm.toks = kGemmToks;
   t.u8_gemm.max_u = kMaxU;

@@ -1,0 +1,233 @@
+// Transcoded ("decode-friendly") i-quant forms, made losslessly at load from the file's blocks for
+// matrices that stay resident (PackedFormat::resident_only): the spec, the scalar transcoders and
+// the scalar oracle of the x86 kernels (kernels/x86/transcoded_iquants-inl.hpp). Plain C++ only;
+// no ISA headers.
+//
+// The file's grid types read a table entry (iq3s_grid ...) per 4 or 8 weights: on x86 those scalar
+// loads, not the bytes, set the decode speed (issue 47). The forms here store each weight in a few
+// bits that SIMD shifts and byte shuffles turn back into the same integers, so the dot kernels
+// compute the same integer sums, and the logits are bit for bit those of the file's form.
+//
+// IQ3_S -> iq3_s_t, 134 bytes per 256 weights (4.19 bits per weight; the file: 110, 3.44):
+//   u16 d (the file's), u8 scales[4] (the file's 4-bit scales, unchanged),
+//   u8 qs[8][16]: vector v (weights 32v .. 32v + 31): qs[v][j] = n(32v + j) | n(32v + 16 + j) << 4,
+//   the nibble n(w) of weight q = +-(2k + 1) (iq3s_grid's values are the odd 1 .. 15): k in bits
+//   0..2, bit 3 set when q < 0. A vector's 16 bytes are one load; a shift and a mask give its 32
+//   nibbles in weight order, two 16-entry byte shuffles (or one and an abs) its magnitudes and signs.
+// IQ2_XXS -> iq2_xxs_t, 134 bytes per 256 weights (4.19 bits per weight; the file: 66, 2.06): as
+//   iq3_s_t, d and the 4-bit scale of vector v in nibble v % 2 of scales[v / 2] (the file keeps them
+//   in its sign words), the nibble of q = +-{8, 25, 43}[k]: k in bits 0..1, bit 3 set when q < 0.
+//   (A 3-bit form, 2-bit magnitudes and a sign plane, would take 3.19 bits per weight for a few
+//   more operations per vector; not built yet.)
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "edgellm/core/error.hpp"
+#include "edgellm/kernels/layouts/unpack_u8.hpp"
+#include "edgellm/kernels/scalar/dot_iquants.hpp"
+#include "edgellm/quant/blocks.hpp"
+#include "edgellm/quant/exact_fp.hpp"
+#include "edgellm/quant/fp16.hpp"
+#include "edgellm/quant/ref_iquants.hpp"
+
+EDGELLM_EXACT_FP_BEGIN
+namespace edgellm {
+
+struct block_iq3_s_t {
+  ggml_half d;
+  uint8_t scales[IQ3S_N_SCALE];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq3_s_t) == 134, "wrong iq3_s_t block size/padding");
+
+namespace transcode {
+// The nibble of an odd weight q, |q| <= 15; throws on any other (the transcode is exact or fails).
+inline uint8_t odd_nibble(int q) {
+  const int m = q < 0 ? -q : q;
+  EDGELLM_CHECK(m % 2 == 1 && m <= 15, "transcode: weight ", q, " is not an odd value of at most 15");
+  return uint8_t((m - 1) / 2 | (q < 0 ? 8 : 0));
+}
+inline int odd_value(uint8_t n) { return (n & 8 ? -1 : 1) * (2 * (n & 7) + 1); }
+// IQ2's grid values by nibble (codes 3..7 unused).
+inline constexpr int8_t kIq2Values[16] = {8, 25, 43, 0, 0, 0, 0, 0, -8, -25, -43, 0, 0, 0, 0, 0};
+inline uint8_t iq2_nibble(int q) {
+  for (uint8_t n = 0; n < 16; ++n)
+    if ((n & 7) < 3 && kIq2Values[n] == q) return n;
+  throw_error("transcode: weight ", q, " is not an IQ2 grid value");
+}
+inline int iq2_value(uint8_t n) { return kIq2Values[n & 15]; }
+// The 4-bit scale of 32 weights ib32 in the forms' scales (nibble ib32 % 2 of byte ib32 / 2).
+template <class T>
+inline uint32_t nibble_scale(const T& t, int ib32) { return (t.scales[ib32 / 2] >> (4 * (ib32 % 2))) & 0xF; }
+// A block's weights q from its nibbles (qs[16 v + j]: weights 32v + j low, 32v + 16 + j high).
+template <class T, int (*Value)(uint8_t)>
+inline void unpack_nibbles(const T& t, int8_t* q) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 16; ++j) {
+      q[32 * v + j] = int8_t(Value(t.qs[16 * v + j] & 15));
+      q[32 * v + 16 + j] = int8_t(Value(t.qs[16 * v + j] >> 4));
+    }
+}
+// A block's u8 GEMM form u = q + kOff, 8 weights at a time: U8(8 nibbles, one a byte) -> 8 u.
+template <class T, uint64_t (*U8)(uint64_t)>
+inline void nibbles_u8(const T& t, uint8_t* __restrict u) {
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full;
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int h = 0; h < 2; ++h) {
+      uint64_t x;
+      std::memcpy(&x, t.qs + 16 * v + 8 * h, 8);
+      unpack::put_u64(u + 32 * v + 8 * h, U8(x & kLow));
+      unpack::put_u64(u + 32 * v + 16 + 8 * h, U8((x >> 4) & kLow));
+    }
+}
+inline constexpr uint64_t kOnes = 0x0101010101010101ull;
+// 0xFF bytes where bit 3 (the sign) is set.
+inline uint64_t negative_bytes(uint64_t nibbles) { return ((nibbles >> 3) & kOnes) * 0xFF; }
+// IQ2 (kOff 43): t = 17k + (k >> 1) (0, 17, 35 for 8, 25, 43); u = 51 + t, or 35 - t when negative.
+inline uint64_t iq2_u8(uint64_t nibbles) {
+  const uint64_t k = nibbles & (3 * kOnes);
+  const uint64_t t = (k << 4) + k + ((k >> 1) & kOnes), neg = negative_bytes(nibbles);
+  return ((51 * kOnes + t) & ~neg) | ((35 * kOnes - t) & neg);
+}
+}  // namespace transcode
+
+// The activation form: Q8_K blocks as the type's vec_dot reads them.
+inline size_t act_bytes_q8_K_rows(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_q8_K); }
+// A nibble form's PackedFormat pieces (rows = 1: a group is a row's blocks in order) and its scalar
+// oracle: the file's reference dot (detail::vec_dot_iq_odd_scales) over the transcoded weights,
+// equal to it bit for bit, and the gemm of a one-row group over it.
+template <class File, class T, void (*Transcode)(const File&, T&), void (*Unpack)(const T&, int8_t*),
+          uint32_t (*Scale)(const T&, int), int kInvScale>
+struct TranscodedForm {
+  static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(T); }
+  static void pack(const void* src, size_t, int count, int64_t n_in, void* dst) {
+    EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "transcoded form: one row of whole blocks, got ", count, " of ", n_in);
+    const auto* x = static_cast<const File*>(src);
+    auto* t = static_cast<T*>(dst);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) Transcode(x[b], t[b]);
+  }
+  static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+    return detail::vec_dot_iq_odd_scales<T, 32, Unpack, Scale, kInvScale>(n, w, a);
+  }
+  static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+    for (int t = 0; t < ntok; ++t)
+      out[size_t(t) * out_stride] =
+          vec_dot_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+  }
+};
+
+// ---- IQ3_S ----
+
+// Each grid point's magnitudes (one a byte) as their nibble codes (the sign bits 0).
+template <class G, size_t N, uint8_t (*Nibble)(int)>
+inline std::array<G, N> grid_nibbles(const IqGrid<G, N>& grid) {
+  std::array<G, N> t{};
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = 0; j < sizeof(G); ++j) t[i] |= G(Nibble(int((grid[i] >> (8 * j)) & 0xFF))) << (8 * j);
+  return t;
+}
+inline const uint32_t* iq3_s_grid_nibbles() {
+  static const std::array<uint32_t, 512> table = grid_nibbles<uint32_t, 512, transcode::odd_nibble>(iq3s_grid);
+  return table.data();
+}
+// Point p of vector v (weights 32v + 4p .. + 3): the grid point's nibbles with the 4 sign bits in
+// their bit 3, or'ed into the low (p < 4) or high nibbles of bytes 4 (p % 4) .. + 3 of the vector.
+inline void transcode_iq3_s(const block_iq3_s& x, block_iq3_s_t& t) {
+  const uint32_t* nib = iq3_s_grid_nibbles();
+  t.d = x.d;
+  std::memcpy(t.scales, x.scales, sizeof t.scales);
+  for (int v = 0; v < QK_K / 32; ++v) {
+    uint32_t out[4] = {0, 0, 0, 0};
+    for (int p = 0; p < 8; ++p) {
+      const uint32_t i = x.qs[8 * v + p] | (((uint32_t(x.qh[v]) >> p) & 1) << 8);
+      const uint32_t s4 = (uint32_t(x.signs[4 * v + p / 2]) >> (4 * (p % 2))) & 15;
+      const uint32_t w = nib[i] | (((s4 * 0x00204081u) & 0x01010101u) << 3);
+      out[p % 4] |= p < 4 ? w : w << 4;
+    }
+    std::memcpy(t.qs + 16 * v, out, sizeof out);
+  }
+}
+// The weights q of a transcoded block, as unpack_iq3_s gives the file's.
+inline void unpack_iq3_s_t(const block_iq3_s_t& t, int8_t* q) { transcode::unpack_nibbles<block_iq3_s_t, transcode::odd_value>(t, q); }
+inline uint32_t iq3_s_t_scale(const block_iq3_s_t& t, int ib32) { return transcode::nibble_scale(t, ib32); }
+inline float iq3_s_t_dl(float d, const block_iq3_s_t& t, int ib32) { return d * float(1 + 2 * int(iq3_s_t_scale(t, ib32))); }
+// y = d * (1 + 2s) * q, as dequantize_row_iq3_s.
+inline void dequantize_row_iq3_s_t(const block_iq3_s_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq3_s_t, QK_K, 32, unpack_iq3_s_t, iq3_s_t_dl>(x, y, k);
+}
+
+// The u8 GEMM's form of a transcoded row (PackedFormat::unpack_u8): unpack_row_u8's of the file's
+// row (u = q + 15, the same scales), 8 weights at a time from their nibbles: u = 16 + 2k, or 14 - 2k
+// when negative.
+inline uint64_t iq3_s_t_u8(uint64_t nibbles) {
+  using transcode::kOnes;
+  const uint64_t k2 = (nibbles & (7 * kOnes)) << 1, neg = transcode::negative_bytes(nibbles);
+  return ((16 * kOnes + k2) & ~neg) | ((14 * kOnes - k2) & neg);
+}
+inline void iq3_s_t_u(const block_iq3_s_t& t, uint8_t* __restrict u) { transcode::nibbles_u8<block_iq3_s_t, iq3_s_t_u8>(t, u); }
+inline int iq3_s_t_sc(const block_iq3_s_t& t, int ib32) { return 2 * int(iq3_s_t_scale(t, ib32)) + 1; }
+inline void unpack_u8_iq3_s_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq3_s_t, QK_K, 32, 15, iq3_s_t_u, iq3_s_t_sc, 0>(static_cast<const block_iq3_s_t*>(row),
+                                                                             n / QK_K, u, s, m, ks);
+}
+
+using FormIQ3_S_T = TranscodedForm<block_iq3_s, block_iq3_s_t, transcode_iq3_s, unpack_iq3_s_t, iq3_s_t_scale, 1>;
+
+// ---- IQ2_XXS ----
+
+struct block_iq2_xxs_t {
+  ggml_half d;
+  uint8_t scales[4];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq2_xxs_t) == 134, "wrong iq2_xxs_t block size/padding");
+
+inline const uint64_t* iq2_xxs_grid_nibbles() {
+  static const std::array<uint64_t, 256> table = grid_nibbles<uint64_t, 256, transcode::iq2_nibble>(iq2xxs_grid);
+  return table.data();
+}
+// Point l of vector v (weights 32v + 8l .. + 7): its codes with the 8 sign bits (ksigns_iq2xs of
+// the 7 stored) in their bit 3, or'ed into the low (l < 2) or high nibbles of bytes 8 (l % 2) .. + 7.
+inline void transcode_iq2_xxs(const block_iq2_xxs& x, block_iq2_xxs_t& t) {
+  const uint64_t* nib = iq2_xxs_grid_nibbles();
+  t.d = x.d;
+  std::memset(t.scales, 0, sizeof t.scales);
+  for (int v = 0; v < QK_K / 32; ++v) {
+    const uint32_t idx = detail::load_u32(x.qs + 4 * v), sgn = detail::load_u32(x.qs + 4 * v + 2);
+    t.scales[v / 2] |= uint8_t((sgn >> 28) << (4 * (v % 2)));
+    uint64_t out[2] = {0, 0};
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t bits = (uint64_t(ksigns_iq2xs[(sgn >> (7 * l)) & 127]) * transcode::kOnes) & 0x8040201008040201ull;
+      const uint64_t neg = (((bits + 0x7F7F7F7F7F7F7F7Full) | bits) & 0x8080808080808080ull) >> 4;  // 0x08 per set bit
+      const uint64_t w = nib[(idx >> (8 * l)) & 255] | neg;
+      out[l % 2] |= l < 2 ? w : w << 4;
+    }
+    std::memcpy(t.qs + 16 * v, out, sizeof out);
+  }
+}
+inline void unpack_iq2_xxs_t(const block_iq2_xxs_t& t, int8_t* q) {
+  transcode::unpack_nibbles<block_iq2_xxs_t, transcode::iq2_value>(t, q);
+}
+inline uint32_t iq2_xxs_t_scale(const block_iq2_xxs_t& t, int ib32) { return transcode::nibble_scale(t, ib32); }
+// y = d * (0.5 + s) * 0.25 * q, as dequantize_row_iq2_xxs.
+inline float iq2_xxs_t_dl(float d, const block_iq2_xxs_t& t, int ib32) {
+  EDGELLM_EXACT_FP_SCOPE
+  return d * (0.5f + float(iq2_xxs_t_scale(t, ib32))) * 0.25f;
+}
+inline void dequantize_row_iq2_xxs_t(const block_iq2_xxs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq2_xxs_t, QK_K, 32, unpack_iq2_xxs_t, iq2_xxs_t_dl>(x, y, k);
+}
+// unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 under d / 8.
+inline int iq2_xxs_t_sc(const block_iq2_xxs_t& t, int ib32) { return 2 * int(iq2_xxs_t_scale(t, ib32)) + 1; }
+inline void unpack_u8_iq2_xxs_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq2_xxs_t, QK_K, 32, 43, transcode::nibbles_u8<block_iq2_xxs_t, transcode::iq2_u8>,
+                    iq2_xxs_t_sc, 3>(static_cast<const block_iq2_xxs_t*>(row), n / QK_K, u, s, m, ks);
+}
+using FormIQ2_XXS_T =
+    TranscodedForm<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs, unpack_iq2_xxs_t, iq2_xxs_t_scale, 8>;
+
+}  // namespace edgellm
+EDGELLM_EXACT_FP_END

@@ -1,0 +1,118 @@
+// x86 kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp), the
+// PackedFormats of the resident IQ3_S and IQ2_XXS matrices at every level: one row a group, the
+// row's blocks in order. Per 32-weight vector they make, with a shift, a mask and a byte shuffle
+// instead of 4 or 8 grid loads, exactly the magnitude bytes, signed activation and int16 scale of
+// the file form's kernel (FmtIQ3_S, FmtIQ2_XXS in dot_iquants-inl.hpp), so the int32 lanes are its
+// lanes; the blocks' float steps (iq_finish, two accumulators by block parity, one horizontal sum)
+// are dot_row's: decode equals vec_dot bit for bit, and so does the GEMM of a few tokens (each
+// block decoded once for a tile of tokens). From 4 tokens prefill takes the u8 GEMM (unpack_u8).
+// Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
+
+// The nibble forms' weights by nibble (bit 3: negative), the byte table of a shuffle.
+struct NibIQ3_S {
+  using Block = block_iq3_s_t;
+  static constexpr float kMul = 1.0f;  // FmtIQ3_S: d * y.d
+  static __m256i table() {
+    return _mm256_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15, 1, 3, 5, 7, 9, 11, 13, 15, -1,
+                            -3, -5, -7, -9, -11, -13, -15);
+  }
+};
+struct NibIQ2_XXS {
+  using Block = block_iq2_xxs_t;
+  static constexpr float kMul = 0.125f;  // FmtIQ2_XXS: 0.125f * d * y.d
+  static __m256i table() {
+    return _mm256_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, -8, -25, -43, 0, 0, 0, 0, 0, 8, 25, 43, 0, 0, 0, 0, 0, -8, -25,
+                            -43, 0, 0, 0, 0, 0);
+  }
+};
+
+// A nibble form (iq3_s_t, iq2_xxs_t: a 4-bit scale per 32 weights), a block for T tokens at once.
+template <class Nib>
+struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K> {
+  using Block = typename Nib::Block;
+  using ActBlock = block_q8_K;
+  static __m256i scale(const Block& x, int k) {
+    return _mm256_set1_epi16(short(2 * ((x.scales[k / 2] >> (4 * (k & 1))) & 15) + 1));
+  }
+  // Block b of the row for T tokens (activation rows y[t]), each vector decoded once: acc[t] gets
+  // the block's step. The integer sums' order differs from the file form's, their values do not.
+  template <int T>
+  static void block_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    const __m256i table = Nib::table();
+#pragma GCC unroll 8
+    for (int k = 0; k < QK_K / 32; ++k) {
+      const __m256i w = _mm256_shuffle_epi8(table, nibbles_to_bytes32(x.qs + 16 * k));
+      const __m256i mag = _mm256_abs_epi8(w), sc = scale(x, k);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        isum[t] = _mm256_add_epi32(isum[t],
+                                   dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + 32 * k), w), sc));
+    }
+    const float dx = Nib::kMul * fp16_to_fp32(x.d);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = iq_finish(isum[t], dx * y[t][b].d, acc[t]);
+  }
+};
+
+// T tokens (from t0) of one transcoded row: out[t * out_stride], dot_row's float order per token.
+template <class Fmt, int T>
+void transcoded_tile(int64_t nb, const typename Fmt::Block* x, const void* act, int t0, float* out, size_t out_stride) {
+  using A = typename Fmt::ActBlock;
+  const A* y[T];
+  __m256 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) {
+    y[t] = static_cast<const A*>(act) + size_t(t0 + t) * size_t(nb);
+    acc0[t] = acc1[t] = _mm256_setzero_ps();
+  }
+  constexpr size_t kB = sizeof(typename Fmt::Block);
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    prefetch_ahead(x + b, 2 * kB);
+    Fmt::template block_tokens<T>(x[b], y, b, acc0);
+    Fmt::template block_tokens<T>(x[b + 1], y, b + 1, acc1);
+  }
+  if (b < nb) Fmt::template block_tokens<T>(x[b], y, b, acc0);
+  for (int t = 0; t < T; ++t) out[size_t(t0 + t) * out_stride] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
+template <class Fmt, int T>
+void transcoded_tail(int n, int64_t nb, const typename Fmt::Block* x, const void* act, int t0, float* out,
+                     size_t out_stride) {
+  if constexpr (T > 0) {
+    if (n == T) transcoded_tile<Fmt, T>(nb, x, act, t0, out, out_stride);
+    else transcoded_tail<Fmt, T - 1>(n, nb, x, act, t0, out, out_stride);
+  }
+}
+
+// Tokens per prefill tile: T x 2 float accumulators + T int sums + a decoded vector fit AVX2's 16
+// registers with T = 2, AVX-512's 32 with T = 4.
+inline constexpr int kTranscodedToks = kAvx512 ? 4 : 2;
+
+// PackedFormat::gemm of a one-row group: tiles of kTranscodedToks tokens, then one of those left.
+template <class Fmt>
+void transcoded_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  const int64_t nb = n_in / Fmt::kBlock;
+  const auto* x = static_cast<const typename Fmt::Block*>(group);
+  int t0 = 0;
+  for (; t0 + kTranscodedToks <= ntok; t0 += kTranscodedToks)
+    transcoded_tile<Fmt, kTranscodedToks>(nb, x, act, t0, out, out_stride);
+  transcoded_tail<Fmt, kTranscodedToks - 1>(ntok - t0, nb, x, act, t0, out, out_stride);
+}
+
+// The activation rows of the transcoded forms: Q8_K as vec_dot reads them (this level's quantizer).
+inline void prepare_act_q8_K_rows(const float* x, int64_t n_in, void* dst) { quantize_row_q8_K(x, dst, n_in); }
+
+inline void register_transcoded_iquants(KernelTable& t) {
+  auto form = [&](DType type, const char* name, size_t (*group_bytes)(int64_t),
+                  void (*pack)(const void*, size_t, int, int64_t, void*), PackedGemmFn gemm, UnpackRowU8Fn unpack) {
+    PackedFormat f{1, name, group_bytes, pack, act_bytes_q8_K_rows, prepare_act_q8_K_rows, gemm};
+    f.resident_only = true;
+    f.unpack_u8 = unpack;
+    t.packed_of(type) = f;
+  };
+  form(DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::group_bytes, FormIQ3_S_T::pack, transcoded_gemm<FmtNibble<NibIQ3_S>>, unpack_u8_iq3_s_t);
+  form(DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::group_bytes, FormIQ2_XXS_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XXS>>,
+       unpack_u8_iq2_xxs_t);
+}

@@ -1,0 +1,198 @@
+// The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
+// kernels/x86/transcoded_iquants-inl.hpp), IQ3_S and IQ2_XXS: the transcode is exact (the same
+// weights and dequantized floats as the file's block, on random blocks covering every grid point),
+// its u8 GEMM form is the file's, the scalar oracle is the file's reference dot bit for bit, and at
+// every x86 level this CPU runs the PackedFormat's GEMM gives each token exactly the level's
+// vec_dot of the file's row, with 1 or many tokens. (Real files' blocks: tests/model/test_transcoded_model.cpp.)
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgellm/kernels/layouts/transcoded_iquants.hpp"
+#include "edgellm/kernels/select.hpp"
+#include "edgellm/quant/ref.hpp"
+
+#include "../test_util.hpp"
+#include "../transcoded_check.hpp"
+
+using namespace edgellm;
+using edgellm_test::uniform_floats;
+using edgellm_test::unpacks_as_file;
+
+namespace {
+
+// One transcoded form: the file's type, its transcoded block size and the layout's functions.
+struct TranscodedCase {
+  DType type;
+  const char* name;
+  size_t block_bytes;
+  void (*pack)(const void*, size_t, int, int64_t, void*);
+  void (*unpack_file)(const void* x, int b, int8_t* q);  // block b's weights
+  void (*unpack_t)(const void* t, int b, int8_t* q);
+  void (*dequantize_t)(const void* t, float* y, int64_t n);
+  UnpackRowU8Fn unpack_u8;
+  VecDotFn dot_file_ref;
+  void (*gemm_ref)(int64_t, const void*, const void*, int, float*, size_t);
+};
+
+template <class File, void (*UnpackFile)(const File&, int8_t*), class T, void (*Unpack)(const T&, int8_t*),
+          void (*Dequantize)(const T*, float*, int64_t)>
+TranscodedCase transcoded_case(DType type, const char* name, void (*pack)(const void*, size_t, int, int64_t, void*),
+                               UnpackRowU8Fn unpack_u8, VecDotFn dot_file_ref,
+                               void (*gemm_ref)(int64_t, const void*, const void*, int, float*, size_t)) {
+  return {type,
+          name,
+          sizeof(T),
+          pack,
+          [](const void* x, int b, int8_t* q) { UnpackFile(static_cast<const File*>(x)[b], q); },
+          [](const void* t, int b, int8_t* q) { Unpack(static_cast<const T*>(t)[b], q); },
+          [](const void* t, float* y, int64_t n) { Dequantize(static_cast<const T*>(t), y, n); },
+          unpack_u8,
+          dot_file_ref,
+          gemm_ref};
+}
+
+std::vector<TranscodedCase> transcoded_cases() {
+  return {transcoded_case<block_iq3_s, unpack_iq3_s, block_iq3_s_t, unpack_iq3_s_t, dequantize_row_iq3_s_t>(
+              DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::pack, unpack_u8_iq3_s_t, vec_dot_iq3_s_q8_K_ref, FormIQ3_S_T::gemm_ref),
+          transcoded_case<block_iq2_xxs, unpack_iq2_xxs, block_iq2_xxs_t, unpack_iq2_xxs_t, dequantize_row_iq2_xxs_t>(
+              DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::pack, unpack_u8_iq2_xxs_t, vec_dot_iq2_xxs_q8_K_ref,
+              FormIQ2_XXS_T::gemm_ref)};
+}
+
+// A row of n weights of the type from random bytes (every byte pattern of these types is a valid
+// block), each block's d a finite scale.
+std::vector<uint8_t> random_iq_row(std::mt19937& rng, DType type, int64_t n) {
+  std::vector<uint8_t> v(dtype_row_bytes(type, n));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> d(-0.05f, 0.05f);
+  for (uint8_t& b : v) b = uint8_t(byte(rng));
+  const size_t bb = dtype_row_bytes(type, QK_K);
+  for (size_t o = 0; o < v.size(); o += bb) {  // d is the first field of both block types
+    const uint16_t h = fp32_to_fp16_ref(d(rng));
+    std::memcpy(v.data() + o, &h, 2);
+  }
+  return v;
+}
+
+std::vector<uint8_t> transcoded_row(const TranscodedCase& c, const std::vector<uint8_t>& file, int64_t n) {
+  std::vector<uint8_t> t(size_t(n / QK_K) * c.block_bytes);
+  c.pack(file.data(), file.size(), 1, n, t.data());
+  return t;
+}
+
+std::vector<uint8_t> q8_K_rows(std::mt19937& rng, int64_t n, int ntok) {
+  std::vector<uint8_t> a(act_bytes_q8_K_rows(n) * size_t(ntok));
+  for (int t = 0; t < ntok; ++t) {
+    const auto x = uniform_floats(rng, n, -3.0f, 3.0f);
+    quantize_row_q8_K_ref(x.data(), reinterpret_cast<block_q8_K*>(a.data() + act_bytes_q8_K_rows(n) * size_t(t)), n);
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("transcoded i-quants keep every weight, dequantized float and u8 GEMM byte of the file's blocks") {
+  std::mt19937 rng(47);
+  for (const TranscodedCase& c : transcoded_cases()) {
+    CAPTURE(c.name);
+    // 64 blocks x 32 or 64 indexes: every grid point many times over
+    const int64_t n = 64 * QK_K;
+    const std::vector<uint8_t> x = random_iq_row(rng, c.type, n);
+    const std::vector<uint8_t> t = transcoded_row(c, x, n);
+    int differing = 0;
+    for (int b = 0; b < int(n / QK_K); ++b) {
+      int8_t qa[QK_K], qb[QK_K];
+      c.unpack_file(x.data(), b, qa);
+      c.unpack_t(t.data(), b, qb);
+      differing += std::memcmp(qa, qb, QK_K) != 0;
+    }
+    CHECK(differing == 0);
+    std::vector<float> fa(static_cast<size_t>(n)), fb(static_cast<size_t>(n));
+    dequantize_row(c.type, x.data(), fa.data(), n);
+    c.dequantize_t(t.data(), fb.data(), n);
+    CHECK(std::memcmp(fa.data(), fb.data(), sizeof(float) * size_t(n)) == 0);
+    CHECK(unpacks_as_file(c.type, x.data(), c.unpack_u8, t.data(), n));
+  }
+  CHECK_THROWS_AS(transcode::odd_nibble(2), Error);
+  CHECK_THROWS_AS(transcode::odd_nibble(-17), Error);
+  CHECK_THROWS_AS(transcode::iq2_nibble(9), Error);
+}
+
+TEST_CASE("transcoded i-quants: the scalar oracle is the file's reference dot bit for bit") {
+  std::mt19937 rng(48);
+  for (const TranscodedCase& c : transcoded_cases()) {
+    CAPTURE(c.name);
+    for (int64_t n : {256, 1280}) {
+      const std::vector<uint8_t> x = random_iq_row(rng, c.type, n);
+      const std::vector<uint8_t> t = transcoded_row(c, x, n);
+      const std::vector<uint8_t> a = q8_K_rows(rng, n, 3);
+      float out[3];
+      c.gemm_ref(n, t.data(), a.data(), 3, out, 1);
+      for (int k = 0; k < 3; ++k) {
+        const float want = c.dot_file_ref(int(n), x.data(), a.data() + act_bytes_q8_K_rows(n) * size_t(k));
+        CHECK(std::memcmp(&want, &out[k], sizeof want) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("transcoded i-quants: every x86 level's GEMM gives each token the level's vec_dot, bit for bit") {
+  std::mt19937 rng(49);
+  int levels = 0;
+  for (Isa isa : available_isas()) {
+    const KernelTable kt = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    const bool x86 = isa != Isa::Ref && isa != Isa::Neon && isa != Isa::Dotprod;
+    levels += x86;
+    for (const TranscodedCase& c : transcoded_cases()) {
+      CAPTURE(c.name);
+      const PackedFormat& pf = kt.packed_of(c.type);
+      if (!x86) {
+        CHECK(pf.rows == 0);  // the transcoded forms are x86 only (for now)
+        continue;
+      }
+      REQUIRE(pf.rows == 1);
+      CHECK(std::string(pf.name) == c.name);
+      CHECK(pf.resident_only);
+      CHECK((pf.unpack_u8 == c.unpack_u8));
+      const VecDotFn dot = kt.of(c.type).vec_dot;
+      for (int64_t n : {256, 768, 2048}) {  // 1, 3 (an odd block last) and 8 blocks
+        CAPTURE(n);
+        const std::vector<uint8_t> x = random_iq_row(rng, c.type, n);
+        REQUIRE(pf.group_bytes(n) == size_t(n / QK_K) * c.block_bytes);
+        std::vector<uint8_t> group(pf.group_bytes(n));
+        pf.pack(x.data(), x.size(), 1, n, group.data());
+        // prepare_act is the level's Q8_K quantizer (vec_dot's activations)
+        const size_t ab = pf.act_bytes(n);
+        REQUIRE(ab == dtype_row_bytes(DType::Q8_K, n));
+        for (int ntok : {1, 2, 3, 4, 5, 9}) {
+          CAPTURE(ntok);
+          std::vector<uint8_t> act(ab * size_t(ntok)), want_act(ab);
+          int differing = 0;
+          for (int t = 0; t < ntok; ++t) {
+            const auto f = uniform_floats(rng, n, -3.0f, 3.0f);
+            pf.prepare_act(f.data(), n, act.data() + ab * size_t(t));
+            kt.of(DType::Q8_K).from_float(f.data(), want_act.data(), n);
+            differing += std::memcmp(want_act.data(), act.data() + ab * size_t(t), ab) != 0;
+          }
+          CHECK(differing == 0);
+          std::vector<float> out(size_t(2 * ntok), NAN);
+          pf.gemm(n, group.data(), act.data(), ntok, out.data(), 2);  // out_stride 2: only even slots written
+          for (int t = 0; t < ntok; ++t) {
+            const float want = dot(int(n), x.data(), act.data() + ab * size_t(t));
+            CHECK(std::memcmp(&want, &out[size_t(2 * t)], sizeof want) == 0);
+            CHECK(std::isnan(out[size_t(2 * t + 1)]));
+          }
+        }
+      }
+    }
+  }
+  if (EDGELLM_HAS_X86_KERNELS) CHECK(levels > 0);
+}

@@ -1,0 +1,90 @@
+// The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S /
+// IQ2_XXS block of the shared files transcodes exactly (the same dequantized floats and u8 GEMM
+// form), and a model with those matrices transcoded at load gives the logits of the matrices read
+// in place bit for bit, prompt and decode steps; the memory plan counts the larger form. Skipped
+// without the shared data, or where the kernel table has no transcoded form.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <edgellm/kernels/layouts/transcoded_iquants.hpp>
+#include <edgellm/model/llama.hpp>
+
+#include "model_fixtures.hpp"
+#include "test_util.hpp"
+#include "transcoded_check.hpp"
+
+using namespace edgellm;
+using namespace edgellm_test;
+
+namespace {
+// A shared file and the type it has a transcoded form of.
+struct TranscodedFile {
+  std::string path;
+  DType type;
+  const char* form;  // its name in -v
+  void (*pack)(const void*, size_t, int, int64_t, void*);
+  size_t block_bytes;
+  void (*dequantize_t)(const void* t, float* y, int64_t n);
+  UnpackRowU8Fn unpack_u8;
+};
+std::vector<TranscodedFile> transcoded_files() {
+  return {{kData + "/iq/models/tiny-llama-256-IQ3_S-imat.gguf", DType::IQ3_S, "(iq3_s_t)", FormIQ3_S_T::pack,
+           sizeof(block_iq3_s_t),
+           [](const void* t, float* y, int64_t n) { dequantize_row_iq3_s_t(static_cast<const block_iq3_s_t*>(t), y, n); },
+           unpack_u8_iq3_s_t},
+          {kData + "/iq/models/tiny-llama-256-IQ2_XXS-imat.gguf", DType::IQ2_XXS, "(iq2_xxs_t)", FormIQ2_XXS_T::pack,
+           sizeof(block_iq2_xxs_t),
+           [](const void* t, float* y, int64_t n) { dequantize_row_iq2_xxs_t(static_cast<const block_iq2_xxs_t*>(t), y, n); },
+           unpack_u8_iq2_xxs_t}};
+}
+}  // namespace
+
+TEST_CASE("transcoded i-quants: every block of the shared IQ3_S and IQ2_XXS files transcodes exactly") {
+  for (const TranscodedFile& tf : transcoded_files()) {
+    CAPTURE(tf.path);
+    if (!path_exists(tf.path)) EDGELLM_SKIP(tf.path, " not found");
+    const GgufFile f = GgufFile::open(tf.path);
+    int tensors = 0;
+    for (const auto& t : f.tensors()) {
+      if (t.type != tf.type) continue;
+      CAPTURE(t.name);
+      ++tensors;
+      const int64_t n = t.n_elements();
+      std::vector<uint8_t> tc(size_t(n / QK_K) * tf.block_bytes);
+      tf.pack(t.data, 0, 1, n, tc.data());
+      std::vector<float> fa(static_cast<size_t>(n)), fb(static_cast<size_t>(n));
+      dequantize_row(tf.type, t.data, fa.data(), n);
+      tf.dequantize_t(tc.data(), fb.data(), n);
+      CHECK(std::memcmp(fa.data(), fb.data(), sizeof(float) * size_t(n)) == 0);
+      CHECK(unpacks_as_file(tf.type, t.data, tf.unpack_u8, tc.data(), n));
+    }
+    CHECK(tensors > 0);
+  }
+}
+
+TEST_CASE("transcoded i-quants: the transcoded model gives the in-place logits bit for bit, prompt and decode") {
+  for (const TranscodedFile& tf : transcoded_files()) {
+    CAPTURE(tf.path);
+    if (!path_exists(tf.path)) EDGELLM_SKIP(tf.path, " not found");
+    // The process's table with only the transcoded form: the K-quant matrices of the file's mix
+    // stay in place either way (their packed forms add in another float order, not what this tests).
+    KernelTable kt = kernels();
+    for (uint32_t id = 0; id < kDTypeCount; ++id)
+      if (DType(id) != tf.type) kt.packed[id] = PackedFormat{};
+    if (kt.packed_of(tf.type).rows == 0) EDGELLM_SKIP("no transcoded form on ", kt.f.variant);
+    const LlamaModel plain(GgufFile::open(tf.path), LoadOptions::all_resident(/*repack=*/false, &kt));
+    const LlamaModel tc(GgufFile::open(tf.path), LoadOptions::all_resident(/*repack=*/true, &kt));
+    CHECK(tc.weights().describe_repack().find(tf.form) != std::string::npos);
+    CHECK(tc.residency().weights > plain.residency().weights);  // the plan counts the larger form
+    const std::vector<int32_t> toks = {1, 17, 300, 4, 99, 250, 7, 480, 33, 5, 211, 64};
+    // a 9-token prompt (the u8 GEMM over the transcoded rows, unpack_u8) and a 3-token one (the
+    // transcoded GEMM against the type's vec_dot), then single-token steps (the transcoded GEMV)
+    for (int n_prompt : {9, 3}) {
+      CAPTURE(n_prompt);
+      CHECK(prompt_and_steps_logits(tc, toks, n_prompt, 64) == prompt_and_steps_logits(plain, toks, n_prompt, 64));
+    }
+  }
+}
