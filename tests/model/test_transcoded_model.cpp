@@ -88,3 +88,31 @@ TEST_CASE("transcoded i-quants: the transcoded model gives the in-place logits b
     }
   }
 }
+
+TEST_CASE("transcoded i-quants: a budget the file's forms fit and the transcoded ones do not keeps the file's forms") {
+  const TranscodedFile tf = transcoded_files().front();
+  if (!path_exists(tf.path)) EDGELLM_SKIP(tf.path, " not found");
+  const KernelTable& kt = kernels();
+  if (kt.packed_of(tf.type).rows == 0) EDGELLM_SKIP("no transcoded form on ", kt.f.variant);
+  KernelTable kt_file = kt;  // the same table without the transcoded form
+  kt_file.packed_of(tf.type) = PackedFormat{};
+  const LlamaModel plain(GgufFile::open(tf.path), LoadOptions::all_resident(/*repack=*/true, &kt));
+  const LlamaModel file_forms(GgufFile::open(tf.path), LoadOptions::all_resident(/*repack=*/true, &kt_file));
+  const ResidencyPlan& with = plain.residency();
+  const ResidencyPlan& without = file_forms.residency();
+  REQUIRE(with.weights > without.weights);
+  // Between the two: every matrix fits in the file's forms, not transcoded.
+  LoadOptions opt = LoadOptions::all_resident(/*repack=*/true, &kt);
+  opt.mem_budget = without.kv + without.scratch + without.weights + (with.weights - without.weights) / 2;
+  const LlamaModel fit(GgufFile::open(tf.path), opt);
+  CHECK_FALSE(fit.residency().streaming);
+  CHECK(fit.residency().weights == without.weights);
+  CHECK(fit.weights().describe_repack().find(tf.form) == std::string::npos);
+  const std::vector<int32_t> toks = {1, 17, 300, 4, 99, 250, 7};
+  CHECK(prompt_and_steps_logits(fit, toks, 4, 64) == prompt_and_steps_logits(file_forms, toks, 4, 64));
+  // With room for them, the transcoded forms.
+  opt.mem_budget = with.kv + with.scratch + with.weights + (uint64_t(1) << 20);
+  const LlamaModel roomy(GgufFile::open(tf.path), opt);
+  CHECK_FALSE(roomy.residency().streaming);
+  CHECK(roomy.weights().describe_repack().find(tf.form) != std::string::npos);
+}

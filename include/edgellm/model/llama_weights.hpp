@@ -89,6 +89,7 @@ struct LlamaWeights {
   std::vector<std::string> repacked;    // "<tensor> (<format>)" for each, in load order
   ResidencyPlan residency;              // what the budget kept resident and what streams
   bool resident_pinned = false;         // packed_memory is mlock'ed (streaming only)
+  bool transcoded_forms = true;         // resident-only forms taken (false: the plan streams; plan_transcoding)
   std::unique_ptr<WeightStream> stream; // the streamed matrices' I/O thread (null: all resident)
 
   static LlamaWeights from_gguf(const GgufFile& f, const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
@@ -157,17 +158,20 @@ struct LlamaWeights {
     return w;
   }
 
-  // The resident form of matrix m (model/residency.hpp).
-  static const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack) {
-    return edgellm::resident_format(kt, m, repack);
+  // The resident form of matrix m (model/residency.hpp), transcoded where the plan allows.
+  const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack) const {
+    return edgellm::resident_format(kt, m, repack, transcoded_forms);
   }
 
-  // The residency plan of these matrices under opt (model/residency.hpp).
+  // The residency plan of these matrices under opt (model/residency.hpp); sets transcoded_forms.
   ResidencyPlan plan_residency(const LlamaConfig& c, const KernelTable& kt, const LoadOptions& opt) {
-    std::vector<PlannedMatrix> mats;
-    for (const NamedMatrix& m : matrices(c.tied_embeddings))
-      mats.push_back(planned_matrix(*m.w, resident_format(kt, *m.w, opt.repack), m.unit_key));
-    return edgellm::plan_residency(mats, c, opt);
+    auto mats_of = [&](bool transcode) {
+      std::vector<PlannedMatrix> mats;
+      for (const NamedMatrix& m : matrices(c.tied_embeddings))
+        mats.push_back(planned_matrix(*m.w, edgellm::resident_format(kt, *m.w, opt.repack, transcode), m.unit_key));
+      return mats;
+    };
+    return plan_transcoding(mats_of, c, opt, &transcoded_forms);
   }
 
   // Streaming mode, at load: the resident matrices are read (O_DIRECT where possible, so the page

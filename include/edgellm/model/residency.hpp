@@ -90,10 +90,13 @@ class LoadProgress {
 // The context tools use when -c is 0: the training context, at most 4096.
 inline int default_context(const LlamaConfig& c) { return std::max(1, std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096)); }
 
-// The resident form of matrix m: its interleaved form when repack is on and the table has one.
-inline const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack) {
+// The resident form of matrix m: its interleaved form when repack is on and the table has one;
+// with transcode off, not a resident-only (transcoded) form (plan_transcoding says when).
+inline const PackedFormat* resident_format(const KernelTable& kt, const MatmulWeight& m, bool repack,
+                                           bool transcode = true) {
   if (!repack) return nullptr;
   const PackedFormat& pf = kt.packed_of(m.type);
+  if (pf.resident_only && !transcode) return nullptr;
   return pf.rows > 0 && pf.pack && pf.gemm && m.n_in % 32 == 0 ? &pf : nullptr;
 }
 // The form of matrix m when streamed: its resident form unless that is resident-only (a transcoded
@@ -286,6 +289,26 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, cons
   return plan_residency(mats, kv_bytes_at_ctx(c, mp), scratch_bytes(c, mp), mp.n_ctx, opt);
 }
 
+// The plan with or without the transcoded forms. Those are larger than the file's, so they are
+// taken only where every matrix then stays resident: a plan that streams keeps every matrix in a
+// form no larger than the file's (the storage, not the decode, sets its speed, and the smaller
+// forms leave more of the model resident). mats_of(transcode): the planned matrices, forms chosen
+// by resident_format(..., transcode). *transcode: whether the plan returned uses them.
+template <class MatsOf>
+inline ResidencyPlan plan_transcoding(MatsOf mats_of, const LlamaConfig& c, const LoadOptions& opt, bool* transcode) {
+  *transcode = true;
+  const std::vector<PlannedMatrix> mats = mats_of(true);
+  const bool any = std::any_of(mats.begin(), mats.end(), [](const PlannedMatrix& m) { return m.streams_file_form; });
+  if (!any) return plan_residency(mats, c, opt);
+  try {
+    ResidencyPlan p = plan_residency(mats, c, opt);
+    if (!p.streaming) return p;
+  } catch (const Error&) {  // below the streaming minimum: the file's forms may still fit
+  }
+  *transcode = false;
+  return plan_residency(mats_of(false), c, opt);
+}
+
 // ---- the loader's plan of a LLaMA shape at a quantization mix, without a file (DEPLOY.md) ----
 
 // The matrices LlamaWeights::matrices() plans for a file of this shape (model_tensors: the
@@ -293,7 +316,8 @@ inline ResidencyPlan plan_residency(const std::vector<PlannedMatrix>& mats, cons
 // under `mix` (mix_tensor_types), in the loader's order: per layer by matmul unit, the output
 // matrix (token_embd when tied) last. Their resident forms are those of opt.kernels when
 // opt.repack is on (null: the file's forms, on every machine the same).
-inline std::vector<PlannedMatrix> planned_matrices(const LlamaConfig& c, const QuantMix& mix, const LoadOptions& opt) {
+inline std::vector<PlannedMatrix> planned_matrices(const LlamaConfig& c, const QuantMix& mix, const LoadOptions& opt,
+                                                   bool transcode = true) {
   const std::vector<ModelTensor> mt = model_tensors(c);
   const std::vector<GgufTensorInfo> ts = detail::tensor_infos(mt);
   const std::vector<size_t> order = detail::tensor_file_order(ts);
@@ -308,7 +332,7 @@ inline std::vector<PlannedMatrix> planned_matrices(const LlamaConfig& c, const Q
     m.n_in = mt[i].n_in;
     m.n_out = mt[i].n_out;
     m.row_bytes = dtype_row_bytes(m.type, m.n_in);
-    return planned_matrix(m, opt.kernels ? resident_format(*opt.kernels, m, opt.repack) : nullptr, key);
+    return planned_matrix(m, opt.kernels ? resident_format(*opt.kernels, m, opt.repack, transcode) : nullptr, key);
   };
   std::vector<PlannedMatrix> v;
   std::vector<std::pair<int, size_t>> layer;  // (unit key, index in mt) of one layer's matrices
@@ -337,7 +361,8 @@ inline std::vector<PlannedMatrix> planned_matrices(const LlamaConfig& c, const Q
 // The plan LlamaModel makes under opt for a file of this shape quantized with `mix`
 // (planned_matrices): DEPLOY.md's "when it does not fit" tables.
 inline ResidencyPlan project_residency(const LlamaConfig& c, const QuantMix& mix, const LoadOptions& opt) {
-  return plan_residency(planned_matrices(c, mix, opt), c, opt);
+  bool transcode = true;
+  return plan_transcoding([&](bool t) { return planned_matrices(c, mix, opt, t); }, c, opt, &transcode);
 }
 
 // For -v: the plan in one or two lines. pinned: the resident matrices are mlock'ed; n_units: the
