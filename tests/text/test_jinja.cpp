@@ -95,6 +95,37 @@ TEST_CASE("jinja: scopes of for loops, macros, namespaces and set") {
   CHECK(render_template("{% with a = 3 %}{{ a }}{% endwith %}[{{ a }}]") == "3[]");
 }
 
+TEST_CASE("jinja: a namespace that holds itself is freed with the render") {
+  // A namespace is the one mutable object; Python's collector frees its cycles, so must we
+  // (the jinja fuzz target found the leak). `grab` keeps a weak handle on what the template made.
+  using edgellm::jinja::CallArgs;
+  using edgellm::jinja::Interpreter;
+  using edgellm::jinja::Value;
+  const char* kCycles[] = {
+      "{% set ns = namespace() %}{% set ns.me = ns %}{{ grab(ns) }}",
+      "{% set ns = namespace(a=1) %}{% set ns.l = [1, ns] %}{{ grab(ns) }}{{ ns.l[1].a }}",
+      "{% set ns = namespace() %}{% for x in [ns] %}{% set ns.loop = loop %}{% endfor %}{{ grab(ns) }}",
+      "{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}{{ grab(a) }}{{ grab(b) }}",
+  };
+  for (const char* src : kCycles) {
+    CAPTURE(src);
+    std::vector<std::weak_ptr<edgellm::jinja::DictObj>> made;
+    Value grab = Value::function("grab", [&made](Interpreter&, CallArgs& a) {
+      made.push_back(a.pos.at(0).dict_handle());
+      return Value("");
+    });
+    Template t(src);
+    const std::string out = t.render({{"grab", grab}});
+    REQUIRE(!made.empty());
+    for (const auto& w : made) CHECK(w.expired());
+  }
+  // A namespace the caller passes in is the caller's: the render leaves it whole.
+  Value mine = Value::ns();
+  CHECK(Template("{% set n.x = 2 %}{{ n.x }}").render({{"n", mine}}) == "2");
+  REQUIRE(mine.dict_obj().find(std::string_view("x")) != nullptr);
+  CHECK(mine.dict_obj().find(std::string_view("x"))->to_str() == "2");
+}
+
 TEST_CASE("jinja: Undefined as Jinja2's default Undefined") {
   CHECK(render_template("[{{ nope }}]") == "[]");
   CHECK(render_template("{{ nope is defined }}{{ nope|length }}{{ nope|default('d') }}") == "False0d");

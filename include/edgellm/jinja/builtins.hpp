@@ -1305,8 +1305,9 @@ inline void add_globals(Frame& g, std::function<std::string(const std::string&)>
           for (auto& kv : a.kw) d.dict_obj().set(Value(kv.first), kv.second);
           return d;
         }));
-  g.set("namespace", Value::function("namespace", [](Interpreter&, CallArgs& a) {
+  g.set("namespace", Value::function("namespace", [](Interpreter& in, CallArgs& a) {
           Value ns = Value::ns();
+          in.own_namespace(ns);
           if (a.pos.size() > 1) eval_fail("namespace expected at most 1 positional argument");
           if (!a.pos.empty()) {
             if (!a.pos[0].is_dict()) eval_fail("namespace: the positional argument must be a mapping");

@@ -53,6 +53,18 @@ const std::unordered_map<std::string, TestFn>& test_table();
 class Interpreter {
  public:
   explicit Interpreter(const Limits& lim) : lim_(lim) {}
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+  // A namespace is the one mutable object, so `{% set ns.me = ns %}` (or a list or loop holding ns)
+  // makes a reference cycle that shared ownership never frees; Python's collector does. Nothing the
+  // render made outlives it (it returns text), so the namespaces it made are emptied here.
+  ~Interpreter() {
+    for (const auto& w : namespaces_)
+      if (auto d = w.lock()) {
+        auto items = std::move(d->items);  // destroyed after d's list is empty
+        d->items.clear();
+      }
+  }
 
   std::string render(const Body& body, FrameP globals) {
     std::string out;
@@ -63,6 +75,7 @@ class Interpreter {
 
   // ---- used by the builtins ----
   const Limits& limits() const { return lim_; }
+  void own_namespace(const Value& ns) { namespaces_.push_back(ns.dict_handle()); }
   void check_size(size_t n) const {
     if (n > lim_.max_output)
       eval_fail("a value or the output would be ", n, " bytes, more than the limit of ", lim_.max_output);
@@ -99,6 +112,7 @@ class Interpreter {
   enum class Flow { Normal, Break, Continue };
   const Limits& lim_;
   std::string* out_ = nullptr;
+  std::vector<std::weak_ptr<DictObj>> namespaces_;  // the namespaces namespace() made
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   int loop_depth_ = 0;

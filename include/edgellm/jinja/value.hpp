@@ -163,6 +163,7 @@ class Value {
   bool is_generator() const { return is_iterator() && !list_->sized; }  // no len()
   const DictObj& dict_obj() const { return *dict_; }
   DictObj& dict_obj() { return *dict_; }
+  std::weak_ptr<DictObj> dict_handle() const { return dict_; }
   const FunctionObj& fn() const { return *fn_; }
   const std::shared_ptr<LoopState>& loop_state() const { return loop_; }
 
