@@ -1,5 +1,5 @@
 // The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
-// kernels/x86/transcoded_iquants-inl.hpp), IQ3_S and IQ2_XXS: the transcode is exact (the same
+// kernels/x86/transcoded_iquants-inl.hpp), IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS: the transcode is exact (the same
 // weights and dequantized floats as the file's block, on random blocks covering every grid point),
 // its u8 GEMM form is the file's, the scalar oracle is the file's reference dot bit for bit, and at
 // every x86 level this CPU runs the PackedFormat's GEMM gives each token exactly the level's
@@ -62,7 +62,25 @@ std::vector<TranscodedCase> transcoded_cases() {
               DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::pack, unpack_u8_iq3_s_t, vec_dot_iq3_s_q8_K_ref, FormIQ3_S_T::gemm_ref),
           transcoded_case<block_iq2_xxs, unpack_iq2_xxs, block_iq2_xxs_t, unpack_iq2_xxs_t, dequantize_row_iq2_xxs_t>(
               DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::pack, unpack_u8_iq2_xxs_t, vec_dot_iq2_xxs_q8_K_ref,
-              FormIQ2_XXS_T::gemm_ref)};
+              FormIQ2_XXS_T::gemm_ref),
+          transcoded_case<block_iq2_xs, unpack_iq2_xs, block_iq2_xs_t, unpack_iq2_xs_t, dequantize_row_iq2_xs_t>(
+              DType::IQ2_XS, "iq2_xs_t", FormIQ2_XS_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_xs_q8_K_ref,
+              FormIQ2_XS_T::gemm_ref),
+          transcoded_case<block_iq2_s, unpack_iq2_s, block_iq2_s_t, unpack_iq2_xs_t, dequantize_row_iq2_xs_t>(
+              DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_s_q8_K_ref, FormIQ2_S_T::gemm_ref),
+          transcoded_case<block_iq3_xxs, unpack_iq3_xxs, block_iq3_xxs_t, unpack_iq3_xxs_t, dequantize_row_iq3_xxs_t>(
+              DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::pack, unpack_u8_iq3_xxs_t, vec_dot_iq3_xxs_q8_K_ref,
+              FormIQ3_XXS_T::gemm_ref)};
+}
+
+// Every point of grid g: its nibble codes read back (Value) as its magnitudes.
+template <class G, size_t N, int (*Value)(uint8_t)>
+int grid_points_differing(const IqGrid<G, N>& grid, const G* nibbles) {
+  int differing = 0;
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = 0; j < sizeof(G); ++j)
+      differing += Value(uint8_t(nibbles[i] >> (8 * j)) & 15) != int((grid[i] >> (8 * j)) & 0xFF);
+  return differing;
 }
 
 // A row of n weights of the type from random bytes (every byte pattern of these types is a valid
@@ -122,6 +140,18 @@ TEST_CASE("transcoded i-quants keep every weight, dequantized float and u8 GEMM 
   CHECK_THROWS_AS(transcode::odd_nibble(2), Error);
   CHECK_THROWS_AS(transcode::odd_nibble(-17), Error);
   CHECK_THROWS_AS(transcode::iq2_nibble(9), Error);
+  CHECK_THROWS_AS(transcode::iq2_nibble(0), Error);
+  CHECK_THROWS_AS(transcode::iq3_xxs_nibble(60), Error);
+  CHECK_THROWS_AS(transcode::iq3_xxs_nibble(-63), Error);
+}
+
+TEST_CASE("transcoded i-quants: every grid point's nibble codes are its magnitudes") {
+  // (the random blocks above draw the IQ2_S grid's 1024 points 2048 times: some points not at all)
+  CHECK(grid_points_differing<uint32_t, 512, transcode::odd_value>(iq3s_grid, iq3_s_grid_nibbles()) == 0);
+  CHECK(grid_points_differing<uint64_t, 256, transcode::iq2_value>(iq2xxs_grid, iq2_xxs_grid_nibbles()) == 0);
+  CHECK(grid_points_differing<uint64_t, 512, transcode::iq2_value>(iq2xs_grid, iq2_xs_grid_nibbles()) == 0);
+  CHECK(grid_points_differing<uint64_t, 1024, transcode::iq2_value>(iq2s_grid, iq2_s_grid_nibbles()) == 0);
+  CHECK(grid_points_differing<uint32_t, 256, transcode::iq3_xxs_value>(iq3xxs_grid, iq3_xxs_grid_nibbles()) == 0);
 }
 
 TEST_CASE("transcoded i-quants: the scalar oracle is the file's reference dot bit for bit") {

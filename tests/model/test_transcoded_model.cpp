@@ -1,6 +1,6 @@
-// The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S /
-// IQ2_XXS block of the shared files transcodes exactly (the same dequantized floats and u8 GEMM
-// form), and a model with those matrices transcoded at load gives the logits of the matrices read
+// The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
+// IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS block of the shared files transcodes exactly (the same
+// dequantized floats and u8 GEMM form), and a model with those matrices transcoded at load gives the logits of the matrices read
 // in place bit for bit, prompt and decode steps; the memory plan counts the larger form. Skipped
 // without the shared data, or where the kernel table has no transcoded form.
 #include <doctest/doctest.h>
@@ -30,6 +30,9 @@ struct TranscodedFile {
   void (*dequantize_t)(const void* t, float* y, int64_t n);
   UnpackRowU8Fn unpack_u8;
 };
+void dequantize_iq2_xs_t(const void* t, float* y, int64_t n) {
+  dequantize_row_iq2_xs_t(static_cast<const block_iq2_xs_t*>(t), y, n);
+}
 std::vector<TranscodedFile> transcoded_files() {
   return {{kData + "/iq/models/tiny-llama-256-IQ3_S-imat.gguf", DType::IQ3_S, "(iq3_s_t)", FormIQ3_S_T::pack,
            sizeof(block_iq3_s_t),
@@ -38,11 +41,19 @@ std::vector<TranscodedFile> transcoded_files() {
           {kData + "/iq/models/tiny-llama-256-IQ2_XXS-imat.gguf", DType::IQ2_XXS, "(iq2_xxs_t)", FormIQ2_XXS_T::pack,
            sizeof(block_iq2_xxs_t),
            [](const void* t, float* y, int64_t n) { dequantize_row_iq2_xxs_t(static_cast<const block_iq2_xxs_t*>(t), y, n); },
-           unpack_u8_iq2_xxs_t}};
+           unpack_u8_iq2_xxs_t},
+          {kData + "/iq/models/tiny-llama-256-IQ2_XS-imat.gguf", DType::IQ2_XS, "(iq2_xs_t)", FormIQ2_XS_T::pack,
+           sizeof(block_iq2_xs_t), dequantize_iq2_xs_t, unpack_u8_iq2_xs_t},
+          {kData + "/iq/models/tiny-llama-256-IQ2_M-imat.gguf", DType::IQ2_S, "(iq2_s_t)", FormIQ2_S_T::pack,
+           sizeof(block_iq2_s_t), dequantize_iq2_xs_t, unpack_u8_iq2_xs_t},
+          {kData + "/iq/models/tiny-llama-256-IQ3_XXS-imat.gguf", DType::IQ3_XXS, "(iq3_xxs_t)", FormIQ3_XXS_T::pack,
+           sizeof(block_iq3_xxs_t),
+           [](const void* t, float* y, int64_t n) { dequantize_row_iq3_xxs_t(static_cast<const block_iq3_xxs_t*>(t), y, n); },
+           unpack_u8_iq3_xxs_t}};
 }
 }  // namespace
 
-TEST_CASE("transcoded i-quants: every block of the shared IQ3_S and IQ2_XXS files transcodes exactly") {
+TEST_CASE("transcoded i-quants: every block of the shared files of the transcoded types transcodes exactly") {
   for (const TranscodedFile& tf : transcoded_files()) {
     CAPTURE(tf.path);
     if (!path_exists(tf.path)) EDGELLM_SKIP(tf.path, " not found");

@@ -19,11 +19,17 @@
 //   in its sign words), the nibble of q = +-{8, 25, 43}[k]: k in bits 0..1, bit 3 set when q < 0.
 //   (A 3-bit form, 2-bit magnitudes and a sign plane, would take 3.19 bits per weight for a few
 //   more operations per vector; not built yet.)
+// IQ2_XS and IQ2_S -> iq2_xs_t (iq2_s_t the same layout), 138 bytes per 256 weights (4.31 bits per
+//   weight; the files: 74, 2.31 and 82, 2.56): d, the file's scales[8] unchanged (a 4-bit scale
+//   per 16 weights: nibble j % 2 of byte j / 2 for weights 16j ..), qs as iq2_xxs_t.
+// IQ3_XXS -> iq3_xxs_t, 134 bytes (4.19 bits per weight; the file: 98, 3.06): as iq2_xxs_t, the
+//   nibble of q = +-{4, 12, 20, 28, 36, 44, 52, 62}[k]: k in bits 0..2, bit 3 set when q < 0.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/kernels/layouts/unpack_u8.hpp"
@@ -51,17 +57,31 @@ inline uint8_t odd_nibble(int q) {
   return uint8_t((m - 1) / 2 | (q < 0 ? 8 : 0));
 }
 inline int odd_value(uint8_t n) { return (n & 8 ? -1 : 1) * (2 * (n & 7) + 1); }
+// The nibble of weight q in a table of values by nibble (codes (n & 7) < codes); throws on none.
+inline uint8_t table_nibble(int q, const int8_t (&values)[16], int codes, const char* type) {
+  for (uint8_t n = 0; n < 16; ++n)
+    if ((n & 7) < codes && values[n] == q) return n;
+  throw_error("transcode: weight ", q, " is not an ", type, " grid value");
+}
 // IQ2's grid values by nibble (codes 3..7 unused).
 inline constexpr int8_t kIq2Values[16] = {8, 25, 43, 0, 0, 0, 0, 0, -8, -25, -43, 0, 0, 0, 0, 0};
-inline uint8_t iq2_nibble(int q) {
-  for (uint8_t n = 0; n < 16; ++n)
-    if ((n & 7) < 3 && kIq2Values[n] == q) return n;
-  throw_error("transcode: weight ", q, " is not an IQ2 grid value");
-}
+inline uint8_t iq2_nibble(int q) { return table_nibble(q, kIq2Values, 3, "IQ2"); }
 inline int iq2_value(uint8_t n) { return kIq2Values[n & 15]; }
+// IQ3_XXS's grid values by nibble.
+inline constexpr int8_t kIq3XxsValues[16] = {4, 12, 20, 28, 36, 44, 52, 62, -4, -12, -20, -28, -36, -44, -52, -62};
+inline uint8_t iq3_xxs_nibble(int q) { return table_nibble(q, kIq3XxsValues, 8, "IQ3_XXS"); }
+inline int iq3_xxs_value(uint8_t n) { return kIq3XxsValues[n & 15]; }
 // The 4-bit scale of 32 weights ib32 in the forms' scales (nibble ib32 % 2 of byte ib32 / 2).
 template <class T>
 inline uint32_t nibble_scale(const T& t, int ib32) { return (t.scales[ib32 / 2] >> (4 * (ib32 % 2))) & 0xF; }
+// Its u8 GEMM integer scale 2s + 1, and ggml's float scale d * (0.5 + s) / kInv (IQ3_XXS: kInv 2).
+template <class T>
+inline int odd_sc(const T& t, int ib32) { return 2 * int(nibble_scale(t, ib32)) + 1; }
+template <class T, int kInv>
+inline float half_odd_dl(float d, const T& t, int ib32) {
+  EDGELLM_EXACT_FP_SCOPE
+  return d * (0.5f + float(nibble_scale(t, ib32))) * (1.0f / float(kInv));
+}
 // A block's weights q from its nibbles (qs[16 v + j]: weights 32v + j low, 32v + 16 + j high).
 template <class T, int (*Value)(uint8_t)>
 inline void unpack_nibbles(const T& t, int8_t* q) {
@@ -92,6 +112,30 @@ inline uint64_t iq2_u8(uint64_t nibbles) {
   const uint64_t t = (k << 4) + k + ((k >> 1) & kOnes), neg = negative_bytes(nibbles);
   return ((51 * kOnes + t) & ~neg) | ((35 * kOnes - t) & neg);
 }
+// IQ3_XXS (kOff 62): m = 8k + 4, + 2 for k = 7 (62); u = 62 + m, or 62 - m when negative.
+inline uint64_t iq3_xxs_u8(uint64_t nibbles) {
+  const uint64_t k = nibbles & (7 * kOnes);
+  const uint64_t m = (k << 3) + 4 * kOnes + (((k + kOnes) >> 2) & (2 * kOnes)), neg = negative_bytes(nibbles);
+  return ((62 * kOnes + m) & ~neg) | ((62 * kOnes - m) & neg);
+}
+// The 16 bytes of each vector v of a form of 8-weight groups (iq2_xxs_t ...): Group(v, l) gives
+// group l's (weights 32v + 8l .. + 7) magnitude codes, one a byte, and its 8 sign bits (bit j:
+// weight j negative); the signs go to the codes' bit 3, the group to the low (l < 2) or high
+// nibbles of bytes 8 (l % 2) .. + 7.
+template <class Group>
+inline void put_groups8(uint8_t* qs, Group&& group) {
+  for (int v = 0; v < QK_K / 32; ++v) {
+    uint64_t out[2] = {0, 0};
+    for (int l = 0; l < 4; ++l) {
+      const std::pair<uint64_t, uint8_t> g = group(v, l);
+      const uint64_t bits = (uint64_t(g.second) * kOnes) & 0x8040201008040201ull;
+      const uint64_t neg = (((bits + 0x7F7F7F7F7F7F7F7Full) | bits) & 0x8080808080808080ull) >> 4;  // 0x08 per set bit
+      const uint64_t w = g.first | neg;
+      out[l % 2] |= l < 2 ? w : w << 4;
+    }
+    std::memcpy(qs + 16 * v, out, sizeof out);
+  }
+}
 }  // namespace transcode
 
 // The activation form: Q8_K blocks as the type's vec_dot reads them.
@@ -99,8 +143,9 @@ inline size_t act_bytes_q8_K_rows(int64_t n_in) { return size_t(n_in / QK_K) * s
 // A nibble form's PackedFormat pieces (rows = 1: a group is a row's blocks in order) and its scalar
 // oracle: the file's reference dot (detail::vec_dot_iq_odd_scales) over the transcoded weights,
 // equal to it bit for bit, and the gemm of a one-row group over it.
+// Scale(t, s) is the 4-bit scale of sub-block s of kSub weights.
 template <class File, class T, void (*Transcode)(const File&, T&), void (*Unpack)(const T&, int8_t*),
-          uint32_t (*Scale)(const T&, int), int kInvScale>
+          uint32_t (*Scale)(const T&, int), int kInvScale, int kSub = 32>
 struct TranscodedForm {
   static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(T); }
   static void pack(const void* src, size_t, int count, int64_t n_in, void* dst) {
@@ -110,7 +155,7 @@ struct TranscodedForm {
     for (int64_t b = 0; b < n_in / QK_K; ++b) Transcode(x[b], t[b]);
   }
   static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-    return detail::vec_dot_iq_odd_scales<T, 32, Unpack, Scale, kInvScale>(n, w, a);
+    return detail::vec_dot_iq_odd_scales<T, kSub, Unpack, Scale, kInvScale>(n, w, a);
   }
   static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
     for (int t = 0; t < ntok; ++t)
@@ -195,18 +240,11 @@ inline void transcode_iq2_xxs(const block_iq2_xxs& x, block_iq2_xxs_t& t) {
   const uint64_t* nib = iq2_xxs_grid_nibbles();
   t.d = x.d;
   std::memset(t.scales, 0, sizeof t.scales);
-  for (int v = 0; v < QK_K / 32; ++v) {
+  for (int v = 0; v < QK_K / 32; ++v) t.scales[v / 2] |= uint8_t((detail::load_u32(x.qs + 4 * v + 2) >> 28) << (4 * (v % 2)));
+  transcode::put_groups8(t.qs, [&](int v, int l) {
     const uint32_t idx = detail::load_u32(x.qs + 4 * v), sgn = detail::load_u32(x.qs + 4 * v + 2);
-    t.scales[v / 2] |= uint8_t((sgn >> 28) << (4 * (v % 2)));
-    uint64_t out[2] = {0, 0};
-    for (int l = 0; l < 4; ++l) {
-      const uint64_t bits = (uint64_t(ksigns_iq2xs[(sgn >> (7 * l)) & 127]) * transcode::kOnes) & 0x8040201008040201ull;
-      const uint64_t neg = (((bits + 0x7F7F7F7F7F7F7F7Full) | bits) & 0x8080808080808080ull) >> 4;  // 0x08 per set bit
-      const uint64_t w = nib[(idx >> (8 * l)) & 255] | neg;
-      out[l % 2] |= l < 2 ? w : w << 4;
-    }
-    std::memcpy(t.qs + 16 * v, out, sizeof out);
-  }
+    return std::make_pair(nib[(idx >> (8 * l)) & 255], ksigns_iq2xs[(sgn >> (7 * l)) & 127]);
+  });
 }
 inline void unpack_iq2_xxs_t(const block_iq2_xxs_t& t, int8_t* q) {
   transcode::unpack_nibbles<block_iq2_xxs_t, transcode::iq2_value>(t, q);
@@ -228,6 +266,100 @@ inline void unpack_u8_iq2_xxs_t(const void* row, int64_t n, uint8_t* u, float* s
 }
 using FormIQ2_XXS_T =
     TranscodedForm<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs, unpack_iq2_xxs_t, iq2_xxs_t_scale, 8>;
+
+
+// ---- IQ2_XS and IQ2_S ----
+
+struct block_iq2_xs_t {
+  ggml_half d;
+  uint8_t scales[QK_K / 32];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq2_xs_t) == 138, "wrong iq2_xs_t block size/padding");
+using block_iq2_s_t = block_iq2_xs_t;
+
+inline const uint64_t* iq2_xs_grid_nibbles() {
+  static const std::array<uint64_t, 512> table = grid_nibbles<uint64_t, 512, transcode::iq2_nibble>(iq2xs_grid);
+  return table.data();
+}
+inline const uint64_t* iq2_s_grid_nibbles() {
+  static const std::array<uint64_t, 1024> table = grid_nibbles<uint64_t, 1024, transcode::iq2_nibble>(iq2s_grid);
+  return table.data();
+}
+// Group l of vector v: word 4v + l's 9-bit index and 7 sign bits (ksigns_iq2xs).
+inline void transcode_iq2_xs(const block_iq2_xs& x, block_iq2_xs_t& t) {
+  const uint64_t* nib = iq2_xs_grid_nibbles();
+  t.d = x.d;
+  std::memcpy(t.scales, x.scales, sizeof t.scales);
+  transcode::put_groups8(t.qs, [&](int v, int l) {
+    const uint16_t w = x.qs[4 * v + l];
+    return std::make_pair(nib[w & 511], ksigns_iq2xs[w >> 9]);
+  });
+}
+// Group g = 4v + l: index byte g with 2 bits of qh[v], sign byte g of the second half of qs.
+inline void transcode_iq2_s(const block_iq2_s& x, block_iq2_s_t& t) {
+  const uint64_t* nib = iq2_s_grid_nibbles();
+  t.d = x.d;
+  std::memcpy(t.scales, x.scales, sizeof t.scales);
+  transcode::put_groups8(t.qs, [&](int v, int l) {
+    const int g = 4 * v + l;
+    const uint32_t idx = x.qs[g] | ((uint32_t(x.qh[v]) << (8 - 2 * l)) & 0x300);
+    return std::make_pair(nib[idx], x.qs[QK_K / 8 + g]);
+  });
+}
+inline void unpack_iq2_xs_t(const block_iq2_xs_t& t, int8_t* q) { transcode::unpack_nibbles<block_iq2_xs_t, transcode::iq2_value>(t, q); }
+// y = d * (0.5 + s) * 0.25 * q, s per 16 weights (iq2_dl16 reads the same scales), as dequantize_row_iq2_xs / _s.
+inline void dequantize_row_iq2_xs_t(const block_iq2_xs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq2_xs_t, QK_K, 16, unpack_iq2_xs_t, iq2_dl16<block_iq2_xs_t>>(x, y, k);
+}
+// unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 per 16 under d / 8.
+inline void unpack_u8_iq2_xs_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq2_xs_t, QK_K, 16, 43, transcode::nibbles_u8<block_iq2_xs_t, transcode::iq2_u8>,
+                    unpack::iq2_sc16<block_iq2_xs_t>, 3>(static_cast<const block_iq2_xs_t*>(row), n / QK_K, u, s, m, ks);
+}
+using FormIQ2_XS_T =
+    TranscodedForm<block_iq2_xs, block_iq2_xs_t, transcode_iq2_xs, unpack_iq2_xs_t, iq2_scale16<block_iq2_xs_t>, 8, 16>;
+using FormIQ2_S_T =
+    TranscodedForm<block_iq2_s, block_iq2_s_t, transcode_iq2_s, unpack_iq2_xs_t, iq2_scale16<block_iq2_s_t>, 8, 16>;
+
+// ---- IQ3_XXS ----
+
+using block_iq3_xxs_t = block_iq2_xxs_t;  // the same layout, IQ3_XXS's codes in the nibbles
+
+inline const uint32_t* iq3_xxs_grid_nibbles() {
+  static const std::array<uint32_t, 256> table = grid_nibbles<uint32_t, 256, transcode::iq3_xxs_nibble>(iq3xxs_grid);
+  return table.data();
+}
+// Group l of vector v: points 8v + 2l and + 1 (4 weights each), the sign bits (ksigns_iq2xs) of
+// bits 7l .. of the vector's sign word, whose top 4 bits are its scale.
+inline void transcode_iq3_xxs(const block_iq3_xxs& x, block_iq3_xxs_t& t) {
+  const uint32_t* nib = iq3_xxs_grid_nibbles();
+  const uint8_t* signs = x.qs + QK_K / 4;
+  t.d = x.d;
+  std::memset(t.scales, 0, sizeof t.scales);
+  for (int v = 0; v < QK_K / 32; ++v) t.scales[v / 2] |= uint8_t((detail::load_u32(signs + 4 * v) >> 28) << (4 * (v % 2)));
+  transcode::put_groups8(t.qs, [&](int v, int l) {
+    const uint8_t* p = x.qs + 8 * v + 2 * l;
+    return std::make_pair(nib[p[0]] | uint64_t(nib[p[1]]) << 32,
+                          ksigns_iq2xs[(detail::load_u32(signs + 4 * v) >> (7 * l)) & 127]);
+  });
+}
+inline void unpack_iq3_xxs_t(const block_iq3_xxs_t& t, int8_t* q) {
+  transcode::unpack_nibbles<block_iq3_xxs_t, transcode::iq3_xxs_value>(t, q);
+}
+// y = d * (0.5 + s) * 0.5 * q, as dequantize_row_iq3_xxs.
+inline void dequantize_row_iq3_xxs_t(const block_iq3_xxs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq3_xxs_t, QK_K, 32, unpack_iq3_xxs_t, transcode::half_odd_dl<block_iq3_xxs_t, 2>>(
+      x, y, k);
+}
+// unpack_row_u8's form: u = q + 62, the integer scale 2s + 1 under d / 4.
+inline void unpack_u8_iq3_xxs_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq3_xxs_t, QK_K, 32, 62, transcode::nibbles_u8<block_iq3_xxs_t, transcode::iq3_xxs_u8>,
+                    transcode::odd_sc<block_iq3_xxs_t>, 2>(static_cast<const block_iq3_xxs_t*>(row), n / QK_K, u, s, m,
+                                                           ks);
+}
+using FormIQ3_XXS_T = TranscodedForm<block_iq3_xxs, block_iq3_xxs_t, transcode_iq3_xxs, unpack_iq3_xxs_t,
+                                     transcode::nibble_scale<block_iq3_xxs_t>, 4>;
 
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END

@@ -1,16 +1,37 @@
 // x86 kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp), the
-// PackedFormats of the resident IQ3_S and IQ2_XXS matrices at every level: one row a group, the
-// row's blocks in order. Per 32-weight vector they make, with a shift, a mask and a byte shuffle
-// instead of 4 or 8 grid loads, exactly the magnitude bytes, signed activation and int16 scale of
-// the file form's kernel (FmtIQ3_S, FmtIQ2_XXS in dot_iquants-inl.hpp), so the int32 lanes are its
-// lanes; the blocks' float steps (iq_finish, two accumulators by block parity, one horizontal sum)
-// are dot_row's: decode equals vec_dot bit for bit, and so does the GEMM of a few tokens (each
-// block decoded once for a tile of tokens). From 4 tokens prefill takes the u8 GEMM (unpack_u8).
+// PackedFormats of the resident IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS matrices at every level:
+// one row a group, the row's blocks in order. Per 32-weight vector they make, with a shift, a mask
+// and a byte shuffle instead of 4 or 8 grid loads, exactly the magnitude bytes, signed activation
+// and int16 scales of the file form's kernel (FmtIQ3_S, FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S, FmtIQ3_XXS
+// in dot_iquants-inl.hpp), so the int32 lanes are its lanes; the blocks' float steps (iq_finish,
+// two accumulators by block parity, one horizontal sum) are dot_row's: decode equals vec_dot bit
+// for bit, and so does the GEMM of a few tokens (each block decoded once for a tile of tokens).
+// From 4 tokens prefill takes the u8 GEMM (unpack_u8).
 // Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
-// The nibble forms' weights by nibble (bit 3: negative), the byte table of a shuffle.
+// A block's int16 scales 2s + 1 under vector k's weights (at<k>()): a 4-bit scale s per 32 weights
+// (nibble k % 2 of scales[k / 2]), or per 16 (GroupScales16: scales 2k and 2k + 1 under the
+// vector's weights 0..15 and 16..31), as the file forms' kernels apply them.
+struct NibScales32 {
+  const uint8_t* sc;
+  template <class Block>
+  explicit NibScales32(const Block& x) : sc(x.scales) {}
+  template <int k>
+  __m256i at() const { return _mm256_set1_epi16(short(2 * ((sc[k / 2] >> (4 * (k & 1))) & 15) + 1)); }
+};
+struct NibScales16 {
+  GroupScales16 g;
+  template <class Block>
+  explicit NibScales16(const Block& x) : g(odd_scales16(x.scales)) {}
+  template <int k>
+  __m256i at() const { return g.template pair<k>(); }
+};
+
+// The nibble forms' weights by nibble (bit 3: negative), the byte table of a shuffle; the scales;
+// the file form kernel's constant factor.
 struct NibIQ3_S {
   using Block = block_iq3_s_t;
+  using Scales = NibScales32;
   static constexpr float kMul = 1.0f;  // FmtIQ3_S: d * y.d
   static __m256i table() {
     return _mm256_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15, 1, 3, 5, 7, 9, 11, 13, 15, -1,
@@ -19,20 +40,48 @@ struct NibIQ3_S {
 };
 struct NibIQ2_XXS {
   using Block = block_iq2_xxs_t;
+  using Scales = NibScales32;
   static constexpr float kMul = 0.125f;  // FmtIQ2_XXS: 0.125f * d * y.d
   static __m256i table() {
     return _mm256_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, -8, -25, -43, 0, 0, 0, 0, 0, 8, 25, 43, 0, 0, 0, 0, 0, -8, -25,
                             -43, 0, 0, 0, 0, 0);
   }
 };
+// iq2_xs_t and iq2_s_t: IQ2's values, a scale per 16 (FmtIQ2_XS, FmtIQ2_S: 0.125f * d * y.d).
+struct NibIQ2_XS : NibIQ2_XXS {
+  using Block = block_iq2_xs_t;
+  using Scales = NibScales16;
+};
+struct NibIQ3_XXS {
+  using Block = block_iq3_xxs_t;
+  using Scales = NibScales32;
+  static constexpr float kMul = 0.25f;  // FmtIQ3_XXS: 0.25f * d * y.d
+  static __m256i table() {
+    return _mm256_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, -4, -12, -20, -28, -36, -44, -52, -62, 4, 12, 20, 28, 36, 44,
+                            52, 62, -4, -12, -20, -28, -36, -44, -52, -62);
+  }
+};
 
-// A nibble form (iq3_s_t, iq2_xxs_t: a 4-bit scale per 32 weights), a block for T tokens at once.
+// A nibble form (iq3_s_t, iq2_xxs_t, iq2_xs_t, iq3_xxs_t), a block for T tokens at once.
 template <class Nib>
 struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K> {
   using Block = typename Nib::Block;
   using ActBlock = block_q8_K;
-  static __m256i scale(const Block& x, int k) {
-    return _mm256_set1_epi16(short(2 * ((x.scales[k / 2] >> (4 * (k & 1))) & 15) + 1));
+  // Vector k of block b for T tokens: isum[t] += its scaled sums.
+  template <int T, int k>
+  static void vec_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, const typename Nib::Scales& sc,
+                         __m256i table, __m256i (&isum)[T]) {
+    const __m256i w = _mm256_shuffle_epi8(table, nibbles_to_bytes32(x.qs + 16 * k));
+    const __m256i mag = _mm256_abs_epi8(w), s16 = sc.template at<k>();
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+      isum[t] = _mm256_add_epi32(isum[t], dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + 32 * k), w), s16));
+  }
+  template <int T, size_t... K>
+  static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T], std::index_sequence<K...>) {
+    const typename Nib::Scales sc(x);
+    const __m256i table = Nib::table();
+    (vec_tokens<T, int(K)>(x, y, b, sc, table, isum), ...);
   }
   // Block b of the row for T tokens (activation rows y[t]), each vector decoded once: acc[t] gets
   // the block's step. The integer sums' order differs from the file form's, their values do not.
@@ -40,16 +89,7 @@ struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K> {
   static void block_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    const __m256i table = Nib::table();
-#pragma GCC unroll 8
-    for (int k = 0; k < QK_K / 32; ++k) {
-      const __m256i w = _mm256_shuffle_epi8(table, nibbles_to_bytes32(x.qs + 16 * k));
-      const __m256i mag = _mm256_abs_epi8(w), sc = scale(x, k);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        isum[t] = _mm256_add_epi32(isum[t],
-                                   dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + 32 * k), w), sc));
-    }
+    vectors<T>(x, y, b, isum, std::make_index_sequence<QK_K / 32>{});
     const float dx = Nib::kMul * fp16_to_fp32(x.d);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = iq_finish(isum[t], dx * y[t][b].d, acc[t]);
@@ -115,4 +155,10 @@ inline void register_transcoded_iquants(KernelTable& t) {
   form(DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::group_bytes, FormIQ3_S_T::pack, transcoded_gemm<FmtNibble<NibIQ3_S>>, unpack_u8_iq3_s_t);
   form(DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::group_bytes, FormIQ2_XXS_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XXS>>,
        unpack_u8_iq2_xxs_t);
+  form(DType::IQ2_XS, "iq2_xs_t", FormIQ2_XS_T::group_bytes, FormIQ2_XS_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XS>>,
+       unpack_u8_iq2_xs_t);
+  form(DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::group_bytes, FormIQ2_S_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XS>>,
+       unpack_u8_iq2_xs_t);
+  form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack,
+       transcoded_gemm<FmtNibble<NibIQ3_XXS>>, unpack_u8_iq3_xxs_t);
 }
