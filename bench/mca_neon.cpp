@@ -77,6 +77,26 @@ EDGELLM_MCA_ROW(mca_iq4_nl, iq4_nl_row<FmtIQ4_NL, DotSdot>)
 EDGELLM_MCA_ROWS(mca_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotSdot>)
 EDGELLM_MCA_ROW(mca_v80_iq4_nl, iq4_nl_row<FmtIQ4_NL, DotV80>)
 EDGELLM_MCA_ROWS(mca_v80_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotV80>)
+
+// Transcoded i-quant forms (neon/transcoded_iquants.hpp): decode (one token: the file form's row
+// driver over the nibble blocks; the loop is one super-block) and the prefill tile of kNibbleToks
+// tokens (the loop is one super-block for all of them).
+#define EDGELLM_MCA_NIBBLE_TILE(name, Nib, D)                                                          \
+  extern "C" __attribute__((noinline)) void name(int64_t nb, const void* x, const void* a, float* out) { \
+    constexpr int T = kNibbleToks;                                                                     \
+    const auto* y = static_cast<const edgellm::block_q8_K*>(a);                                        \
+    const edgellm::block_q8_K* yt[T];                                                                  \
+    for (int t = 0; t < T; ++t) yt[t] = y + t * nb;                                                    \
+    float sumf[T];                                                                                     \
+    nibble_tile<Nib, D, T>(nb, static_cast<const Nib::Block*>(x), yt, sumf);                            \
+    for (int t = 0; t < T; ++t) out[t] = sumf[t];                                                      \
+  }
+#define EDGELLM_MCA_NIBBLE(t, Nib)                         \
+  EDGELLM_MCA_IQ(t, NibbleIq<Nib>)                         \
+  EDGELLM_MCA_NIBBLE_TILE(mca_tile_##t, Nib, DotSdot)      \
+  EDGELLM_MCA_NIBBLE_TILE(mca_v80_tile_##t, Nib, DotV80)
+EDGELLM_MCA_NIBBLE(iq3_s_t, NibIQ3_S)
+EDGELLM_MCA_NIBBLE(iq2_xxs_t, NibIQ2_XXS)
 #endif
 
 // ---- packed x4 K-quants (neon/packed_kquants.hpp): decode (one token), one group of 4 rows; the

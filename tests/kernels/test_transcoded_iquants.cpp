@@ -1,9 +1,11 @@
 // The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
-// kernels/x86/transcoded_iquants-inl.hpp), IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS: the transcode is exact (the same
-// weights and dequantized floats as the file's block, on random blocks covering every grid point),
-// its u8 GEMM form is the file's, the scalar oracle is the file's reference dot bit for bit, and at
-// every x86 level this CPU runs the PackedFormat's GEMM gives each token exactly the level's
-// vec_dot of the file's row, with 1 or many tokens. (Real files' blocks: tests/model/test_transcoded_model.cpp.)
+// kernels/x86/transcoded_iquants-inl.hpp, kernels/neon/transcoded_iquants.hpp), IQ3_S, IQ2_XXS,
+// IQ2_XS, IQ2_S and IQ3_XXS (NEON: IQ3_S and IQ2_XXS): the transcode is exact (the same weights and
+// dequantized floats as the file's block, on random blocks covering every grid point), its u8 GEMM
+// form is the file's, the scalar oracle is the file's reference dot bit for bit, and at every x86
+// level and NEON table (ARMv8.0, dotprod) this CPU runs the PackedFormat's GEMM gives each token
+// exactly the level's vec_dot of the file's row, with 1 or many tokens. (Real files' blocks:
+// tests/model/test_transcoded_model.cpp.)
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -172,20 +174,20 @@ TEST_CASE("transcoded i-quants: the scalar oracle is the file's reference dot bi
   }
 }
 
-TEST_CASE("transcoded i-quants: every x86 level's GEMM gives each token the level's vec_dot, bit for bit") {
+TEST_CASE("transcoded i-quants: every x86 level's and NEON table's GEMM gives each token its vec_dot, bit for bit") {
   std::mt19937 rng(49);
   int levels = 0;
   for (Isa isa : available_isas()) {
     const KernelTable kt = make_kernel_table(isa);
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
-    const bool x86 = isa != Isa::Ref && isa != Isa::Neon && isa != Isa::Dotprod;
-    levels += x86;
+    const bool simd = isa != Isa::Ref;  // x86 levels, NEON ARMv8.0 and dotprod
+    levels += simd;
     for (const TranscodedCase& c : transcoded_cases()) {
       CAPTURE(c.name);
       const PackedFormat& pf = kt.packed_of(c.type);
-      if (!x86) {
-        CHECK(pf.rows == 0);  // the transcoded forms are x86 only (for now)
+      if (!simd) {
+        CHECK(pf.rows == 0);  // the scalar table reads the file's form
         continue;
       }
       REQUIRE(pf.rows == 1);
@@ -202,7 +204,7 @@ TEST_CASE("transcoded i-quants: every x86 level's GEMM gives each token the leve
         // prepare_act is the level's Q8_K quantizer (vec_dot's activations)
         const size_t ab = pf.act_bytes(n);
         REQUIRE(ab == dtype_row_bytes(DType::Q8_K, n));
-        for (int ntok : {1, 2, 3, 4, 5, 9}) {
+        for (int ntok : {1, 2, 3, 4, 5, 6, 9}) {
           CAPTURE(ntok);
           std::vector<uint8_t> act(ab * size_t(ntok)), want_act(ab);
           int differing = 0;
@@ -224,5 +226,5 @@ TEST_CASE("transcoded i-quants: every x86 level's GEMM gives each token the leve
       }
     }
   }
-  if (EDGELLM_HAS_X86_KERNELS) CHECK(levels > 0);
+  if (EDGELLM_HAS_X86_KERNELS || EDGELLM_HAS_NEON) CHECK(levels > 0);
 }

@@ -160,6 +160,15 @@ EDGELLM_NEON_INLINE void widen_u8x8(uint8x8_t s, int32x4_t sc[2]) {
   sc[0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(s16)));
   sc[1] = vreinterpretq_s32_u32(vmovl_high_u16(s16));
 }
+// 4 bytes of two 4-bit scales s each (sub-block order: low nibble of byte 0, high nibble of byte 0,
+// low of byte 1, ...) -> the 8 scales 2 s + 1 as two int32x4 (IQ3_S and the transcoded forms).
+EDGELLM_NEON_INLINE void odd_nibble_scales8(const uint8_t* scales, int32x4_t sc[2]) {
+  uint32_t sw;
+  std::memcpy(&sw, scales, 4);
+  const uint8x8_t b = vcreate_u8(uint64_t(sw) * 0x100000001ull);
+  const uint8x8_t nib = vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
+  widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
+}
 // 8 bytes of two 4-bit scales each (low nibble first) -> 16 scales 2 s + 1 as
 // four int32x4.
 EDGELLM_NEON_INLINE void nibble_scales16(const uint8_t* p, int32x4_t sc[4]) {
@@ -361,14 +370,8 @@ struct IQ3S : IqFormat<block_iq3_s, true, 1, Deferred::kBoth> {
   // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 389 -> 372, ARMv8.0 418 -> 415
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
-    uint32_t sw;
-    std::memcpy(&sw, x.scales, 4);
-    // sub-block order 0..7 = low nibble of byte 0, high nibble of byte 0, low
-    // of byte 1, ...
-    const uint8x8_t b = vcreate_u8(uint64_t(sw) * 0x100000001ull);
-    const uint8x8_t nib = vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
     int32x4_t sc[2];
-    widen_u8x8(vsli_n_u8(vdup_n_u8(1), nib, 1), sc);
+    odd_nibble_scales8(x.scales, sc);
     const uint32_t* g = iq3s_grid.v;
     return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;

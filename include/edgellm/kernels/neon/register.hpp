@@ -15,6 +15,7 @@
 #include "edgellm/kernels/neon/packed.hpp"
 #include "edgellm/kernels/neon/packed_kquants.hpp"
 #include "edgellm/kernels/neon/quantize.hpp"
+#include "edgellm/kernels/neon/transcoded_iquants.hpp"
 #include "edgellm/kernels/neon/vec_dot.hpp"
 
 namespace edgellm {
@@ -123,6 +124,7 @@ inline void register_neon_kernels(KernelTable& t, bool dotprod) {
     register_neon_packed(t);
     register_neon_packed_kquants(t);
   }
+  register_neon_transcoded_iquants(t, dotprod);  // both tables: the file form's int8 dot, decoded by tbl
   FloatKernels& f = t.f;
   f.rmsnorm = rmsnorm_neon;
   f.softmax = softmax_neon;

@@ -1,0 +1,179 @@
+// NEON kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp: a nibble
+// per weight, 3 bits of magnitude code and a sign bit, the file's d and 4-bit scales per 32 weights),
+// the PackedFormats of resident IQ3_S / IQ2_XXS matrices in both NEON tables (dotprod and ARMv8.0):
+// one row a group, the row's blocks in order. Per 32 weights: one 16-byte load, and + ushr for the
+// nibbles, two tbl of the type's 16 signed values (the weights themselves, signs included), two int8
+// dots (sdot, or smull / smlal2 / sadalp), the scale in the file kernel's multiply-add. A type is a
+// trait (NibIQ3_S, NibIQ2_XXS: its block, value table and file format); the scale is 2 s + 1 in both.
+//
+// Bit for bit: the integer sum of each block is the file kernel's (exact int32), and the row driver
+// is the file form's own (picked_row of the file's IqFormat, kernels/neon/dot_iquants.hpp), so
+// decode equals vec_dot at the same ISA. Prefill (ntok > 1; NEON has no u8 GEMM, so the file's form
+// runs vec_dot per token) decodes each block once for a tile of kNibbleToks tokens and keeps each
+// token's float steps (sumf += float(sum) * (d * y.d) in block order, then kPost): vec_dot's.
+// llvm-mca cycles against the file form and llama.cpp: docs/PERF.md. arm64 only.
+#pragma once
+#include "edgellm/config.hpp"
+
+#if EDGELLM_HAS_NEON
+#include <arm_neon.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "edgellm/kernels/api.hpp"
+#include "edgellm/kernels/layouts/packed_kquants.hpp"
+#include "edgellm/kernels/layouts/transcoded_iquants.hpp"
+#include "edgellm/kernels/neon/dot_iquants.hpp"
+#include "edgellm/kernels/neon/quantize.hpp"
+#include "edgellm/kernels/neon/vdot.hpp"
+
+namespace edgellm {
+namespace neon {
+
+// The nibble types: transcoded block, the weight of each nibble (bit 3: negative) and the file's
+// format, whose row driver and float steps (kPost, kDeferred) the transcoded kernel keeps.
+struct NibIQ3_S {
+  using Block = block_iq3_s_t;
+  using File = IQ3S;
+  static constexpr int8_t kValues[16] = {1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15};
+};
+struct NibIQ2_XXS {
+  using Block = block_iq2_xxs_t;
+  using File = IQ2XXS;
+  static constexpr const int8_t* kValues = transcode::kIq2Values;
+};
+
+// A nibble type as an IqFormat (kScaledSum: block_acc leaves the block's integer sum in the lanes).
+template <class Nib>
+struct NibbleIq {
+  using Block = typename Nib::Block;
+  static constexpr bool kScaledSum = true;
+  static constexpr float kPost = Nib::File::kPost;
+  template <class D>
+  static constexpr bool kDeferred = Nib::File::template kDeferred<D>;
+
+  // The scales 2 s + 1 of the 8 vectors (nibble v % 2 of scales[v / 2]), IQ3S's rule.
+  static EDGELLM_NEON_INLINE void scales(const Block& x, int32x4_t sc[2]) { odd_nibble_scales8(x.scales, sc); }
+  // Vector IB's 32 weights: qs[16 IB + j] holds weight j (low nibble) and 16 + j (high).
+  template <int IB>
+  static EDGELLM_NEON_INLINE void weights(const Block& x, int8x16_t values, int8x16_t& w0, int8x16_t& w1) {
+    const uint8x16_t q = vld1q_u8(x.qs + 16 * IB);
+    w0 = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
+    w1 = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
+    int32x4_t sc[2];
+    scales(x, sc);
+    const int8x16_t values = vld1q_s8(Nib::kValues);
+    return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+      weights<decltype(ib)::value>(x, values, w0, w1);
+    });
+  }
+};
+
+// Tokens per prefill tile: 8 decoded weight vectors, T block sums and a Dot4 step's 8 activation and
+// 4 product vectors fit the 32 registers with T = 4.
+inline constexpr int kNibbleToks = 4;
+
+// T tokens of one transcoded row (token t's Q8_K row y[t]): each vector decoded once for all T; per
+// token the block's int32 sum as block_acc's, then vec_dot's float steps.
+template <class Nib, class D, int T>
+EDGELLM_NEON_INLINE void nibble_tile(int64_t nb, const typename Nib::Block* x, const block_q8_K* const (&y)[T],
+                                     float (&sumf)[T]) {
+  using F = NibbleIq<Nib>;
+  const int8x16_t values = vld1q_s8(Nib::kValues);
+  for (int t = 0; t < T; ++t) sumf[t] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32x4_t sc[2], acc[T];
+    F::scales(x[b], sc);
+    for (int t = 0; t < T; ++t) acc[t] = vdupq_n_s32(0);
+    for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto h) EDGELLM_NEON_LAMBDA {
+      constexpr int H = decltype(h)::value;
+      int8x16_t w0[4], w1[4];
+      for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto k) EDGELLM_NEON_LAMBDA {
+        constexpr int K = decltype(k)::value;
+        F::template weights<4 * H + K>(x[b], values, w0[K], w1[K]);
+      });
+      EDGELLM_NEON_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const int8_t* q8 = y[t][b].qs + 128 * H;
+        int8x16_t y0[4], y1[4];
+        for (int k = 0; k < 4; ++k) {
+          y0[k] = vld1q_s8(q8 + 32 * k);
+          y1[k] = vld1q_s8(q8 + 32 * k + 16);
+        }
+        int32x4_t p[4];
+        Dot4<D>::fresh(p, w0, y0);
+        Dot4<D>::add(p, w1, y1);
+        acc[t] = vmlaq_s32(acc[t], hsum4(p[0], p[1], p[2], p[3]), sc[H]);
+      }
+    });
+    const float d = fp16_to_fp32(x[b].d);
+    EDGELLM_NEON_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const float scale = d * y[t][b].d;
+      sumf[t] += float(vaddvq_s32(acc[t])) * scale;
+    }
+  }
+}
+
+// PackedFormat::gemm of a one-row group: one token through the file's row driver (vec_dot's code),
+// more in tiles of kNibbleToks, then 2, then the file's row for a last one.
+template <class Nib, class D>
+EDGELLM_NEON_INLINE void nibble_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                                     size_t out_stride) {
+  const int64_t nb = n_in / QK_K;
+  const auto* x = static_cast<const typename Nib::Block*>(group);
+  const auto* a = static_cast<const block_q8_K*>(act);
+  const auto tile = [&](auto toks, int t0) EDGELLM_NEON_LAMBDA {
+    constexpr int T = decltype(toks)::value;
+    const block_q8_K* y[T];
+    for (int t = 0; t < T; ++t) y[t] = a + size_t(t0 + t) * size_t(nb);
+    float sumf[T];
+    nibble_tile<Nib, D, T>(nb, x, y, sumf);
+    for (int t = 0; t < T; ++t) out[size_t(t0 + t) * out_stride] = NibbleIq<Nib>::kPost * sumf[t];
+  };
+  int t = 0;
+  for (; t + kNibbleToks <= ntok; t += kNibbleToks) tile(std::integral_constant<int, kNibbleToks>{}, t);
+  for (; t + 2 <= ntok; t += 2) tile(std::integral_constant<int, 2>{}, t);
+  if (t < ntok) out[size_t(t) * out_stride] = picked_row<NibbleIq<Nib>, D>(int(n_in), x, a + size_t(t) * size_t(nb));
+}
+template <class Nib>
+void nibble_gemm_neon(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  nibble_gemm<Nib, DotV80>(n_in, group, act, ntok, out, out_stride);
+}
+template <class Nib>
+EDGELLM_TARGET_DOTPROD void nibble_gemm_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                float* out, size_t out_stride) {
+  nibble_gemm<Nib, DotSdot>(n_in, group, act, ntok, out, out_stride);
+}
+
+// The activation rows: Q8_K as the type's vec_dot reads them (the table's quantizer).
+inline void prepare_act_q8_K_rows_neon(const float* x, int64_t n_in, void* dst) { quantize_row_q8_K_neon(x, dst, n_in); }
+
+}  // namespace neon
+
+// Sets the IQ3_S / IQ2_XXS transcoded forms of a NEON table: the dotprod kernels when the CPU runs
+// sdot (dotprod), else the ARMv8.0 ones. Resident matrices only (model/residency.hpp).
+inline void register_neon_transcoded_iquants(KernelTable& t, bool dotprod) {
+  using namespace neon;
+  const auto form = [&](DType type, const char* name, size_t (*group_bytes)(int64_t),
+                        void (*pack)(const void*, size_t, int, int64_t, void*), PackedGemmFn gemm,
+                        UnpackRowU8Fn unpack) {
+    PackedFormat f{1, name, group_bytes, pack, act_bytes_q8_K_rows, prepare_act_q8_K_rows_neon, gemm};
+    f.resident_only = true;
+    f.unpack_u8 = unpack;  // for a u8 GEMM (none on NEON yet): the file's unpack_row_u8
+    t.packed_of(type) = f;
+  };
+  form(DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::group_bytes, FormIQ3_S_T::pack,
+       dotprod ? nibble_gemm_dotprod<NibIQ3_S> : nibble_gemm_neon<NibIQ3_S>, unpack_u8_iq3_s_t);
+  form(DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::group_bytes, FormIQ2_XXS_T::pack,
+       dotprod ? nibble_gemm_dotprod<NibIQ2_XXS> : nibble_gemm_neon<NibIQ2_XXS>, unpack_u8_iq2_xxs_t);
+}
+
+}  // namespace edgellm
+#endif  // EDGELLM_HAS_NEON
