@@ -1,8 +1,9 @@
 // The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
 // IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS block of the shared files transcodes exactly (the same
-// dequantized floats and u8 GEMM form), and a model with those matrices transcoded at load gives the logits of the matrices read
-// in place bit for bit, prompt and decode steps; the memory plan counts the larger form. Skipped
-// without the shared data, or where the kernel table has no transcoded form.
+// dequantized floats and u8 GEMM form), and a model with those matrices transcoded at load gives
+// the logits of the matrices read in place bit for bit, prompt and decode steps; the memory plan
+// counts the larger form. Skipped without the shared data, or where the kernel table has no
+// transcoded form.
 #include <doctest/doctest.h>
 
 #include <cstring>

@@ -122,6 +122,13 @@ inline uint64_t iq3_xxs_u8(uint64_t nibbles) {
 // group l's (weights 32v + 8l .. + 7) magnitude codes, one a byte, and its 8 sign bits (bit j:
 // weight j negative); the signs go to the codes' bit 3, the group to the low (l < 2) or high
 // nibbles of bytes 8 (l % 2) .. + 7.
+// The scales (nibble v % 2 of scales[v / 2]) from the top 4 bits of each vector's sign word
+// Word(v) (IQ2_XXS, IQ3_XXS).
+template <class Word>
+inline void put_word_scales(uint8_t (&scales)[4], Word&& word) {
+  std::memset(scales, 0, sizeof scales);
+  for (int v = 0; v < QK_K / 32; ++v) scales[v / 2] |= uint8_t((word(v) >> 28) << (4 * (v % 2)));
+}
 template <class Group>
 inline void put_groups8(uint8_t* qs, Group&& group) {
   for (int v = 0; v < QK_K / 32; ++v) {
@@ -239,8 +246,7 @@ inline const uint64_t* iq2_xxs_grid_nibbles() {
 inline void transcode_iq2_xxs(const block_iq2_xxs& x, block_iq2_xxs_t& t) {
   const uint64_t* nib = iq2_xxs_grid_nibbles();
   t.d = x.d;
-  std::memset(t.scales, 0, sizeof t.scales);
-  for (int v = 0; v < QK_K / 32; ++v) t.scales[v / 2] |= uint8_t((detail::load_u32(x.qs + 4 * v + 2) >> 28) << (4 * (v % 2)));
+  transcode::put_word_scales(t.scales, [&](int v) { return detail::load_u32(x.qs + 4 * v + 2); });
   transcode::put_groups8(t.qs, [&](int v, int l) {
     const uint32_t idx = detail::load_u32(x.qs + 4 * v), sgn = detail::load_u32(x.qs + 4 * v + 2);
     return std::make_pair(nib[(idx >> (8 * l)) & 255], ksigns_iq2xs[(sgn >> (7 * l)) & 127]);
@@ -266,7 +272,6 @@ inline void unpack_u8_iq2_xxs_t(const void* row, int64_t n, uint8_t* u, float* s
 }
 using FormIQ2_XXS_T =
     TranscodedForm<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs, unpack_iq2_xxs_t, iq2_xxs_t_scale, 8>;
-
 
 // ---- IQ2_XS and IQ2_S ----
 
@@ -307,7 +312,9 @@ inline void transcode_iq2_s(const block_iq2_s& x, block_iq2_s_t& t) {
     return std::make_pair(nib[idx], x.qs[QK_K / 8 + g]);
   });
 }
-inline void unpack_iq2_xs_t(const block_iq2_xs_t& t, int8_t* q) { transcode::unpack_nibbles<block_iq2_xs_t, transcode::iq2_value>(t, q); }
+inline void unpack_iq2_xs_t(const block_iq2_xs_t& t, int8_t* q) {
+  transcode::unpack_nibbles<block_iq2_xs_t, transcode::iq2_value>(t, q);
+}
 // y = d * (0.5 + s) * 0.25 * q, s per 16 weights (iq2_dl16 reads the same scales), as dequantize_row_iq2_xs / _s.
 inline void dequantize_row_iq2_xs_t(const block_iq2_xs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   detail::dequantize_row_scaled<block_iq2_xs_t, QK_K, 16, unpack_iq2_xs_t, iq2_dl16<block_iq2_xs_t>>(x, y, k);
@@ -336,8 +343,7 @@ inline void transcode_iq3_xxs(const block_iq3_xxs& x, block_iq3_xxs_t& t) {
   const uint32_t* nib = iq3_xxs_grid_nibbles();
   const uint8_t* signs = x.qs + QK_K / 4;
   t.d = x.d;
-  std::memset(t.scales, 0, sizeof t.scales);
-  for (int v = 0; v < QK_K / 32; ++v) t.scales[v / 2] |= uint8_t((detail::load_u32(signs + 4 * v) >> 28) << (4 * (v % 2)));
+  transcode::put_word_scales(t.scales, [&](int v) { return detail::load_u32(signs + 4 * v); });
   transcode::put_groups8(t.qs, [&](int v, int l) {
     const uint8_t* p = x.qs + 8 * v + 2 * l;
     return std::make_pair(nib[p[0]] | uint64_t(nib[p[1]]) << 32,

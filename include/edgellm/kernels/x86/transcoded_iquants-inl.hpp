@@ -78,7 +78,8 @@ struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K> {
       isum[t] = _mm256_add_epi32(isum[t], dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + 32 * k), w), s16));
   }
   template <int T, size_t... K>
-  static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T], std::index_sequence<K...>) {
+  static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T],
+                      std::index_sequence<K...>) {
     const typename Nib::Scales sc(x);
     const __m256i table = Nib::table();
     (vec_tokens<T, int(K)>(x, y, b, sc, table, isum), ...);
