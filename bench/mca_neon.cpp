@@ -79,11 +79,11 @@ EDGELLM_MCA_ROW(mca_v80_iq4_nl, iq4_nl_row<FmtIQ4_NL, DotV80>)
 EDGELLM_MCA_ROWS(mca_v80_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotV80>)
 
 // Transcoded i-quant forms (neon/transcoded_iquants.hpp): decode (one token: the file form's row
-// driver over the nibble blocks; the loop is one super-block) and the prefill tile of kNibbleToks
-// tokens (the loop is one super-block for all of them).
+// driver over the nibble blocks; the loop is one super-block) and the prefill tile of kNibbleToks<D>
+// tokens (4 with dotprod, 2 on ARMv8.0; the loop is one super-block for all of them).
 #define EDGELLM_MCA_NIBBLE_TILE(name, Nib, D)                                                          \
   extern "C" __attribute__((noinline)) void name(int64_t nb, const void* x, const void* a, float* out) { \
-    constexpr int T = kNibbleToks;                                                                     \
+    constexpr int T = kNibbleToks<D>;                                                                  \
     const auto* y = static_cast<const edgellm::block_q8_K*>(a);                                        \
     const edgellm::block_q8_K* yt[T];                                                                  \
     for (int t = 0; t < T; ++t) yt[t] = y + t * nb;                                                    \

@@ -4,12 +4,12 @@
 // one row a group, the row's blocks in order. Per 32 weights: one 16-byte load, and + ushr for the
 // nibbles, two tbl of the type's 16 signed values (the weights themselves, signs included), two int8
 // dots (sdot, or smull / smlal2 / sadalp), the scale in the file kernel's multiply-add. A type is a
-// trait (NibIQ3_S, NibIQ2_XXS: its block, value table and file format); the scale is 2 s + 1 in both.
+// trait (NibIQ3_S, NibIQ2_XXS: its block, value table, scale rule and file format).
 //
 // Bit for bit: the integer sum of each block is the file kernel's (exact int32), and the row driver
 // is the file form's own (picked_row of the file's IqFormat, kernels/neon/dot_iquants.hpp), so
 // decode equals vec_dot at the same ISA. Prefill (ntok > 1; NEON has no u8 GEMM, so the file's form
-// runs vec_dot per token) decodes each block once for a tile of kNibbleToks tokens and keeps each
+// runs vec_dot per token) decodes each block once for a tile of kNibbleToks<D> tokens and keeps each
 // token's float steps (sumf += float(sum) * (d * y.d) in block order, then kPost): vec_dot's.
 // llvm-mca cycles against the file form and llama.cpp: docs/PERF.md. arm64 only.
 #pragma once
@@ -33,14 +33,23 @@
 namespace edgellm {
 namespace neon {
 
-// The nibble types: transcoded block, the weight of each nibble (bit 3: negative) and the file's
-// format, whose row driver and float steps (kPost, kDeferred) the transcoded kernel keeps.
-struct NibIQ3_S {
+// The scale rule of the forms with a 4-bit scale s per 32 weights in nibble v % 2 of scales[v / 2]:
+// the 8 integer scales 2 s + 1 (IQ3S's rule) as two int32x4.
+struct NibScales32 {
+  template <class B>
+  static EDGELLM_NEON_INLINE void scales(const B& x, int32x4_t sc[2]) {
+    odd_nibble_scales8(x.scales, sc);
+  }
+};
+// The nibble types: transcoded block, the weight of each nibble (bit 3: negative), the scale rule
+// and the file's format, whose row driver and float steps (kPost, kDeferred) the kernel keeps. (A
+// form with a scale per 16 weights, iq2_xs_t, would take acc_sub16's step instead of acc_sub32's.)
+struct NibIQ3_S : NibScales32 {
   using Block = block_iq3_s_t;
   using File = IQ3S;
   static constexpr int8_t kValues[16] = {1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15};
 };
-struct NibIQ2_XXS {
+struct NibIQ2_XXS : NibScales32 {
   using Block = block_iq2_xxs_t;
   using File = IQ2XXS;
   static constexpr const int8_t* kValues = transcode::kIq2Values;
@@ -55,8 +64,7 @@ struct NibbleIq {
   template <class D>
   static constexpr bool kDeferred = Nib::File::template kDeferred<D>;
 
-  // The scales 2 s + 1 of the 8 vectors (nibble v % 2 of scales[v / 2]), IQ3S's rule.
-  static EDGELLM_NEON_INLINE void scales(const Block& x, int32x4_t sc[2]) { odd_nibble_scales8(x.scales, sc); }
+  static EDGELLM_NEON_INLINE void scales(const Block& x, int32x4_t sc[2]) { Nib::scales(x, sc); }
   // Vector IB's 32 weights: qs[16 IB + j] holds weight j (low nibble) and 16 + j (high).
   template <int IB>
   static EDGELLM_NEON_INLINE void weights(const Block& x, int8x16_t values, int8x16_t& w0, int8x16_t& w1) {
@@ -76,8 +84,11 @@ struct NibbleIq {
 };
 
 // Tokens per prefill tile: 8 decoded weight vectors, T block sums and a Dot4 step's 8 activation and
-// 4 product vectors fit the 32 registers with T = 4.
-inline constexpr int kNibbleToks = 4;
+// 4 product vectors fit the 32 registers with T = 4. llvm-mca A55 cycles per token and 256 weights,
+// g++ (clang) at T = 2, 3, 4, 6: dotprod 91 (80), 76 (70), 71 (76), 68 (101); ARMv8.0, where the
+// smull chain and not the decode sets the pace, g++ T = 2, 3, 4: 136, 138, 142.
+template <class D>
+inline constexpr int kNibbleToks = std::is_same_v<D, DotSdot> ? 4 : 2;
 
 // T tokens of one transcoded row (token t's Q8_K row y[t]): each vector decoded once for all T; per
 // token the block's int32 sum as block_acc's, then vec_dot's float steps.
@@ -122,7 +133,7 @@ EDGELLM_NEON_INLINE void nibble_tile(int64_t nb, const typename Nib::Block* x, c
 }
 
 // PackedFormat::gemm of a one-row group: one token through the file's row driver (vec_dot's code),
-// more in tiles of kNibbleToks, then 2, then the file's row for a last one.
+// more in tiles of kNibbleToks<D>, then 2, then the file's row for a last one.
 template <class Nib, class D>
 EDGELLM_NEON_INLINE void nibble_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
                                      size_t out_stride) {
@@ -138,7 +149,7 @@ EDGELLM_NEON_INLINE void nibble_gemm(int64_t n_in, const void* group, const void
     for (int t = 0; t < T; ++t) out[size_t(t0 + t) * out_stride] = NibbleIq<Nib>::kPost * sumf[t];
   };
   int t = 0;
-  for (; t + kNibbleToks <= ntok; t += kNibbleToks) tile(std::integral_constant<int, kNibbleToks>{}, t);
+  for (; t + kNibbleToks<D> <= ntok; t += kNibbleToks<D>) tile(std::integral_constant<int, kNibbleToks<D>>{}, t);
   for (; t + 2 <= ntok; t += 2) tile(std::integral_constant<int, 2>{}, t);
   if (t < ntok) out[size_t(t) * out_stride] = picked_row<NibbleIq<Nib>, D>(int(n_in), x, a + size_t(t) * size_t(nb));
 }
