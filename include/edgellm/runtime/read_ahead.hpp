@@ -155,7 +155,7 @@ class ReadAheadRing {
       {
         std::lock_guard<std::mutex> lk(mu_);
         buf_src_[b] = src;
-        buf_err_[b] = err;
+        buf_err_[b] = std::move(err);  // see errors_: no copy stays on this thread
         stats_.read_s += dt;
         if (!err) stats_.bytes_read += op.bytes;
         ops_read_ = k + 1;
@@ -190,9 +190,10 @@ class ReadAheadRing {
           if (stop_) return;
           const size_t b = size_t(k % uint64_t(n_bufs_));
           src = buf_src_[b];
-          e = buf_err_[b];
+          e = std::move(buf_err_[b]);
+          buf_err_[b] = nullptr;
         }
-        if (e && !err) err = e;
+        if (e && !err) err = std::move(e);
         if (!err) {
           const auto t0 = std::chrono::steady_clock::now();
           try {
@@ -210,7 +211,7 @@ class ReadAheadRing {
       }
       {
         std::lock_guard<std::mutex> lk(mu_);
-        errors_[size_t(seq % uint64_t(n_slots_))] = err;
+        errors_[size_t(seq % uint64_t(n_slots_))] = std::move(err);
         stats_.place_s += dt;
         ++stats_.jobs_loaded;
         filled_ = seq + 1;
@@ -231,7 +232,11 @@ class ReadAheadRing {
   AnonymousMemory bufs_;                     // n_bufs_ read buffers
   std::vector<const uint8_t*> buf_src_;      // per buffer: where its read's bytes start
   std::vector<std::exception_ptr> buf_err_;  // per buffer: what its read threw
-  std::vector<std::exception_ptr> errors_;   // per slot: what loading it threw
+  // per slot: what loading it threw. An exception object is handed on by moving its pointer under
+  // mu_, so the thread that made it keeps no reference: the consumer frees it after reading it
+  // (a worker's late release would free it with no order to the consumer's reads that a race
+  // checker can see, since exception_ptr counts references inside the uninstrumented C++ runtime).
+  std::vector<std::exception_ptr> errors_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t filled_ = 0;      // jobs [0, filled_) of the cycle sequence are placed
