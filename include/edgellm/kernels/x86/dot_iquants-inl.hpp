@@ -1,7 +1,7 @@
 // x86 dot products of the i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0),
 // single-row and multi-row: AVX2, the VNNI and AVX-512 levels compiling the same code except where
 // a struct says otherwise (IQ2_XS, IQ2_S and IQ1_M take 64 weights a step at the AVX-512 levels,
-// the IQ2s with their signs as a mask; TQ1_0 differs with VNNI, IQ4_NL at avx512-vnni). The integer
+// the IQ2s with their signs as a mask; TQ1_0 differs with VNNI, IQ4_NL and IQ4_XS at avx512-vnni). The integer
 // sums are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact,
 // only the order of the float additions of block results differs.
 //
@@ -475,6 +475,51 @@ inline float dot_row<FmtIQ4_NL>(int nb, const void* w, const void* a) {
 
 // Sum of a Q8_K block's 256 quants as 8 int32 lanes (from its 16 group sums).
 inline __m256i q8_K_sum(const block_q8_K& y) { return _mm256_madd_epi16(load256(y.bsums), _mm256_set1_epi16(1)); }
+
+#if EDGELLM_X86_AVX512VNNI
+// A row of IQ4_XS at avx512-vnni: two vectors (64 weights) a step, laid out as IQ4_NL's pair: the
+// 32 bytes of vectors 2p, 2p + 1 and their high nibbles give [2p low, 2p+1 low, 2p high, 2p+1 high]
+// as kvalues_iq4nl + 128 (u8), one vpdpbusd against the activations in that order, then each int32
+// lane times its vector's scale. The +128's share, 128 * sum_g scale_g * sum y_g, comes once a block
+// from the activation's group sums. Integer sums exact; the float steps: a block's 16 lanes
+// converted and multiplied by d * y.d into 16 float accumulators.
+template <>
+inline float dot_row<FmtIQ4_XS>(int nb, const void* w, const void* a) {
+  const auto* x = static_cast<const block_iq4_xs*>(w);
+  const auto* y = static_cast<const block_q8_K*>(a);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                          0x0004000400040004, 0, 0);
+  const __m256i lo_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i hi_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  __m512 acc = _mm512_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const block_iq4_xs& xb = x[b];
+    const block_q8_K& yb = y[b];
+    uint32_t lo;
+    std::memcpy(&lo, xb.scales_l, 4);
+    const __m256i sl = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(lo)), lo_shift), _mm256_set1_epi32(15));
+    const __m256i sh = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(xb.scales_h), hi_shift), _mm256_set1_epi32(3));
+    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(sl, _mm256_slli_epi32(sh, 4)), _mm256_set1_epi32(32));
+    const __m512i sc512 = _mm512_zextsi256_si512(sc);
+    __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int p = 0; p < 4; ++p) {
+      const __m512i q = _mm512_castsi256_si512(load256(xb.qs + 32 * p));
+      const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0)), shifts), m4);
+      const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, nib),
+                                             _mm512_loadu_si512(yb.qs + 64 * p));
+      const __m512i pick = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                            2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
+      isum[p & 1] = _mm512_add_epi32(isum[p & 1], _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(pick, sc512)));
+    }
+    const __m256i offset = _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(yb)), 7);
+    const __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_zextsi256_si512(offset));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(fp16_to_fp32(xb.d) * yb.d), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+#endif
 
 // TQ2_0: 2-bit values q (weight q - 1), vector 4j + l in bits 2l..2l+1 of qs[32j ..]; the -1 is the
 // activation's sum.
