@@ -82,6 +82,10 @@ struct PackedFormat {
   // gemm_min_tokens tokens or more then runs the table's u8 GEMM (kernels/matmul.hpp), as for the
   // matrix in place: the same bits whether the matrix is transcoded, read in place or streamed.
   void (*unpack_u8)(const void* group, int64_t n_in, uint8_t* u, float* s, float* m, const unpack::KScales& ks) = nullptr;
+  // Optional, one-row forms only, where the u8 GEMM takes the file's bytes (iq4_xs_t: IQ4_XS's
+  // signed K form): the group's row in the file's bytes; prefill of gemm_min_tokens tokens or more
+  // then runs the u8 GEMM over them, as for the matrix in place.
+  void (*to_file_row)(const void* group, int64_t n_in, void* file_row) = nullptr;
 };
 
 struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp

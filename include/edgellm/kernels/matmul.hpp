@@ -123,7 +123,7 @@ inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_
                 dtype_name(act_type), ")");
   EDGELLM_CHECK(have_from_float, "matmul: no activation quantizer to ", dtype_name(act_type));
   EDGELLM_CHECK(!w.packed || (w.pf && w.pf->rows > 0 && w.pf->rows <= kMaxPackedRows && w.pf->gemm &&
-                               (!w.pf->unpack_u8 || w.pf->rows == 1)),
+                               (!(w.pf->unpack_u8 || w.pf->to_file_row) || w.pf->rows == 1)),
                 "matmul: packed weight without a usable PackedFormat");
 }
 
@@ -282,18 +282,27 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     thread_local std::vector<uint8_t> wbuf;  // [kGemmRowTile] GEMM rows
     thread_local std::vector<float> s16;
     thread_local std::vector<uint8_t> gscratch;
+    thread_local std::vector<uint8_t> file_rows;  // a group's rows in the file's bytes (to_file_row)
     wbuf.resize(rb * size_t(kGemmRowTile));
+    const bool to_file = w.packed && w.pf->to_file_row;
+    const size_t file_rb = dtype_row_bytes(w.type, n);
+    if (to_file) file_rows.resize(file_rb * size_t(kGroupRows));
     if (grouped) gscratch.resize(u8_gemm_group_scratch(n));
     else s16.resize(u8_gemm_pack_scratch(n));
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
-      // a packed weight (a one-row form with unpack_u8): its groups, unpacked by the form's unpacker
-      const auto wrow = [&](int64_t r) {
-        return w.packed ? static_cast<const uint8_t*>(w.packed) + size_t(r0 + r) * w.pf->group_bytes(n)
-                        : static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes;
+      // a packed weight (a one-row form with unpack_u8): its groups, unpacked by the form's unpacker;
+      // with to_file_row its rows in the file's bytes (a group's rows in their own slots)
+      const auto wrow = [&](int64_t r) -> const uint8_t* {
+        if (!w.packed) return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes;
+        const uint8_t* g = static_cast<const uint8_t*>(w.packed) + size_t(r0 + r) * w.pf->group_bytes(n);
+        if (!to_file) return g;
+        uint8_t* f = file_rows.data() + size_t(r % kGroupRows) * file_rb;
+        w.pf->to_file_row(g, n, f);
+        return f;
       };
-      const UnpackRowU8Fn unpack = w.packed ? w.pf->unpack_u8 : nullptr;
+      const UnpackRowU8Fn unpack = w.packed && !to_file ? w.pf->unpack_u8 : nullptr;
       if (grouped) {
         for (int64_t rg = 0; rg < nr_pad; rg += kGroupRows) {  // a register tile may take several groups
           const void* rows[kGroupRows];
@@ -362,7 +371,7 @@ inline void matmul_prefill_rows(const KernelTable& kt, ThreadPool* pool, const M
   const TypeKernels& k = kt.of(w.type);
   const DType act_type = k.vec_dot_type;
   const bool act_f32 = act_type == DType::F32;
-  if (w.packed && !(w.pf->unpack_u8 && gemm_u8_applies(kt, w, n_tok, gemm_min_tokens))) {
+  if (w.packed && !((w.pf->unpack_u8 || w.pf->to_file_row) && gemm_u8_applies(kt, w, n_tok, gemm_min_tokens))) {
     matmul_packed_prefill(pool, w, x, n_tok, y, scratch);
     return;
   }

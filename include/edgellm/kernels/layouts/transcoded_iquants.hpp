@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "edgellm/core/error.hpp"
 #include "edgellm/kernels/layouts/unpack_u8.hpp"
@@ -366,6 +367,112 @@ inline void unpack_u8_iq3_xxs_t(const void* row, int64_t n, uint8_t* u, float* s
 }
 using FormIQ3_XXS_T = TranscodedForm<block_iq3_xxs, block_iq3_xxs_t, transcode_iq3_xxs, unpack_iq3_xxs_t,
                                      transcode::nibble_scale<block_iq3_xxs_t>, 4>;
+
+// ---- IQ4_XS ----
+
+// IQ4_XS -> iq4_xs_t, 136 bytes (the file's size and header: d, scales_h, scales_l), the same
+// nibbles (kvalues_iq4nl indexes) in chunk order: chunk c (0 .. 7) holds weights 4c .. 4c + 3 of
+// each of the block's 8 vectors, vector v at its bytes 4v .. 4v + 3, in the low (c even) or high
+// (c odd) nibbles of qs[32 (c / 2) ..]. A chunk's products summed by 4 put vector v in int32 lane v
+// alone, so one scale vector serves the whole block (the file's order needs one per vector). The
+// activations come in the matching order (iq4_xs_t_act: a Q8_K block's qs with chunk c at slot
+// iq4_slot(c), d and bsums unchanged), so that the low and the high nibbles of a 64-byte load
+// meet 64 contiguous activations each. Streamed and prefill rows read the file's bytes back
+// (iq4_xs_t_to_file_row): the u8 GEMM's form is the file's.
+struct block_iq4_xs_t {
+  ggml_half d;
+  uint16_t scales_h;
+  uint8_t scales_l[QK_K / 64];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq4_xs_t) == sizeof(block_iq4_xs), "iq4_xs_t keeps the file's block size");
+
+namespace transcode {
+// The activation slot of chunk c: chunks 0, 2, 1, 3, 4, 6, 5, 7 in memory.
+inline constexpr int iq4_slot(int c) { return (c & 4) | ((c & 1) << 1) | ((c >> 1) & 1); }
+// Calls f(file nibble index, transcoded nibble index) for the 256 weights (index 2 * byte + high).
+template <class F>
+inline void iq4_xs_t_pairs(F&& f) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 32; ++j) {
+      const int c = j / 4;
+      f(2 * (16 * v + j % 16) + j / 16, 2 * (32 * (c / 2) + 4 * v + j % 4) + c % 2);
+    }
+}
+inline uint8_t get_nibble(const uint8_t* qs, int i) { return (qs[i / 2] >> (4 * (i % 2))) & 15; }
+inline void put_nibble(uint8_t* qs, int i, uint8_t n) { qs[i / 2] = uint8_t(qs[i / 2] | n << (4 * (i % 2))); }
+}  // namespace transcode
+
+// The header copied, the nibbles moved from the file's order to chunk order (kToChunks) or back.
+template <bool kToChunks, class From, class To>
+inline void iq4_xs_reorder(const From& a, To& b) {
+  b.d = a.d;
+  b.scales_h = a.scales_h;
+  std::memcpy(b.scales_l, a.scales_l, sizeof b.scales_l);
+  std::memset(b.qs, 0, sizeof b.qs);
+  transcode::iq4_xs_t_pairs([&](int f, int c) {
+    if (kToChunks) transcode::put_nibble(b.qs, c, transcode::get_nibble(a.qs, f));
+    else transcode::put_nibble(b.qs, f, transcode::get_nibble(a.qs, c));
+  });
+}
+inline void transcode_iq4_xs(const block_iq4_xs& x, block_iq4_xs_t& t) { iq4_xs_reorder<true>(x, t); }
+inline void iq4_xs_t_to_file(const block_iq4_xs_t& t, block_iq4_xs& x) { iq4_xs_reorder<false>(t, x); }
+// The file's bytes of a transcoded row of n weights (PackedFormat::to_file_row).
+inline void iq4_xs_t_to_file_row(const void* row, int64_t n, void* file) {
+  for (int64_t b = 0; b < n / QK_K; ++b)
+    iq4_xs_t_to_file(static_cast<const block_iq4_xs_t*>(row)[b], static_cast<block_iq4_xs*>(file)[b]);
+}
+inline void unpack_iq4_xs_t(const block_iq4_xs_t& t, int8_t* q) {
+  block_iq4_xs x;
+  iq4_xs_t_to_file(t, x);
+  unpack_iq4_xs(x, q);
+}
+inline void dequantize_row_iq4_xs_t(const block_iq4_xs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  for (int64_t b = 0; b < k / QK_K; ++b) {
+    block_iq4_xs f;
+    iq4_xs_t_to_file(x[b], f);
+    dequantize_row_iq4_xs(&f, y + QK_K * b, QK_K);
+  }
+}
+// Q8_K activation rows (n weights) in iq4_xs_t's order, in place of the natural ones.
+inline void iq4_xs_t_act(const void* natural, int64_t n, void* out) {
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const block_q8_K& y = static_cast<const block_q8_K*>(natural)[b];
+    block_q8_K& o = static_cast<block_q8_K*>(out)[b];
+    o.d = y.d;
+    std::memcpy(o.bsums, y.bsums, sizeof o.bsums);
+    for (int c = 0; c < 8; ++c)
+      for (int v = 0; v < QK_K / 32; ++v)
+        std::memcpy(o.qs + 32 * transcode::iq4_slot(c) + 4 * v, y.qs + 32 * v + 4 * c, 4);
+  }
+}
+// iq4_xs_t's PackedFormat pieces (one row a group) and its scalar oracle: the file's reference dot
+// of the file's bytes against the natural activations, read back from both forms.
+struct FormIQ4_XS_T {
+  static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_iq4_xs_t); }
+  static void pack(const void* src, size_t, int count, int64_t n_in, void* dst) {
+    EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "transcoded form: one row of whole blocks, got ", count, " of ", n_in);
+    for (int64_t b = 0; b < n_in / QK_K; ++b)
+      transcode_iq4_xs(static_cast<const block_iq4_xs*>(src)[b], static_cast<block_iq4_xs_t*>(dst)[b]);
+  }
+  static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+    std::vector<block_iq4_xs> x(size_t(n / QK_K));
+    std::vector<block_q8_K> y(size_t(n / QK_K));
+    iq4_xs_t_to_file_row(w, n, x.data());
+    for (int b = 0; b < n / QK_K; ++b) {  // iq4_xs_t_act's inverse
+      const block_q8_K& p = static_cast<const block_q8_K*>(a)[b];
+      y[size_t(b)] = p;
+      for (int c = 0; c < 8; ++c)
+        for (int v = 0; v < QK_K / 32; ++v) std::memcpy(y[size_t(b)].qs + 32 * v + 4 * c, p.qs + 32 * transcode::iq4_slot(c) + 4 * v, 4);
+    }
+    return vec_dot_iq4_xs_q8_K_ref(n, x.data(), y.data());
+  }
+  static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+    for (int t = 0; t < ntok; ++t)
+      out[size_t(t) * out_stride] =
+          vec_dot_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+  }
+};
 
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END

@@ -476,50 +476,67 @@ inline float dot_row<FmtIQ4_NL>(int nb, const void* w, const void* a) {
 // Sum of a Q8_K block's 256 quants as 8 int32 lanes (from its 16 group sums).
 inline __m256i q8_K_sum(const block_q8_K& y) { return _mm256_madd_epi16(load256(y.bsums), _mm256_set1_epi16(1)); }
 
+// IQ4_XS's 8 vector scales ls - 32 as int32 lanes (iq4_xs_t's header is the file's).
+template <class Block>
+inline __m256i iq4_xs_scales8(const Block& x) {
+  uint32_t lo;
+  std::memcpy(&lo, x.scales_l, 4);
+  const __m256i sl = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(lo)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                      _mm256_set1_epi32(15));
+  const __m256i sh = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                      _mm256_set1_epi32(3));
+  return _mm256_sub_epi32(_mm256_or_si256(sl, _mm256_slli_epi32(sh, 4)), _mm256_set1_epi32(32));
+}
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+}
+// A row of IQ4_XS, in the file's form or iq4_xs_t (kernels/x86/transcoded_iquants-inl.hpp): per
+// block the exact integer sum Sum(x, y), then sum += float(isum) * (d * y.d) with one fma, in block
+// order: both forms take the same float steps, so their logits are equal bit for bit.
+template <class Block, int32_t (*Sum)(const Block&, const block_q8_K&)>
+inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
+  __m128 acc = _mm_setzero_ps();
+  for (int b = 0; b < nb; ++b)
+    acc = _mm_fmadd_ss(_mm_set_ss(float(Sum(x[b], y[b]))), _mm_set_ss(fp16_to_fp32(x[b].d) * y[b].d), acc);
+  return _mm_cvtss_f32(acc);
+}
 #if EDGELLM_X86_AVX512VNNI
-// A row of IQ4_XS at avx512-vnni: two vectors (64 weights) a step, laid out as IQ4_NL's pair: the
-// 32 bytes of vectors 2p, 2p + 1 and their high nibbles give [2p low, 2p+1 low, 2p high, 2p+1 high]
-// as kvalues_iq4nl + 128 (u8), one vpdpbusd against the activations in that order, then each int32
-// lane times its vector's scale. The +128's share, 128 * sum_g scale_g * sum y_g, comes once a block
-// from the activation's group sums. Integer sums exact; the float steps: a block's 16 lanes
-// converted and multiplied by d * y.d into 16 float accumulators.
-template <>
-inline float dot_row<FmtIQ4_XS>(int nb, const void* w, const void* a) {
-  const auto* x = static_cast<const block_iq4_xs*>(w);
-  const auto* y = static_cast<const block_q8_K*>(a);
+// A file block at avx512-vnni: two vectors (64 weights) a step, laid out as IQ4_NL's pair: the 32
+// bytes of vectors 2p, 2p + 1 spread to [2p low, 2p high, 2p+1 low, 2p+1 high] (the activations'
+// order), kvalues_iq4nl + 128 (u8) in one vpdpbusd, each int32 lane times its vector's scale; the
+// +128's share, 128 * sum_v scale_v * sum y_v, once a block from the activation's group sums.
+inline int32_t iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
   const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
                                           0x0004000400040004, 0, 0);
-  const __m256i lo_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-  const __m256i hi_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-  __m512 acc = _mm512_setzero_ps();
-  for (int b = 0; b < nb; ++b) {
-    const block_iq4_xs& xb = x[b];
-    const block_q8_K& yb = y[b];
-    uint32_t lo;
-    std::memcpy(&lo, xb.scales_l, 4);
-    const __m256i sl = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(lo)), lo_shift), _mm256_set1_epi32(15));
-    const __m256i sh = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(xb.scales_h), hi_shift), _mm256_set1_epi32(3));
-    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(sl, _mm256_slli_epi32(sh, 4)), _mm256_set1_epi32(32));
-    const __m512i sc512 = _mm512_zextsi256_si512(sc);
-    __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-    for (int p = 0; p < 4; ++p) {
-      const __m512i q = _mm512_castsi256_si512(load256(xb.qs + 32 * p));
-      const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0)), shifts), m4);
-      const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, nib),
-                                             _mm512_loadu_si512(yb.qs + 64 * p));
-      const __m512i pick = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
-                                            2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
-      isum[p & 1] = _mm512_add_epi32(isum[p & 1], _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(pick, sc512)));
-    }
-    const __m256i offset = _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(yb)), 7);
-    const __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_zextsi256_si512(offset));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(fp16_to_fp32(xb.d) * yb.d), acc);
+  const __m256i sc = iq4_xs_scales8(x);
+  const __m512i sc512 = _mm512_zextsi256_si512(sc);
+  __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int p = 0; p < 4; ++p) {
+    const __m512i q = _mm512_castsi256_si512(load256(x.qs + 32 * p));
+    const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0)), shifts),
+                                         _mm512_set1_epi8(0x0F));
+    const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, nib),
+                                           _mm512_loadu_si512(y.qs + 64 * p));
+    const __m512i pick = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                          2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
+    isum[p & 1] = _mm512_add_epi32(isum[p & 1], _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(pick, sc512)));
   }
-  return _mm512_reduce_add_ps(acc);
+  const __m512i s = _mm512_add_epi32(isum[0], isum[1]);
+  const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+  return hsum_i32(_mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(y)), 7)));
+}
+#else
+inline int32_t iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
+  return hsum_i32(iq_block_sum<FmtIQ4_XS>(x, y, FmtIQ4_XS::Ctx(x)));
 }
 #endif
+template <>
+inline float dot_row<FmtIQ4_XS>(int nb, const void* w, const void* a) {
+  return iq4_xs_row<block_iq4_xs, iq4_xs_block_sum>(nb, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(a));
+}
 
 // TQ2_0: 2-bit values q (weight q - 1), vector 4j + l in bits 2l..2l+1 of qs[32j ..]; the -1 is the
 // activation's sum.
