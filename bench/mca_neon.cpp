@@ -78,12 +78,12 @@ EDGELLM_MCA_ROWS(mca_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotSdot>)
 EDGELLM_MCA_ROW(mca_v80_iq4_nl, iq4_nl_row<FmtIQ4_NL, DotV80>)
 EDGELLM_MCA_ROWS(mca_v80_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotV80>)
 
-// Transcoded i-quant forms (neon/transcoded_iquants.hpp): decode (one token: the file form's row
-// driver over the nibble blocks; the loop is one super-block) and the prefill tile of kNibbleToks<D>
-// tokens (4 with dotprod, 2 on ARMv8.0; the loop is one super-block for all of them).
+// Transcoded i-quant forms (neon/transcoded_iquants.hpp; iq2_s_t runs iq2_xs_t's loops): decode
+// (one token: picked_row over the nibble blocks; the loop is one super-block) and the prefill tile of
+// kNibbleToks<Nib, D> tokens (the loop is one super-block for all of them).
 #define EDGELLM_MCA_NIBBLE_TILE(name, Nib, D)                                                          \
   extern "C" __attribute__((noinline)) void name(int64_t nb, const void* x, const void* a, float* out) { \
-    constexpr int T = kNibbleToks<D>;                                                                  \
+    constexpr int T = kNibbleToks<Nib, D>;                                                             \
     const auto* y = static_cast<const edgellm::block_q8_K*>(a);                                        \
     const edgellm::block_q8_K* yt[T];                                                                  \
     for (int t = 0; t < T; ++t) yt[t] = y + t * nb;                                                    \
@@ -97,6 +97,8 @@ EDGELLM_MCA_ROWS(mca_v80_rows_iq4_nl, legacy_rows4<FmtIQ4_NL, DotV80>)
   EDGELLM_MCA_NIBBLE_TILE(mca_v80_tile_##t, Nib, DotV80)
 EDGELLM_MCA_NIBBLE(iq3_s_t, NibIQ3_S)
 EDGELLM_MCA_NIBBLE(iq2_xxs_t, NibIQ2_XXS)
+EDGELLM_MCA_NIBBLE(iq2_xs_t, NibIQ2_XS)
+EDGELLM_MCA_NIBBLE(iq3_xxs_t, NibIQ3_XXS)
 #endif
 
 // ---- packed x4 K-quants (neon/packed_kquants.hpp): decode (one token), one group of 4 rows; the

@@ -153,16 +153,25 @@ mca_v80_iq1_s 256 1 0
 mca_v80_iq1_m 256 1 0
 mca_v80_tq2_0 256 1 0
 mca_v80_tq1_0 256 1 0
-# transcoded i-quant forms (resident IQ3_S / IQ2_XXS): decode (one row, one token) and the prefill
-# tile (per token of kNibbleToks: 4 with dotprod, 2 on ARMv8.0); llama.cpp: its file-form vec_dot as above.
+# transcoded i-quant forms (resident IQ3_S, IQ2_XXS, IQ2_XS, IQ3_XXS; IQ2_S runs IQ2_XS's loops):
+# decode (one row, one token) and the prefill tile (per token of kNibbleToks: 4 with dotprod, 2 on
+# ARMv8.0, 4 with a scale per 16 weights); llama.cpp: its file-form vec_dot as above.
 mca_iq3_s_t 256 1 492
 mca_iq2_xxs_t 256 1 292
+mca_iq2_xs_t 256 1 288
+mca_iq3_xxs_t 256 1 408
 mca_tile_iq3_s_t 256 4 492
 mca_tile_iq2_xxs_t 256 4 292
+mca_tile_iq2_xs_t 256 4 288
+mca_tile_iq3_xxs_t 256 4 408
 mca_v80_iq3_s_t 256 1 0
 mca_v80_iq2_xxs_t 256 1 0
+mca_v80_iq2_xs_t 256 1 0
+mca_v80_iq3_xxs_t 256 1 0
 mca_v80_tile_iq3_s_t 256 2 0
 mca_v80_tile_iq2_xxs_t 256 2 0
+mca_v80_tile_iq2_xs_t 256 4 0
+mca_v80_tile_iq3_xxs_t 256 2 0
 TABLE
 # LLAMA_CPP=/path/to/llama.cpp: also measures llama.cpp's kernels the reference column quotes, from
 # ggml-cpu's own sources under the same flags (gcc for its C file).

@@ -1,17 +1,19 @@
 // NEON kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp: a nibble
-// per weight, 3 bits of magnitude code and a sign bit, the file's d and 4-bit scales per 32 weights),
-// the PackedFormats of resident IQ3_S / IQ2_XXS matrices in both NEON tables (dotprod and ARMv8.0):
-// one row a group, the row's blocks in order. Per 32 weights: one 16-byte load, and + ushr for the
-// nibbles, two tbl of the type's 16 signed values (the weights themselves, signs included), two int8
-// dots (sdot, or smull / smlal2 / sadalp), the scale in the file kernel's multiply-add. A type is a
-// trait (NibIQ3_S, NibIQ2_XXS: its block, value table, scale rule and file format).
+// per weight, 3 bits of magnitude code and a sign bit, the file's d and 4-bit scales), the
+// PackedFormats of resident IQ3_S / IQ3_XXS / IQ2_XXS / IQ2_XS / IQ2_S matrices in both NEON tables
+// (dotprod and ARMv8.0): one row a group, the row's blocks in order. Per 32 weights: one 16-byte
+// load, and + ushr for the nibbles, two tbl of the type's 16 signed values (the weights themselves,
+// signs included), two int8 dots (sdot, or smull / smlal2 / sadalp), the scales in the file
+// kernel's multiply-adds (per 32 weights: acc_sub32's; per 16, iq2_xs_t / iq2_s_t: acc_sub16's). A
+// type is a trait (NibIQ3_S ...: its block, value table, scale rule and file format).
 //
-// Bit for bit: the integer sum of each block is the file kernel's (exact int32), and the row driver
-// is the file form's own (picked_row of the file's IqFormat, kernels/neon/dot_iquants.hpp), so
-// decode equals vec_dot at the same ISA. Prefill (ntok > 1; NEON has no u8 GEMM, so the file's form
-// runs vec_dot per token) decodes each block once for a tile of kNibbleToks<D> tokens and keeps each
-// token's float steps (sumf += float(sum) * (d * y.d) in block order, then kPost): vec_dot's.
-// llvm-mca cycles against the file form and llama.cpp: docs/PERF.md. arm64 only.
+// Bit for bit: the integer sum of each block is the file kernel's (exact int32), and the float
+// steps are the file form's (sumf += float(sum) * (d * y.d) in block order, then the file's kPost;
+// iq_row and deferred_row both do them, picked_row takes the faster for the scale rule), so decode
+// equals vec_dot at the same ISA. Prefill (ntok > 1; NEON has no u8 GEMM, so the file's form runs
+// vec_dot per token) decodes each block once for a tile of kNibbleToks tokens and keeps each
+// token's float steps: vec_dot's. llvm-mca cycles against the file form and llama.cpp:
+// docs/PERF.md. arm64 only.
 #pragma once
 #include "edgellm/config.hpp"
 
@@ -33,17 +35,29 @@
 namespace edgellm {
 namespace neon {
 
-// The scale rule of the forms with a 4-bit scale s per 32 weights in nibble v % 2 of scales[v / 2]:
-// the 8 integer scales 2 s + 1 (IQ3S's rule) as two int32x4.
-struct NibScales32 {
+// The scale rules: NibScales<32>, a 4-bit scale s per 32 weights in nibble v % 2 of scales[v / 2],
+// the 8 integer scales 2 s + 1 (IQ3S's and IQ3XXS's rule) as two int32x4; NibScales<16>, a 4-bit
+// scale per 16 weights (nibble j % 2 of scales[j / 2]), the 16 scales 2 s + 1 as four int32x4
+// (IQ2XS's and IQ2S's nibble_scales16). kDeferred: the row driver of the rule's loop (picked_row;
+// iq_row and deferred_row do the same float steps, so either gives vec_dot's bits), the faster on
+// llvm-mca A55, dotprod / ARMv8.0 cycles iq_row -> deferred_row: 32: 129 -> 124, 152 -> 144;
+// 16: 141 -> 145, 157 -> 157.
+template <int Sub>
+struct NibScales {
+  static constexpr int kSub = Sub;
+  static constexpr Deferred kDeferred = Sub == 32 ? Deferred::kBoth : Deferred::kNone;
   template <class B>
-  static EDGELLM_NEON_INLINE void scales(const B& x, int32x4_t sc[2]) {
-    odd_nibble_scales8(x.scales, sc);
+  static EDGELLM_NEON_INLINE void scales(const B& x, int32x4_t sc[QK_K / Sub / 4]) {
+    if constexpr (Sub == 32)
+      odd_nibble_scales8(x.scales, sc);
+    else
+      nibble_scales16(x.scales, sc);
   }
 };
+using NibScales32 = NibScales<32>;
+using NibScales16 = NibScales<16>;
 // The nibble types: transcoded block, the weight of each nibble (bit 3: negative), the scale rule
-// and the file's format, whose row driver and float steps (kPost, kDeferred) the kernel keeps. (A
-// form with a scale per 16 weights, iq2_xs_t, would take acc_sub16's step instead of acc_sub32's.)
+// and the file's format, whose float steps (kPost) the kernel keeps.
 struct NibIQ3_S : NibScales32 {
   using Block = block_iq3_s_t;
   using File = IQ3S;
@@ -54,17 +68,27 @@ struct NibIQ2_XXS : NibScales32 {
   using File = IQ2XXS;
   static constexpr const int8_t* kValues = transcode::kIq2Values;
 };
+struct NibIQ3_XXS : NibScales32 {
+  using Block = block_iq3_xxs_t;
+  using File = IQ3XXS;
+  static constexpr const int8_t* kValues = transcode::kIq3XxsValues;
+};
+// iq2_xs_t, and iq2_s_t (the same layout, values and float steps as IQ2S's).
+struct NibIQ2_XS : NibScales16 {
+  using Block = block_iq2_xs_t;
+  using File = IQ2XS;
+  static constexpr const int8_t* kValues = transcode::kIq2Values;
+};
 
 // A nibble type as an IqFormat (kScaledSum: block_acc leaves the block's integer sum in the lanes).
 template <class Nib>
-struct NibbleIq {
+struct NibbleIq : IqFormat<typename Nib::Block, true, 1, Nib::kDeferred> {
   using Block = typename Nib::Block;
-  static constexpr bool kScaledSum = true;
   static constexpr float kPost = Nib::File::kPost;
-  template <class D>
-  static constexpr bool kDeferred = Nib::File::template kDeferred<D>;
+  static constexpr bool kSub16 = Nib::kSub == 16;
+  static constexpr int kScaleVecs = QK_K / Nib::kSub / 4;  // int32x4 scale vectors per block
 
-  static EDGELLM_NEON_INLINE void scales(const Block& x, int32x4_t sc[2]) { Nib::scales(x, sc); }
+  static EDGELLM_NEON_INLINE void scales(const Block& x, int32x4_t sc[kScaleVecs]) { Nib::scales(x, sc); }
   // Vector IB's 32 weights: qs[16 IB + j] holds weight j (low nibble) and 16 + j (high).
   template <int IB>
   static EDGELLM_NEON_INLINE void weights(const Block& x, int8x16_t values, int8x16_t& w0, int8x16_t& w1) {
@@ -72,23 +96,58 @@ struct NibbleIq {
     w0 = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
     w1 = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
   }
+  // The file kernel's step: acc_sub32, or acc_sub16 with a scale per 16 weights.
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
-    int32x4_t sc[2];
+    int32x4_t sc[kScaleVecs];
     scales(x, sc);
     const int8x16_t values = vld1q_s8(Nib::kValues);
-    return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
+    const auto w = [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       weights<decltype(ib)::value>(x, values, w0, w1);
-    });
+    };
+    if constexpr (kSub16)
+      return acc_sub16<D>(q8, sc, w);
+    else
+      return acc_sub32<D>(q8, sc, w);
+  }
+  // Half H of a block (vectors 4 H .. 4 H + 3, decoded as w0 / w1) for one token's activations q8
+  // (the half's 128): acc plus the scaled sums, one Dot4 step per 4 scales (per 32 weights: two
+  // sdot chains into one; per 16: each its own lane).
+  template <class D, int H>
+  static EDGELLM_NEON_INLINE int32x4_t half_acc(int32x4_t acc, const int8x16_t (&w0)[4], const int8x16_t (&w1)[4],
+                                                const int8_t* q8, const int32x4_t sc[kScaleVecs]) {
+    int32x4_t p[4];
+    if constexpr (kSub16) {
+      for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto q) EDGELLM_NEON_LAMBDA {
+        constexpr int Q = decltype(q)::value;
+        const int8x16_t w[4] = {w0[2 * Q], w1[2 * Q], w0[2 * Q + 1], w1[2 * Q + 1]};
+        int8x16_t y[4];
+        for (int k = 0; k < 4; ++k) y[k] = vld1q_s8(q8 + 64 * Q + 16 * k);
+        Dot4<D>::fresh(p, w, y);
+        acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[2 * H + Q]);
+      });
+    } else {
+      int8x16_t y0[4], y1[4];
+      for (int k = 0; k < 4; ++k) {
+        y0[k] = vld1q_s8(q8 + 32 * k);
+        y1[k] = vld1q_s8(q8 + 32 * k + 16);
+      }
+      Dot4<D>::fresh(p, w0, y0);
+      Dot4<D>::add(p, w1, y1);
+      acc = vmlaq_s32(acc, hsum4(p[0], p[1], p[2], p[3]), sc[H]);
+    }
+    return acc;
   }
 };
 
 // Tokens per prefill tile: 8 decoded weight vectors, T block sums and a Dot4 step's 8 activation and
 // 4 product vectors fit the 32 registers with T = 4. llvm-mca A55 cycles per token and 256 weights,
 // g++ (clang) at T = 2, 3, 4, 6: dotprod 91 (80), 76 (70), 71 (76), 68 (101); ARMv8.0, where the
-// smull chain and not the decode sets the pace, g++ T = 2, 3, 4: 136, 138, 142.
-template <class D>
-inline constexpr int kNibbleToks = std::is_same_v<D, DotSdot> ? 4 : 2;
+// smull chain and not the decode sets the pace, g++ T = 2, 3, 4: 136, 138, 142. A scale per 16
+// weights (twice the scale steps per token), g++ T = 2, 3, 4, 5: dotprod 107.5, 97.3, 91.8, 93.6;
+// ARMv8.0 T = 2, 3, 4: 132.5, 135.3, 125.8.
+template <class Nib, class D>
+inline constexpr int kNibbleToks = std::is_same_v<D, DotSdot> || Nib::kSub == 16 ? 4 : 2;
 
 // T tokens of one transcoded row (token t's Q8_K row y[t]): each vector decoded once for all T; per
 // token the block's int32 sum as block_acc's, then vec_dot's float steps.
@@ -99,7 +158,7 @@ EDGELLM_NEON_INLINE void nibble_tile(int64_t nb, const typename Nib::Block* x, c
   const int8x16_t values = vld1q_s8(Nib::kValues);
   for (int t = 0; t < T; ++t) sumf[t] = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    int32x4_t sc[2], acc[T];
+    int32x4_t sc[F::kScaleVecs], acc[T];
     F::scales(x[b], sc);
     for (int t = 0; t < T; ++t) acc[t] = vdupq_n_s32(0);
     for_each_sub(std::make_integer_sequence<int, 2>{}, [&](auto h) EDGELLM_NEON_LAMBDA {
@@ -110,18 +169,7 @@ EDGELLM_NEON_INLINE void nibble_tile(int64_t nb, const typename Nib::Block* x, c
         F::template weights<4 * H + K>(x[b], values, w0[K], w1[K]);
       });
       EDGELLM_NEON_UNROLL
-      for (int t = 0; t < T; ++t) {
-        const int8_t* q8 = y[t][b].qs + 128 * H;
-        int8x16_t y0[4], y1[4];
-        for (int k = 0; k < 4; ++k) {
-          y0[k] = vld1q_s8(q8 + 32 * k);
-          y1[k] = vld1q_s8(q8 + 32 * k + 16);
-        }
-        int32x4_t p[4];
-        Dot4<D>::fresh(p, w0, y0);
-        Dot4<D>::add(p, w1, y1);
-        acc[t] = vmlaq_s32(acc[t], hsum4(p[0], p[1], p[2], p[3]), sc[H]);
-      }
+      for (int t = 0; t < T; ++t) acc[t] = F::template half_acc<D, H>(acc[t], w0, w1, y[t][b].qs + 128 * H, sc);
     });
     const float d = fp16_to_fp32(x[b].d);
     EDGELLM_NEON_UNROLL
@@ -132,8 +180,8 @@ EDGELLM_NEON_INLINE void nibble_tile(int64_t nb, const typename Nib::Block* x, c
   }
 }
 
-// PackedFormat::gemm of a one-row group: one token through the file's row driver (vec_dot's code),
-// more in tiles of kNibbleToks<D>, then 2, then the file's row for a last one.
+// PackedFormat::gemm of a one-row group: one token through picked_row (vec_dot's steps), more in
+// tiles of kNibbleToks<Nib, D>, then 2, then picked_row for a last one.
 template <class Nib, class D>
 EDGELLM_NEON_INLINE void nibble_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
                                      size_t out_stride) {
@@ -149,7 +197,8 @@ EDGELLM_NEON_INLINE void nibble_gemm(int64_t n_in, const void* group, const void
     for (int t = 0; t < T; ++t) out[size_t(t0 + t) * out_stride] = NibbleIq<Nib>::kPost * sumf[t];
   };
   int t = 0;
-  for (; t + kNibbleToks<D> <= ntok; t += kNibbleToks<D>) tile(std::integral_constant<int, kNibbleToks<D>>{}, t);
+  constexpr int kToks = kNibbleToks<Nib, D>;
+  for (; t + kToks <= ntok; t += kToks) tile(std::integral_constant<int, kToks>{}, t);
   for (; t + 2 <= ntok; t += 2) tile(std::integral_constant<int, 2>{}, t);
   if (t < ntok) out[size_t(t) * out_stride] = picked_row<NibbleIq<Nib>, D>(int(n_in), x, a + size_t(t) * size_t(nb));
 }
@@ -168,8 +217,8 @@ inline void prepare_act_q8_K_rows_neon(const float* x, int64_t n_in, void* dst) 
 
 }  // namespace neon
 
-// Sets the IQ3_S / IQ2_XXS transcoded forms of a NEON table: the dotprod kernels when the CPU runs
-// sdot (dotprod), else the ARMv8.0 ones. Resident matrices only (model/residency.hpp).
+// Sets the IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS and IQ2_S transcoded forms of a NEON table: the dotprod
+// kernels when the CPU runs sdot (dotprod), else the ARMv8.0 ones. Resident matrices only (model/residency.hpp).
 inline void register_neon_transcoded_iquants(KernelTable& t, bool dotprod) {
   using namespace neon;
   const auto form = [&](DType type, const char* name, size_t (*group_bytes)(int64_t),
@@ -180,10 +229,17 @@ inline void register_neon_transcoded_iquants(KernelTable& t, bool dotprod) {
     f.unpack_u8 = unpack;  // for a u8 GEMM (none on NEON yet): the file's unpack_row_u8
     t.packed_of(type) = f;
   };
-  form(DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::group_bytes, FormIQ3_S_T::pack,
-       dotprod ? nibble_gemm_dotprod<NibIQ3_S> : nibble_gemm_neon<NibIQ3_S>, unpack_u8_iq3_s_t);
-  form(DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::group_bytes, FormIQ2_XXS_T::pack,
-       dotprod ? nibble_gemm_dotprod<NibIQ2_XXS> : nibble_gemm_neon<NibIQ2_XXS>, unpack_u8_iq2_xxs_t);
+  const auto gemm = [&](auto nib) {
+    using Nib = decltype(nib);
+    return dotprod ? nibble_gemm_dotprod<Nib> : nibble_gemm_neon<Nib>;
+  };
+  form(DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::group_bytes, FormIQ3_S_T::pack, gemm(NibIQ3_S{}), unpack_u8_iq3_s_t);
+  form(DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::group_bytes, FormIQ2_XXS_T::pack, gemm(NibIQ2_XXS{}),
+       unpack_u8_iq2_xxs_t);
+  form(DType::IQ2_XS, "iq2_xs_t", FormIQ2_XS_T::group_bytes, FormIQ2_XS_T::pack, gemm(NibIQ2_XS{}), unpack_u8_iq2_xs_t);
+  form(DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::group_bytes, FormIQ2_S_T::pack, gemm(NibIQ2_XS{}), unpack_u8_iq2_xs_t);
+  form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack, gemm(NibIQ3_XXS{}),
+       unpack_u8_iq3_xxs_t);
 }
 
 }  // namespace edgellm
