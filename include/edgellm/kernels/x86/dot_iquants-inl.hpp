@@ -487,27 +487,41 @@ inline __m256i iq4_xs_scales8(const Block& x) {
                                       _mm256_set1_epi32(3));
   return _mm256_sub_epi32(_mm256_or_si256(sl, _mm256_slli_epi32(sh, 4)), _mm256_set1_epi32(32));
 }
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+// Lane k of the result: the sum of v[k]'s 8 lanes (exact int32).
+inline __m256i hsum8_i32(const __m256i (&v)[8]) {
+  const __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
-// A row of IQ4_XS, in the file's form or iq4_xs_t (kernels/x86/transcoded_iquants-inl.hpp): per
-// block the exact integer sum Sum(x, y), then sum += float(isum) * (d * y.d) with one fma, in block
-// order: both forms take the same float steps, so their logits are equal bit for bit.
-template <class Block, int32_t (*Sum)(const Block&, const block_q8_K&)>
+// A row of IQ4_XS, in the file's form or iq4_xs_t (kernels/x86/transcoded_iquants-inl.hpp): Sum(x,
+// y) gives a block's exact integer sum spread over 8 lanes; 8 blocks' totals at once (hsum8_i32)
+// are converted and times d * y.d added to lane b % 8 of one float accumulator, summed at the end.
+// Both forms take these float steps, so their logits are equal bit for bit.
+template <class Block, __m256i (*Sum)(const Block&, const block_q8_K&)>
 inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
-  __m128 acc = _mm_setzero_ps();
-  for (int b = 0; b < nb; ++b)
-    acc = _mm_fmadd_ss(_mm_set_ss(float(Sum(x[b], y[b]))), _mm_set_ss(fp16_to_fp32(x[b].d) * y[b].d), acc);
-  return _mm_cvtss_f32(acc);
+  __m256 acc = _mm256_setzero_ps();
+  for (int b0 = 0; b0 < nb; b0 += 8) {
+    const int cnt = nb - b0 < 8 ? nb - b0 : 8;
+    __m256i s[8];
+    alignas(32) float dyd[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 8; ++k) {
+      if (k < cnt) {
+        s[k] = Sum(x[b0 + k], y[b0 + k]);
+        dyd[k] = fp16_to_fp32(x[b0 + k].d) * y[b0 + k].d;
+      } else {
+        s[k] = _mm256_setzero_si256();
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_i32(s)), _mm256_load_ps(dyd), acc);
+  }
+  return hsum(acc);
 }
 #if EDGELLM_X86_AVX512VNNI
 // A file block at avx512-vnni: two vectors (64 weights) a step, laid out as IQ4_NL's pair: the 32
 // bytes of vectors 2p, 2p + 1 spread to [2p low, 2p high, 2p+1 low, 2p+1 high] (the activations'
 // order), kvalues_iq4nl + 128 (u8) in one vpdpbusd, each int32 lane times its vector's scale; the
 // +128's share, 128 * sum_v scale_v * sum y_v, once a block from the activation's group sums.
-inline int32_t iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
+inline __m256i iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
   const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
   const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
                                           0x0004000400040004, 0, 0);
@@ -526,11 +540,11 @@ inline int32_t iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
   }
   const __m512i s = _mm512_add_epi32(isum[0], isum[1]);
   const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-  return hsum_i32(_mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(y)), 7)));
+  return _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(y)), 7));
 }
 #else
-inline int32_t iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
-  return hsum_i32(iq_block_sum<FmtIQ4_XS>(x, y, FmtIQ4_XS::Ctx(x)));
+inline __m256i iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
+  return iq_block_sum<FmtIQ4_XS>(x, y, FmtIQ4_XS::Ctx(x));
 }
 #endif
 template <>

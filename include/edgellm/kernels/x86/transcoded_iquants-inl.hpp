@@ -8,7 +8,7 @@
 // for bit, and so does the GEMM of a few tokens (each block decoded once for a tile of tokens).
 // From 4 tokens prefill takes the u8 GEMM (unpack_u8). IQ4_XS's iq4_xs_t (the file's nibbles in
 // chunk order, activations to match) differs: one scale vector a block, the integer block sum then
-// dot_row<FmtIQ4_XS>'s float step (iq4_xs_row), prefill from 4 tokens the u8 GEMM over the file's
+// dot_row<FmtIQ4_XS>'s float steps (iq4_xs_row), prefill from 4 tokens the u8 GEMM over the file's
 // bytes read back (to_file_row).
 // Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
@@ -152,7 +152,7 @@ inline void prepare_act_q8_K_rows(const float* x, int64_t n_in, void* dst) { qua
 // nibbles are two chunks, each 32 weights of which int32 lane v (AVX-512: v and 8 + v) holds vector
 // v's; the block's one scale vector multiplies the chunks' sums (VNNI: after the +128 form's dots,
 // whose 128 * sum y share comes from the group sums; AVX2: in the int16 madd of |w| * signed y).
-inline int32_t iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) {
+inline __m256i iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) {
   const __m256i sc = iq4_xs_scales8(x);
 #if EDGELLM_X86_AVX512VNNI
   const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
@@ -166,7 +166,7 @@ inline int32_t iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) 
   }
   const __m512i s = _mm512_add_epi32(acc[0], acc[1]);
   const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-  return hsum_i32(_mm256_sub_epi32(_mm256_mullo_epi32(s8, sc), _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(y)), 7)));
+  return _mm256_mullo_epi32(_mm256_sub_epi32(s8, _mm256_slli_epi32(q8_K_sum(y), 7)), sc);
 #elif EDGELLM_X86_AVXVNNI
   const __m256i table = _mm256_broadcastsi128_si256(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -179,7 +179,7 @@ inline int32_t iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) 
                           load256(y.qs + 32 * transcode::iq4_slot(2 * m + 1)));
   }
   const __m256i s8 = _mm256_add_epi32(acc[0], acc[1]);
-  return hsum_i32(_mm256_sub_epi32(_mm256_mullo_epi32(s8, sc), _mm256_slli_epi32(_mm256_mullo_epi32(sc, q8_K_sum(y)), 7)));
+  return _mm256_mullo_epi32(_mm256_sub_epi32(s8, _mm256_slli_epi32(q8_K_sum(y), 7)), sc);
 #else
   const __m256i table = _mm256_broadcastsi128_si256(load128(kvalues_iq4nl));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -192,7 +192,7 @@ inline int32_t iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) 
     acc[0] = _mm256_add_epi32(acc[0], signed_dot_scaled(w0, y.qs + 32 * transcode::iq4_slot(2 * m), sc16));
     acc[1] = _mm256_add_epi32(acc[1], signed_dot_scaled(w1, y.qs + 32 * transcode::iq4_slot(2 * m + 1), sc16));
   }
-  return hsum_i32(_mm256_add_epi32(acc[0], acc[1]));
+  return _mm256_add_epi32(acc[0], acc[1]);
 #endif
 }
 // iq4_xs_t's activations: this level's Q8_K quantizer, then the chunk order.
