@@ -390,17 +390,44 @@ static_assert(sizeof(block_iq4_xs_t) == sizeof(block_iq4_xs), "iq4_xs_t keeps th
 namespace transcode {
 // The activation slot of chunk c: chunks 0, 2, 1, 3, 4, 6, 5, 7 in memory.
 inline constexpr int iq4_slot(int c) { return (c & 4) | ((c & 1) << 1) | ((c >> 1) & 1); }
-// Calls f(file nibble index, transcoded nibble index) for the 256 weights (index 2 * byte + high).
-template <class F>
-inline void iq4_xs_t_pairs(F&& f) {
-  for (int v = 0; v < QK_K / 32; ++v)
-    for (int j = 0; j < 32; ++j) {
-      const int c = j / 4;
-      f(2 * (16 * v + j % 16) + j / 16, 2 * (32 * (c / 2) + 4 * v + j % 4) + c % 2);
+// A block's nibbles as bytes, w[v][c]: weights 4c .. 4c + 3 of vector v (4 bytes, one a weight),
+// from the file's order (qs[16 v + j]: weight j low, 16 + j high) or chunk order, and back; a
+// dozen word operations per 16 bytes.
+inline constexpr uint32_t kLow4 = 0x0F0F0F0Fu;
+inline void iq4_file_words(const uint8_t* qs, uint32_t (&w)[8][8]) {
+  for (int v = 0; v < 8; ++v) {
+    uint32_t a[4];
+    std::memcpy(a, qs + 16 * v, 16);
+    for (int k = 0; k < 4; ++k) {
+      w[v][k] = a[k] & kLow4;
+      w[v][4 + k] = (a[k] >> 4) & kLow4;
     }
+  }
 }
-inline uint8_t get_nibble(const uint8_t* qs, int i) { return (qs[i / 2] >> (4 * (i % 2))) & 15; }
-inline void put_nibble(uint8_t* qs, int i, uint8_t n) { qs[i / 2] = uint8_t(qs[i / 2] | n << (4 * (i % 2))); }
+inline void iq4_file_put(const uint32_t (&w)[8][8], uint8_t* qs) {
+  for (int v = 0; v < 8; ++v) {
+    uint32_t a[4];
+    for (int k = 0; k < 4; ++k) a[k] = w[v][k] | w[v][4 + k] << 4;
+    std::memcpy(qs + 16 * v, a, 16);
+  }
+}
+inline void iq4_chunk_words(const uint8_t* qs, uint32_t (&w)[8][8]) {
+  for (int m = 0; m < 4; ++m) {
+    uint32_t a[8];
+    std::memcpy(a, qs + 32 * m, 32);
+    for (int v = 0; v < 8; ++v) {
+      w[v][2 * m] = a[v] & kLow4;
+      w[v][2 * m + 1] = (a[v] >> 4) & kLow4;
+    }
+  }
+}
+inline void iq4_chunk_put(const uint32_t (&w)[8][8], uint8_t* qs) {
+  for (int m = 0; m < 4; ++m) {
+    uint32_t a[8];
+    for (int v = 0; v < 8; ++v) a[v] = w[v][2 * m] | w[v][2 * m + 1] << 4;
+    std::memcpy(qs + 32 * m, a, 32);
+  }
+}
 }  // namespace transcode
 
 // The header copied, the nibbles moved from the file's order to chunk order (kToChunks) or back.
@@ -409,11 +436,14 @@ inline void iq4_xs_reorder(const From& a, To& b) {
   b.d = a.d;
   b.scales_h = a.scales_h;
   std::memcpy(b.scales_l, a.scales_l, sizeof b.scales_l);
-  std::memset(b.qs, 0, sizeof b.qs);
-  transcode::iq4_xs_t_pairs([&](int f, int c) {
-    if (kToChunks) transcode::put_nibble(b.qs, c, transcode::get_nibble(a.qs, f));
-    else transcode::put_nibble(b.qs, f, transcode::get_nibble(a.qs, c));
-  });
+  uint32_t w[8][8];
+  if (kToChunks) {
+    transcode::iq4_file_words(a.qs, w);
+    transcode::iq4_chunk_put(w, b.qs);
+  } else {
+    transcode::iq4_chunk_words(a.qs, w);
+    transcode::iq4_file_put(w, b.qs);
+  }
 }
 inline void transcode_iq4_xs(const block_iq4_xs& x, block_iq4_xs_t& t) { iq4_xs_reorder<true>(x, t); }
 inline void iq4_xs_t_to_file(const block_iq4_xs_t& t, block_iq4_xs& x) { iq4_xs_reorder<false>(t, x); }
