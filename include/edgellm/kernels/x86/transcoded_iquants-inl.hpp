@@ -152,6 +152,9 @@ inline void prepare_act_q8_K_rows(const float* x, int64_t n_in, void* dst) { qua
 // nibbles are two chunks, each 32 weights of which int32 lane v (AVX-512: v and 8 + v) holds vector
 // v's; the block's one scale vector multiplies the chunks' sums (VNNI: after the +128 form's dots,
 // whose 128 * sum y share comes from the group sums; AVX2: in the int16 madd of |w| * signed y).
+// The activation slot of chunk 2m (transcode::iq4_slot), chunk 2m + 1's two slots on; written out
+// so that the plain -O2 build, which keeps the loop, computes it in place.
+inline int iq4_slot_even(int m) { return ((m & 2) << 1) | (m & 1); }
 inline __m256i iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) {
   const __m256i sc = iq4_xs_scales8(x);
 #if EDGELLM_X86_AVX512VNNI
@@ -173,10 +176,9 @@ inline __m256i iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) 
   __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int m = 0; m < 4; ++m) {  // chunks 2m (low nibbles) and 2m + 1 (high)
     const __m256i q = load256(x.qs + 32 * m);
-    acc[0] = dot_u8s8_acc(acc[0], _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4)),
-                          load256(y.qs + 32 * transcode::iq4_slot(2 * m)));
-    acc[1] = dot_u8s8_acc(acc[1], _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)),
-                          load256(y.qs + 32 * transcode::iq4_slot(2 * m + 1)));
+    const int8_t* ym = y.qs + 32 * iq4_slot_even(m);  // chunk 2m; chunk 2m + 1 two slots on
+    acc[0] = dot_u8s8_acc(acc[0], _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4)), load256(ym));
+    acc[1] = dot_u8s8_acc(acc[1], _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)), load256(ym + 64));
   }
   const __m256i s8 = _mm256_add_epi32(acc[0], acc[1]);
   return _mm256_mullo_epi32(_mm256_sub_epi32(s8, _mm256_slli_epi32(q8_K_sum(y), 7)), sc);
@@ -189,8 +191,9 @@ inline __m256i iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) 
     const __m256i q = load256(x.qs + 32 * m);
     const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
     const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-    acc[0] = _mm256_add_epi32(acc[0], signed_dot_scaled(w0, y.qs + 32 * transcode::iq4_slot(2 * m), sc16));
-    acc[1] = _mm256_add_epi32(acc[1], signed_dot_scaled(w1, y.qs + 32 * transcode::iq4_slot(2 * m + 1), sc16));
+    const int8_t* ym = y.qs + 32 * iq4_slot_even(m);
+    acc[0] = _mm256_add_epi32(acc[0], signed_dot_scaled(w0, ym, sc16));
+    acc[1] = _mm256_add_epi32(acc[1], signed_dot_scaled(w1, ym + 64, sc16));
   }
   return _mm256_add_epi32(acc[0], acc[1]);
 #endif
