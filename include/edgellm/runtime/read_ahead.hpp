@@ -155,9 +155,9 @@ class ReadAheadRing {
       {
         std::lock_guard<std::mutex> lk(mu_);
         buf_src_[b] = src;
-        buf_err_[b] = std::move(err);  // see errors_: no copy stays on this thread
         stats_.read_s += dt;
         if (!err) stats_.bytes_read += op.bytes;
+        buf_err_[b] = std::exchange(err, nullptr);  // see errors_: no reference stays on this thread
         ops_read_ = k + 1;
       }
       cv_.notify_all();
@@ -190,10 +190,9 @@ class ReadAheadRing {
           if (stop_) return;
           const size_t b = size_t(k % uint64_t(n_bufs_));
           src = buf_src_[b];
-          e = std::move(buf_err_[b]);
-          buf_err_[b] = nullptr;
+          e = std::exchange(buf_err_[b], nullptr);
         }
-        if (e && !err) err = std::move(e);
+        if (e && !err) err = std::exchange(e, nullptr);
         if (!err) {
           const auto t0 = std::chrono::steady_clock::now();
           try {
@@ -211,7 +210,7 @@ class ReadAheadRing {
       }
       {
         std::lock_guard<std::mutex> lk(mu_);
-        errors_[size_t(seq % uint64_t(n_slots_))] = std::move(err);
+        errors_[size_t(seq % uint64_t(n_slots_))] = std::exchange(err, nullptr);
         stats_.place_s += dt;
         ++stats_.jobs_loaded;
         filled_ = seq + 1;
