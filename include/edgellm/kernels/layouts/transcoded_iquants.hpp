@@ -464,18 +464,23 @@ inline void dequantize_row_iq4_xs_t(const block_iq4_xs_t* EDGELLM_RESTRICT x, fl
     dequantize_row_iq4_xs(&f, y + QK_K * b, QK_K);
   }
 }
-// Q8_K activation rows (n weights) in iq4_xs_t's order, in place of the natural ones.
-inline void iq4_xs_t_act(const void* natural, int64_t n, void* out) {
+// Q8_K activation rows (n weights) from the natural order to iq4_xs_t's (kToChunks) or back; d and
+// bsums unchanged.
+template <bool kToChunks>
+inline void iq4_xs_t_act_order(const void* in, int64_t n, void* out) {
   for (int64_t b = 0; b < n / QK_K; ++b) {
-    const block_q8_K& y = static_cast<const block_q8_K*>(natural)[b];
+    const block_q8_K& y = static_cast<const block_q8_K*>(in)[b];
     block_q8_K& o = static_cast<block_q8_K*>(out)[b];
     o.d = y.d;
     std::memcpy(o.bsums, y.bsums, sizeof o.bsums);
     for (int c = 0; c < 8; ++c)
-      for (int v = 0; v < QK_K / 32; ++v)
-        std::memcpy(o.qs + 32 * transcode::iq4_slot(c) + 4 * v, y.qs + 32 * v + 4 * c, 4);
+      for (int v = 0; v < QK_K / 32; ++v) {
+        const int natural = 32 * v + 4 * c, chunked = 32 * transcode::iq4_slot(c) + 4 * v;
+        std::memcpy(o.qs + (kToChunks ? chunked : natural), y.qs + (kToChunks ? natural : chunked), 4);
+      }
   }
 }
+inline void iq4_xs_t_act(const void* natural, int64_t n, void* out) { iq4_xs_t_act_order<true>(natural, n, out); }
 // iq4_xs_t's PackedFormat pieces (one row a group) and its scalar oracle: the file's reference dot
 // of the file's bytes against the natural activations, read back from both forms.
 struct FormIQ4_XS_T {
@@ -489,12 +494,7 @@ struct FormIQ4_XS_T {
     std::vector<block_iq4_xs> x(size_t(n / QK_K));
     std::vector<block_q8_K> y(size_t(n / QK_K));
     iq4_xs_t_to_file_row(w, n, x.data());
-    for (int b = 0; b < n / QK_K; ++b) {  // iq4_xs_t_act's inverse
-      const block_q8_K& p = static_cast<const block_q8_K*>(a)[b];
-      y[size_t(b)] = p;
-      for (int c = 0; c < 8; ++c)
-        for (int v = 0; v < QK_K / 32; ++v) std::memcpy(y[size_t(b)].qs + 32 * v + 4 * c, p.qs + 32 * transcode::iq4_slot(c) + 4 * v, 4);
-    }
+    iq4_xs_t_act_order<false>(a, n, y.data());
     return vec_dot_iq4_xs_q8_K_ref(n, x.data(), y.data());
   }
   static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
