@@ -1,8 +1,8 @@
 // The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ4_XS block of the shared files transcodes exactly (the same
-// dequantized floats and u8 GEMM form, or the file's bytes read back), and a model with those matrices transcoded at load gives
-// the logits of the matrices read in place bit for bit, prompt and decode steps; the memory plan
-// counts the larger form. Skipped without the shared data, or where the kernel table has no
+// dequantized floats and u8 GEMM form, or the file's bytes read back), and a model with those
+// matrices transcoded at load (and IQ4_NL's interleaved at load) gives the logits of the matrices
+// read in place bit for bit, prompt and decode steps; the memory plan counts the larger form. Skipped without the shared data, or where the kernel table has no
 // transcoded form.
 #include <doctest/doctest.h>
 
@@ -57,6 +57,20 @@ std::vector<TranscodedFile> transcoded_files() {
            [](const void* t, float* y, int64_t n) { dequantize_row_iq4_xs_t(static_cast<const block_iq4_xs_t*>(t), y, n); },
            nullptr, iq4_xs_t_to_file_row}};
 }
+// The files whose logits the next test compares: the transcoded ones, and IQ4_NL's row-interleaved
+// form (kernels/x86/packed-inl.hpp: Q4_0's layout, the file's bytes; where a table has one).
+struct FormFile {
+  std::string path;
+  DType type;
+  const char* form;
+  size_t block_bytes;
+};
+std::vector<FormFile> form_files() {
+  std::vector<FormFile> v;
+  for (const TranscodedFile& tf : transcoded_files()) v.push_back({tf.path, tf.type, tf.form, tf.block_bytes});
+  v.push_back({kData + "/iq/models/tiny-llama-256-IQ4_NL-imat.gguf", DType::IQ4_NL, "(iq4_nlx", sizeof(block_iq4_nl)});
+  return v;
+}
 }  // namespace
 
 TEST_CASE("transcoded i-quants: every block of the shared files of the transcoded types transcodes exactly") {
@@ -89,7 +103,7 @@ TEST_CASE("transcoded i-quants: every block of the shared files of the transcode
 }
 
 TEST_CASE("transcoded i-quants: the transcoded model gives the in-place logits bit for bit, prompt and decode") {
-  for (const TranscodedFile& tf : transcoded_files()) {
+  for (const FormFile& tf : form_files()) {
     CAPTURE(tf.path);
     if (!path_exists(tf.path)) EDGELLM_SKIP(tf.path, " not found");
     // The process's table with only the transcoded form: the K-quant matrices of the file's mix
@@ -97,7 +111,10 @@ TEST_CASE("transcoded i-quants: the transcoded model gives the in-place logits b
     KernelTable kt = kernels();
     for (uint32_t id = 0; id < kDTypeCount; ++id)
       if (DType(id) != tf.type) kt.packed[id] = PackedFormat{};
-    if (kt.packed_of(tf.type).rows == 0) EDGELLM_SKIP("no transcoded form on ", kt.f.variant);
+    if (kt.packed_of(tf.type).rows == 0) {
+      MESSAGE("no form of ", dtype_name(tf.type), " on ", kt.f.variant);
+      continue;
+    }
     const LlamaModel plain(GgufFile::open(tf.path), LoadOptions::all_resident(/*repack=*/false, &kt));
     const LlamaModel tc(GgufFile::open(tf.path), LoadOptions::all_resident(/*repack=*/true, &kt));
     CHECK(tc.weights().describe_repack().find(tf.form) != std::string::npos);

@@ -86,6 +86,12 @@ struct PackedFormat {
   // signed K form): the group's row in the file's bytes; prefill of gemm_min_tokens tokens or more
   // then runs the u8 GEMM over them, as for the matrix in place.
   void (*to_file_row)(const void* group, int64_t n_in, void* file_row) = nullptr;
+  // Optional: the GEMM prefill runs instead of gemm, which then serves decode only (IQ4_NL: gemm
+  // takes vec_dot's float steps, prefill_gemm a faster order). The matrix in place (not repacked,
+  // or streamed) then prefills through it too, each group packed from the file's rows as it is
+  // needed (kernels/matmul.hpp), so both forms give the same bits in prefill as in decode.
+  void (*prefill_gemm)(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                       size_t out_stride) = nullptr;
 };
 
 struct U8GemmRow;  // kernels/layouts/unpack_u8.hpp

@@ -182,9 +182,11 @@ inline void decode_units(const KernelTable& kt, const MatmulWeight& w, int64_t u
 // Prefill of a packed weight: every activation row prepared once, then threads take ranges of
 // groups and run each token tile over each group (a group, ~18 KB for 16 rows of 2048 q4_0, stays
 // in L1/L2 while the tile passes).
-inline void matmul_packed_prefill(ThreadPool* pool, const MatmulWeight& w, const float* x, int64_t n_tok, float* y,
-                                  MatmulScratch& scratch) {
-  const PackedFormat& pf = *w.pf;
+// Prefill through a packed form's GEMM: the weight's groups, or (pf a form with prefill_gemm and w
+// in place) each group packed from the file's rows first, once per group.
+inline void matmul_packed_prefill(ThreadPool* pool, const MatmulWeight& w, const PackedFormat& pf, const float* x,
+                                  int64_t n_tok, float* y, MatmulScratch& scratch) {
+  const auto gemm = pf.prefill_gemm ? pf.prefill_gemm : pf.gemm;
   const int64_t rows = pf.rows, n = w.n_in;
   const size_t ab = pf.act_bytes(n), gb = pf.group_bytes(n);
   uint8_t* act = scratch.get(ab * size_t(n_tok));
@@ -194,25 +196,36 @@ inline void matmul_packed_prefill(ThreadPool* pool, const MatmulWeight& w, const
   if (pool) pool->parallel_for(n_tok, prep);
   else prep(0, n_tok, 0);
   const int64_t groups = (w.n_out + rows - 1) / rows;
+  // One group against tokens t0 .. t0 + nt.
+  const auto group_tokens = [&](const uint8_t* grp, int64_t r0, int64_t t0, int nt, std::vector<float>& tmp) {
+    const uint8_t* a = act + size_t(t0) * ab;
+    if (r0 + rows <= w.n_out) {
+      gemm(n, grp, a, nt, y + t0 * w.n_out + r0, size_t(w.n_out));
+      return;
+    }
+    tmp.resize(size_t(nt) * size_t(rows));
+    gemm(n, grp, a, nt, tmp.data(), size_t(rows));
+    for (int t = 0; t < nt; ++t)
+      std::memcpy(y + (t0 + t) * w.n_out + r0, tmp.data() + size_t(t) * size_t(rows), sizeof(float) * size_t(w.n_out - r0));
+  };
   run_chunked(pool, groups, [&](int64_t g0, int64_t g1) {
     thread_local std::vector<float> tmp;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kMatmulTokTile) {
-      const int nt = int(std::min(kMatmulTokTile, n_tok - t0));
+    thread_local std::vector<uint8_t> packed;  // a group packed from the file's rows
+    if (!w.packed) {
+      packed.resize(gb);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t r0 = g * rows;
-        const auto* grp = static_cast<const uint8_t*>(w.packed) + size_t(g) * gb;
-        const uint8_t* a = act + size_t(t0) * ab;
-        if (r0 + rows <= w.n_out) {
-          pf.gemm(n, grp, a, nt, y + t0 * w.n_out + r0, size_t(w.n_out));
-          continue;
-        }
-        tmp.resize(size_t(nt) * size_t(rows));
-        pf.gemm(n, grp, a, nt, tmp.data(), size_t(rows));
-        for (int t = 0; t < nt; ++t)
-          std::memcpy(y + (t0 + t) * w.n_out + r0, tmp.data() + size_t(t) * size_t(rows),
-                      sizeof(float) * size_t(w.n_out - r0));
+        pf.pack(static_cast<const uint8_t*>(w.data) + size_t(r0) * w.row_bytes, w.row_bytes,
+                int(std::min(rows, w.n_out - r0)), n, packed.data());
+        for (int64_t t0 = 0; t0 < n_tok; t0 += kMatmulTokTile)
+          group_tokens(packed.data(), r0, t0, int(std::min(kMatmulTokTile, n_tok - t0)), tmp);
       }
+      return;
     }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kMatmulTokTile)
+      for (int64_t g = g0; g < g1; ++g)
+        group_tokens(static_cast<const uint8_t*>(w.packed) + size_t(g) * gb, g * rows, t0,
+                     int(std::min(kMatmulTokTile, n_tok - t0)), tmp);
   });
 }
 
@@ -371,8 +384,13 @@ inline void matmul_prefill_rows(const KernelTable& kt, ThreadPool* pool, const M
   const TypeKernels& k = kt.of(w.type);
   const DType act_type = k.vec_dot_type;
   const bool act_f32 = act_type == DType::F32;
+  const PackedFormat& tpf = kt.packed_of(w.type);
+  if (w.packed ? w.pf->prefill_gemm != nullptr : tpf.rows > 0 && tpf.prefill_gemm != nullptr) {
+    matmul_packed_prefill(pool, w, w.packed ? *w.pf : tpf, x, n_tok, y, scratch);
+    return;
+  }
   if (w.packed && !((w.pf->unpack_u8 || w.pf->to_file_row) && gemm_u8_applies(kt, w, n_tok, gemm_min_tokens))) {
-    matmul_packed_prefill(pool, w, x, n_tok, y, scratch);
+    matmul_packed_prefill(pool, w, *w.pf, x, n_tok, y, scratch);
     return;
   }
   if (gemm_u8_applies(kt, w, n_tok, gemm_min_tokens)) {

@@ -77,16 +77,19 @@ inline void pack_rows(const void* src, size_t row_bytes, int count, int64_t n_in
   }
 }
 
+// A word at a time (prefill packs IQ4_NL's file rows per group: kernels/matmul.hpp): the file's byte
+// j holds weights j and j + 16; chunk c's word of row r weights 8c .. 8c + 3 in its low nibbles and
+// 8c + 4 .. 8c + 7 in its high ones (q4_0_group_row below undoes it).
+inline constexpr uint32_t kLoNibbles = 0x0F0F0F0Fu;
 template <int R>
 inline void pack_q4_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   pack_rows<block_q4_0, GeometryQ4_0<R>, R>(src, row_bytes, count, n_in, dst, [](const block_q4_0& x, int r, uint8_t* qs) {
-    uint8_t u[QK4_0];  // weight k's nibble, in weight order
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      u[j] = x.qs[j] & 0x0F;
-      u[j + QK4_0 / 2] = x.qs[j] >> 4;
-    }
-    for (int c = 0; c < kWords / 2; ++c)
-      for (int i = 0; i < 4; ++i) qs[c * 4 * R + 4 * r + i] = uint8_t(u[8 * c + i] | u[8 * c + 4 + i] << 4);
+    constexpr uint32_t kLo = kLoNibbles;
+    uint32_t f[kWords / 2];
+    std::memcpy(f, x.qs, sizeof f);
+    const uint32_t c[kWords / 2] = {(f[0] & kLo) | (f[1] & kLo) << 4, (f[2] & kLo) | (f[3] & kLo) << 4,
+                                    (f[0] >> 4 & kLo) | (f[1] & ~kLo), (f[2] >> 4 & kLo) | (f[3] & ~kLo)};
+    for (int k = 0; k < kWords / 2; ++k) std::memcpy(qs + size_t(k) * 4 * R + 4 * size_t(r), &c[k], 4);
   });
 }
 
@@ -172,6 +175,31 @@ inline void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok,
       }
       out[size_t(t) * out_stride + size_t(r)] = sum;
     }
+  }
+}
+
+// ---- IQ4_NL in Q4_0's layout ----
+// block_iq4_nl has block_q4_0's shape (an F16 scale, then 16 bytes of nibbles in the same order), so
+// pack_q4_0 packs it; its nibbles index kvalues_iq4nl, looked up by the kernels after the load
+// (kernels/x86/packed-inl.hpp, iq4_nlx16 / iq4_nlx8).
+static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0) && offsetof(block_iq4_nl, qs) == offsetof(block_q4_0, qs),
+              "IQ4_NL packs as Q4_0");
+// Row r of a Q4_0-layout group in the file's blocks, the inverse of pack_q4_0 (for tests).
+template <int R>
+inline void q4_0_group_row(const void* group, int64_t n_in, int r, void* file_row) {
+  using G = GeometryQ4_0<R>;
+  constexpr uint32_t kLo = kLoNibbles;
+  const auto* g = static_cast<const uint8_t*>(group);
+  auto* x = static_cast<uint8_t*>(file_row);
+  for (int64_t b = 0; b < n_in / kBlock; ++b, x += sizeof(block_q4_0)) {
+    uint32_t w[kWords / 2], f[kWords / 2];
+    for (int c = 0; c < kWords / 2; ++c) std::memcpy(&w[c], g + G::qs_at(b) + size_t(c) * 4 * R + 4 * size_t(r), 4);
+    for (int h = 0; h < 2; ++h) {  // file bytes 8h .. 8h + 7 from chunks h (weights 8h ..) and h + 2 (8h + 16 ..)
+      f[2 * h] = (w[h] & kLo) | (w[h + 2] & kLo) << 4;
+      f[2 * h + 1] = (w[h] >> 4 & kLo) | (w[h + 2] & ~kLo);
+    }
+    std::memcpy(x + offsetof(block_q4_0, d), g + G::scales_at(b) + size_t(r) * sizeof(ggml_half), sizeof(ggml_half));
+    std::memcpy(x + offsetof(block_q4_0, qs), f, sizeof f);
   }
 }
 

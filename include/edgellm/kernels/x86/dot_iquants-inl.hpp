@@ -405,72 +405,13 @@ struct FmtIQ4_XS : BlockFmt<block_iq4_xs, block_q8_K, QK_K> {
 };
 
 // IQ4_NL against Q8_0: q4_0's nibble order; the products' pairs stay below 2^15 (127 * 127 * 2).
-struct FmtIQ4_NL : BlockFmt<block_iq4_nl, block_q8_0, QK4_NL> {
-  static __m256 block(const Block& x, const ActBlock& y, __m256 acc) {
-    const __m256i w = iq4nl_values(x.qs);
-    const __m256i s = dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(load256(y.qs), w));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale_of(x.d, y.d), acc);
-  }
-  // The F16 scales of blocks A and B, [dx A, dy A, dx B, dy B] converted at once: d A, d B in floats 0, 2.
-  static __m128 pair_scales(const Block* x, const ActBlock* y) {
-    const uint64_t h = uint64_t(x[0].d) | uint64_t(y[0].d) << 16 | uint64_t(x[1].d) << 32 | uint64_t(y[1].d) << 48;
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(h)));
-    return _mm_mul_ps(f, _mm_movehdup_ps(f));
-  }
-#if EDGELLM_X86_AVX512VNNI
-  // AVX-512 VNNI: two blocks a step. Their 64 weights [A low nibbles, B low, A high, B high] as
-  // kvalues_iq4nl + 128 (u8), against the activations in that order; the +128's share, 128 * sum y,
-  // is vpdpbusd's of a constant 128.
-  using Acc = __m512;
-  static __m512 pair(const Block* x, const ActBlock* y, __m512 acc) {
-    const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
-    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(x[0].qs)), load128(x[1].qs), 1);
-    const __m512i nib = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1),
-                                         _mm512_set1_epi8(0x0F));
-    const __m512i yv = _mm512_inserti64x4(_mm512_castsi256_si512(load256(y[0].qs)), load256(y[1].qs), 1);
-    const __m512i ys = _mm512_shuffle_i64x2(yv, yv, _MM_SHUFFLE(3, 1, 2, 0));
-    const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, nib), ys),
-                                       _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)), ys));
-    const __m512 d = _mm512_permutexvar_ps(_mm512_set_epi32(2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0),
-                                           _mm512_castps128_ps512(pair_scales(x, y)));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc);
-  }
-  static __m256 fold(__m512 t) { return _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1)); }
-#else
-  // Two blocks a step, their scales converted at once.
-  using Acc = __m256;
-  static __m256 pair(const Block* x, const ActBlock* y, __m256 acc) {
-    const __m128 d = pair_scales(x, y);
-    for (int i = 0; i < 2; ++i) {
-      const __m256i w = iq4nl_values(x[i].qs);
-      const __m256i s = dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(load256(y[i].qs), w));
-      const __m256 di = _mm256_broadcastss_ps(i == 0 ? d : _mm_movehl_ps(d, d));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), di, acc);
-    }
-    return acc;
-  }
-  static __m256 fold(__m256 t) { return t; }
-#endif
-};
-// A row of IQ4_NL: pairs of blocks (two pairs in flight), the odd block last.
-template <>
-inline float dot_row<FmtIQ4_NL>(int nb, const void* w, const void* a) {
-  const auto* x = static_cast<const block_iq4_nl*>(w);
-  const auto* y = static_cast<const block_q8_0*>(a);
-  using Acc = FmtIQ4_NL::Acc;
-  Acc acc0{}, acc1{};
-  int b = 0;
-  for (; b + 3 < nb; b += 4) {
-    acc0 = FmtIQ4_NL::pair(x + b, y + b, acc0);
-    acc1 = FmtIQ4_NL::pair(x + b + 2, y + b + 2, acc1);
-  }
-  if (b + 1 < nb) {
-    acc0 = FmtIQ4_NL::pair(x + b, y + b, acc0);
-    b += 2;
-  }
-  __m256 acc = FmtIQ4_NL::fold(acc0 + acc1);
-  if (b < nb) acc = FmtIQ4_NL::block(x[b], y[b], acc);
-  return hsum(acc);
+// A row goes through lanes8_row (below), whose float steps the row-interleaved form
+// (kernels/x86/packed-inl.hpp, iq4_nlx16 / iq4_nlx8) repeats, so the two give the same bits.
+struct FmtIQ4_NL : BlockFmt<block_iq4_nl, block_q8_0, QK4_NL> {};
+// A block's exact integer sum spread over 8 lanes.
+inline __m256i iq4_nl_block_sum(const block_iq4_nl& x, const block_q8_0& y) {
+  const __m256i w = iq4nl_values(x.qs);
+  return dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(load256(y.qs), w));
 }
 
 // Sum of a Q8_K block's 256 quants as 8 int32 lanes (from its 16 group sums).
@@ -493,12 +434,14 @@ inline __m256i hsum8_i32(const __m256i (&v)[8]) {
   const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
   return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
-// A row of IQ4_XS, in the file's form or iq4_xs_t (kernels/x86/transcoded_iquants-inl.hpp): Sum(x,
-// y) gives a block's exact integer sum spread over 8 lanes; 8 blocks' totals at once (hsum8_i32)
-// are converted and times d * y.d added to lane b % 8 of one float accumulator, summed at the end.
-// Both forms take these float steps, so their logits are equal bit for bit.
-template <class Block, __m256i (*Sum)(const Block&, const block_q8_K&)>
-inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
+// A row of blocks with one F16 scale each (IQ4_XS in the file's form or iq4_xs_t, IQ4_NL): Sum(x, y)
+// gives a block's exact integer sum spread over 8 lanes; 8 blocks' totals at once (hsum8_i32) are
+// converted and times d * y.d added to lane b % 8 of one float accumulator, summed at the end by
+// hsum. The other forms of those types take these float steps, so their logits are equal bit for bit.
+inline float act_scale(const block_q8_K& y) { return y.d; }
+inline float act_scale(const block_q8_0& y) { return fp16_to_fp32(y.d); }
+template <class Block, class Act, __m256i (*Sum)(const Block&, const Act&)>
+inline float lanes8_row(int nb, const Block* x, const Act* y) {
   __m256 acc = _mm256_setzero_ps();
   for (int b0 = 0; b0 < nb; b0 += 8) {
     const int cnt = nb - b0 < 8 ? nb - b0 : 8;
@@ -507,7 +450,7 @@ inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
     for (int k = 0; k < 8; ++k) {
       if (k < cnt) {
         s[k] = Sum(x[b0 + k], y[b0 + k]);
-        dyd[k] = fp16_to_fp32(x[b0 + k].d) * y[b0 + k].d;
+        dyd[k] = fp16_to_fp32(x[b0 + k].d) * act_scale(y[b0 + k]);
       } else {
         s[k] = _mm256_setzero_si256();
       }
@@ -515,6 +458,15 @@ inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_i32(s)), _mm256_load_ps(dyd), acc);
   }
   return hsum(acc);
+}
+template <class Block, __m256i (*Sum)(const Block&, const block_q8_K&)>
+inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
+  return lanes8_row<Block, block_q8_K, Sum>(nb, x, y);
+}
+template <>
+inline float dot_row<FmtIQ4_NL>(int nb, const void* w, const void* a) {
+  return lanes8_row<block_iq4_nl, block_q8_0, iq4_nl_block_sum>(nb, static_cast<const block_iq4_nl*>(w),
+                                                                 static_cast<const block_q8_0*>(a));
 }
 #if EDGELLM_X86_AVX512VNNI
 // A file block at avx512-vnni: two vectors (64 weights) a step, laid out as IQ4_NL's pair: the 32

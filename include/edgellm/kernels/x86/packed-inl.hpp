@@ -20,6 +20,8 @@ struct PackedVec {
   static I zero_i() { return _mm512_setzero_si512(); }
   static I add(I a, I b) { return _mm512_add_epi32(a, b); }
   static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I table(__m128i t) { return _mm512_broadcast_i32x4(t); }
+  static I lookup(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   static F scales(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F zero() { return _mm512_setzero_ps(); }
   static F splat(float v) { return _mm512_set1_ps(v); }
@@ -48,6 +50,10 @@ struct PackedVec {
   static I zero_i() { return _mm256_setzero_si256(); }
   static I add(I a, I b) { return _mm256_add_epi32(a, b); }
   static I dot(I acc, I u, I s) { return dot_u8s8_acc(acc, u, s); }
+  static I table(__m128i t) { return _mm256_broadcastsi128_si256(t); }
+  static I lookup(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
+  // Signed weights w (the dot step's u8 would saturate): |w| x (y with w's sign).
+  static I dot_signed(I acc, I w, I y) { return dot_u8s8_acc(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(y, w)); }
   // Without VNNI: u8 x s8 products summed in pairs into int16 lanes, int16 adds, and the int16
   // pairs of each 32-bit lane summed into it.
   static I pairs16(I u, I s) { return _mm256_maddubs_epi16(u, s); }
@@ -92,18 +98,27 @@ inline void prefetch_ahead(const void* p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + kPrefetchL2Bytes + o, _MM_HINT_T1);
 }
 
+// The packed forms of this file: Q8_0's bytes, Q4_0's nibbles, IQ4_NL's nibbles (Q4_0's layout)
+// looked up in a 16-byte table.
+enum class Packed { Q8_0, Q4_0, IQ4_NL };
+
 // The 8 words of block b as vectors (lane r = weights 4j .. 4j+3 of row r). kX16: the odd (high
 // nibble) words as v & 0xF0, 16 x their value: one op instead of a shift and a mask; their dots
 // come out 16 x too and exact, and the caller divides the sum of those dots by 16 (an exact shift).
-template <class V, bool kQ4, bool kX16>
-inline void load_words(const uint8_t* qs, typename V::I (&w)[packed::kWords]) {
+// IQ4_NL: the nibbles' table values (`table`).
+template <class V, Packed K, bool kX16>
+inline void load_words(const uint8_t* qs, typename V::I (&w)[packed::kWords], typename V::I table) {
   constexpr int kWordBytes = 4 * V::kRows;
-  if constexpr (kQ4) {
+  if constexpr (K != Packed::Q8_0) {
 #pragma GCC unroll 4  // w stays in registers (see packed_tile)
     for (int c = 0; c < packed::kWords / 2; ++c) {
       const typename V::I v = V::load(qs + c * kWordBytes);
       w[2 * c] = V::lo_nibbles(v);
       w[2 * c + 1] = kX16 ? V::hi_nibbles_x16(v) : V::hi_nibbles(v);
+      if constexpr (K == Packed::IQ4_NL) {
+        w[2 * c] = V::lookup(table, w[2 * c]);
+        w[2 * c + 1] = V::lookup(table, w[2 * c + 1]);
+      }
     }
   } else {
 #pragma GCC unroll 8
@@ -111,13 +126,27 @@ inline void load_words(const uint8_t* qs, typename V::I (&w)[packed::kWords]) {
   }
 }
 
+// IQ4_NL's lookup table: kvalues_iq4nl, + 128 (u8) where the dot step is exact for u8 (the
+// activation's correction is then -128 * sum y), else signed (dot_step's |w| x (y with w's sign)).
+template <class V>
+inline typename V::I iq4_nl_table() {
+  const __m128i kv = load128(kvalues_iq4nl);
+  return V::table(V::kExactU8 ? _mm_xor_si128(kv, _mm_set1_epi8(char(0x80))) : kv);
+}
+template <class V, Packed K>
+inline typename V::I dot_step(typename V::I acc, typename V::I w, typename V::I y) {
+  if constexpr (K == Packed::IQ4_NL && !V::kExactU8) return V::dot_signed(acc, w, y);
+  else return V::dot(acc, w, y);
+}
+
 // T tokens x one group: out[t * out_stride + r]. Each token's block sum starts from the
 // activation's offset correction; two int chains per token keep a lone token (decode) from
 // waiting on one 8-deep vpdpbusd chain.
-template <class V, bool kQ4, int T>
+template <class V, Packed K, int T>
 inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, size_t act_stride, float* out,
                         size_t out_stride) {
-  using G = packed::Geometry<kQ4 ? QK4_0 / 2 : QK8_0, V::kRows>;
+  constexpr bool kQ4 = K == Packed::Q4_0;
+  using G = packed::Geometry<K != Packed::Q8_0 ? QK4_0 / 2 : QK8_0, V::kRows>;
   using I = typename V::I;
   using F = typename V::F;
   const int64_t nb = n_in / packed::kBlock;
@@ -125,6 +154,7 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
   // sums) and the tile is small enough that the per-token shift costs less than the 4 per block
   // it saves (decode: T = 1).
   constexpr bool kX16 = kQ4 && V::kExactU8 && T <= 4;
+  const I table = K == Packed::IQ4_NL ? iq4_nl_table<V>() : V::zero_i();
   packed::ActView a[T];
   F acc[T];
   for (int t = 0; t < T; ++t) {
@@ -135,7 +165,7 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
     const uint8_t* qs = group + G::qs_at(b);
     prefetch_ahead(group + G::kPair / 2 * size_t(b), G::kPair / 2);  // the lines of the block, ahead
     I w[packed::kWords];
-    load_words<V, kQ4, kX16>(qs, w);
+    load_words<V, K, kX16>(qs, w, table);
     const F dw = V::scales(group + G::scales_at(b));
     // Unrolled whatever the tuning: g++ 12 unrolls these only for some -march targets (znver3 yes,
     // haswell or the plain build's target attributes no: 1.4x slower prefill).
@@ -157,8 +187,8 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
         I s0 = V::splat(a[t].corr + b), s1 = V::zero_i();
 #pragma GCC unroll 4
         for (int j = 0; j < packed::kWords; j += 2) {
-          s0 = V::dot(s0, w[j], V::splat(y + 4 * j));
-          s1 = V::dot(s1, w[j + 1], V::splat(y + 4 * j + 4));
+          s0 = dot_step<V, K>(s0, w[j], V::splat(y + 4 * j));
+          s1 = dot_step<V, K>(s1, w[j + 1], V::splat(y + 4 * j + 4));
         }
         // s1 holds only odd words' dots (with kX16: 16 x the high nibbles', a multiple of 16)
         acc[t] = V::fma(V::cvt(V::add(s0, kX16 ? V::div16(s1) : s1)), V::mul(dw, V::splat(a[t].d[b])), acc[t]);
@@ -168,12 +198,12 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
   for (int t = 0; t < T; ++t) V::store(out + size_t(t) * out_stride, acc[t]);
 }
 
-// Tile::run<T>: a register tile of T tokens; TileOf<V, kQ4> runs packed_tile.
-template <class V, bool kQ4>
+// Tile::run<T>: a register tile of T tokens; TileOf<V, K> runs packed_tile.
+template <class V, Packed K>
 struct TileOf {
   template <int T>
   static void run(int64_t n_in, const uint8_t* g, const uint8_t* a, size_t ab, float* out, size_t out_stride) {
-    packed_tile<V, kQ4, T>(n_in, g, a, ab, out, out_stride);
+    packed_tile<V, K, T>(n_in, g, a, ab, out, out_stride);
   }
 };
 
@@ -198,9 +228,9 @@ inline void packed_tiles(int64_t n_in, const void* group, const void* act, int n
     Tile::template run<kT>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
   packed_tail<Tile, kT - 1>(ntok - t, n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
 }
-template <class V, bool kQ4>
+template <class V, Packed K>
 inline void packed_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  packed_tiles<TileOf<V, kQ4>, kPackedTileToks>(n_in, group, act, ntok, out, out_stride);
+  packed_tiles<TileOf<V, K>, kPackedTileToks>(n_in, group, act, ntok, out, out_stride);
 }
 
 // The signed Q8_0 form (packed_legacy.hpp) for AVX2 without VNNI, whose vpmaddubsw would saturate
@@ -254,25 +284,75 @@ inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int
   packed_tiles<S8Tile, 4>(n_in, group, act, ntok, out, out_stride);
 }
 
+// IQ4_NL in Q4_0's layout (packed_legacy.hpp), decode: one token a call, each row's float steps those
+// of dot_row<FmtIQ4_NL> (lanes8_row, dot_iquants-inl.hpp): block b's exact integer sum, converted,
+// times dw * dy added to accumulator b % 8, the 8 summed in hsum's order, so decode gives vec_dot's
+// bits. Prefill runs packed_gemm (prefill_gemm), the matrix in place too (kernels/matmul.hpp).
+template <class V>
+inline void packed_iq4_nl_token(int64_t n_in, const uint8_t* group, const uint8_t* act, float* out) {
+  using G = packed::GeometryQ4_0<V::kRows>;
+  using I = typename V::I;
+  using F = typename V::F;
+  const int64_t nb = n_in / packed::kBlock;
+  const packed::ActView a = packed::act_view(act, n_in);
+  const I table = iq4_nl_table<V>();
+  F acc[8];
+  for (F& f : acc) f = V::zero();
+  const auto block = [&](int64_t b, F& acc_k) {
+    prefetch_ahead(group + G::kPair / 2 * size_t(b), G::kPair / 2);
+    I w[packed::kWords];
+    load_words<V, Packed::IQ4_NL, false>(group + G::qs_at(b), w, table);
+    const int8_t* y = a.qs + b * packed::kBlock;
+    I s0 = V::kExactU8 ? V::splat(a.corr + b) : V::zero_i(), s1 = V::zero_i();
+#pragma GCC unroll 4
+    for (int j = 0; j < packed::kWords; j += 2) {
+      s0 = dot_step<V, Packed::IQ4_NL>(s0, w[j], V::splat(y + 4 * j));
+      s1 = dot_step<V, Packed::IQ4_NL>(s1, w[j + 1], V::splat(y + 4 * j + 4));
+    }
+    acc_k = V::fma(V::cvt(V::add(s0, s1)), V::mul(V::scales(group + G::scales_at(b)), V::splat(a.d[b])), acc_k);
+  };
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) block(b + k, acc[k]);
+  }
+  for (int k = 0; b + k < nb; ++k) block(b + k, acc[k]);
+  V::store(out, V::add(V::add(V::add(acc[0], acc[4]), V::add(acc[1], acc[5])),
+                       V::add(V::add(acc[2], acc[6]), V::add(acc[3], acc[7]))));
+}
+template <class V>
+inline void packed_iq4_nl_gemv(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  for (int t = 0; t < ntok; ++t)
+    packed_iq4_nl_token<V>(n_in, static_cast<const uint8_t*>(group),
+                           static_cast<const uint8_t*>(act) + size_t(t) * packed::act_bytes(n_in), out + size_t(t) * out_stride);
+}
 
-// Fills packed_of(Q4_0) and packed_of(Q8_0): unsigned where the dot step is exact for bytes up to
-// 255 (VNNI), else (AVX2 without VNNI) the signed Q8_0 form.
+// Fills packed_of(Q4_0), packed_of(Q8_0) and packed_of(IQ4_NL): unsigned where the dot step is exact
+// for bytes up to 255 (VNNI), else (AVX2 without VNNI) the signed Q8_0 and IQ4_NL forms. IQ4_NL's
+// is resident_only (streamed matrices keep the file's bytes, as the transcoded i-quant forms do).
 inline void register_packed(KernelTable& t) {
   using V = PackedVec;
   constexpr int R = V::kRows;
   t.packed_of(DType::Q4_0) =
       packed::make_format(R, R == 16 ? "q4_0x16" : "q4_0x8", packed::GeometryQ4_0<R>::group_bytes,
                           packed::pack_q4_0<R>, packed::prepare_act<quantize_row_q8_0, packed::kQ4Offset>,
-                          packed_gemm<V, true>);
+                          packed_gemm<V, Packed::Q4_0>);
   if constexpr (V::kExactU8) {
     t.packed_of(DType::Q8_0) =
         packed::make_format(R, R == 16 ? "q8_0x16" : "q8_0x8", packed::GeometryQ8_0<R>::group_bytes,
                             packed::pack_q8_0<R>, packed::prepare_act<quantize_row_q8_0, packed::kQ8Offset>,
-                            packed_gemm<V, false>);
+                            packed_gemm<V, Packed::Q8_0>);
   } else {
     static_assert(V::kExactU8 || R == 8, "the signed form's tile is AVX2's");
     t.packed_of(DType::Q8_0) = packed::make_format(R, "q8_0x8s", packed::GeometryQ8_0<R>::group_bytes,
                                                    packed::pack_q8_0<R, 0>, packed::prepare_act<quantize_row_q8_0, 0>,
                                                    packed_s8_gemm);
   }
+  PackedFormat nl = packed::make_format(R, R == 16 ? "iq4_nlx16" : "iq4_nlx8", packed::GeometryQ4_0<R>::group_bytes,
+                                        packed::pack_q4_0<R>,
+                                        packed::prepare_act<quantize_row_q8_0, V::kExactU8 ? packed::kQ8Offset : 0>,
+                                        packed_iq4_nl_gemv<V>);
+  nl.resident_only = true;
+  nl.prefill_gemm = packed_gemm<V, Packed::IQ4_NL>;
+  t.packed_of(DType::IQ4_NL) = nl;
 }
