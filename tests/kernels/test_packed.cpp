@@ -238,72 +238,82 @@ TEST_CASE("pack rejects rows that do not fit") {
   CHECK_THROWS_AS(packed::pack_q4_0<16>(src.data(), dtype_row_bytes(DType::Q4_0, 64), 1, 48, dst.data()), Error);
 }
 
-// IQ4_NL in Q4_0's layout (x86: iq4_nlx16 / iq4_nlx8, resident only): gemm (decode) gives each token
-// the same table's vec_dot of the file's row bit for bit (it repeats its float steps), over block
-// counts that are and are not multiples of 8, partial groups and several tokens; prefill_gemm is
-// within kMaxPackedErr of it; the packed group gives every row's file bytes back.
-TEST_CASE("packed IQ4_NL: decode gives the file's vec_dot bit for bit, prefill close to it, the rows read back") {
+// IQ4_NL and IQ4_XS in Q4_0's layout (x86: iq4_nlx16 / iq4_nlx8, iq4_xsx16 / iq4_xsx8, resident
+// only): gemm (decode) gives each token the same table's vec_dot of the file's row bit for bit (it
+// repeats its float steps), over block counts that are and are not multiples of 8, partial groups
+// and several tokens; prefill_gemm is within kMaxPackedErr of it; the packed group gives every
+// row's file bytes back.
+TEST_CASE("packed IQ4_NL and IQ4_XS: decode gives the file's vec_dot bit for bit, prefill close to it, the rows read back") {
   std::mt19937 rng(4242);
   int tables = 0;
   for (Isa isa : available_isas()) {
     const KernelTable kt = make_kernel_table(isa);
-    const PackedFormat& pf = kt.packed_of(DType::IQ4_NL);
-    if (pf.rows == 0) continue;
-    ++tables;
-    CAPTURE(isa_name(isa));
-    REQUIRE((pf.prefill_gemm != nullptr));
-    REQUIRE((pf.rows == 16 || pf.rows == 8));
-    const auto group_row = pf.rows == 16 ? packed::q4_0_group_row<16> : packed::q4_0_group_row<8>;
-    CHECK(pf.resident_only);
-    const TypeKernels& k = kt.of(DType::IQ4_NL);
-    const FromFloatFn q8 = kt.of(DType::Q8_0).from_float;
-    for (int64_t n : {32, 32 * 13, 2048, 32 * 176}) {
-      CAPTURE(n);
-      const size_t rb = dtype_row_bytes(DType::IQ4_NL, n), ab = pf.act_bytes(n), qb = dtype_row_bytes(DType::Q8_0, n);
-      for (int nrows : {1, 5, pf.rows + 3}) {
-        CAPTURE(nrows);
-        const auto w = make_rows(rng, DType::IQ4_NL, n, nrows);
-        const auto grp = pack_all(pf, w, rb, nrows, n);
-        const int groups = (nrows + pf.rows - 1) / pf.rows;
-        const size_t out_stride = size_t(groups * pf.rows);
-        int back_bad = 0;
-        std::vector<uint8_t> back(rb);
-        for (int r = 0; r < nrows; ++r) {
-          group_row(grp.data() + pf.group_bytes(n) * size_t(r / pf.rows), n, r % pf.rows, back.data());
-          if (std::memcmp(back.data(), w.data() + rb * size_t(r), rb) != 0) ++back_bad;
-        }
-        CHECK(back_bad == 0);
-        for (int ntok : {1, 3, 9}) {
-          CAPTURE(ntok);
-          std::vector<uint8_t> act(ab * size_t(ntok)), q(qb * size_t(ntok));
-          for (int t = 0; t < ntok; ++t) {
-            const auto x = uniform_floats(rng, n, -1.0f, 1.0f);
-            pf.prepare_act(x.data(), n, act.data() + ab * size_t(t));
-            q8(x.data(), q.data() + qb * size_t(t), n);
+    for (DType type : {DType::IQ4_NL, DType::IQ4_XS}) {
+      const PackedFormat& pf = kt.packed_of(type);
+      if (pf.rows <= 1) continue;
+      ++tables;
+      const std::string what = std::string(isa_name(isa)) + " " + pf.name;
+      CAPTURE(what);
+      REQUIRE((pf.prefill_gemm != nullptr));
+      REQUIRE((pf.rows == 16 || pf.rows == 8));
+      const bool xs = type == DType::IQ4_XS;
+      const auto group_row = xs ? (pf.rows == 16 ? packed::iq4_xs_group_row<16> : packed::iq4_xs_group_row<8>)
+                                : (pf.rows == 16 ? packed::q4_0_group_row<16> : packed::q4_0_group_row<8>);
+      CHECK(pf.resident_only);
+      const TypeKernels& k = kt.of(type);
+      const DType act_type = k.vec_dot_type;
+      for (int64_t n : {256, 256 * 9, 2048, 32 * 176}) {
+        CAPTURE(n);
+        const size_t rb = dtype_row_bytes(type, n), ab = pf.act_bytes(n), qb = dtype_row_bytes(act_type, n);
+        for (int nrows : {1, 5, pf.rows + 3}) {
+          CAPTURE(nrows);
+          const auto w = make_rows(rng, type, n, nrows);
+          const auto grp = pack_all(pf, w, rb, nrows, n);
+          const int groups = (nrows + pf.rows - 1) / pf.rows;
+          const size_t out_stride = size_t(groups * pf.rows);
+          int back_bad = 0;
+          std::vector<uint8_t> back(rb);
+          for (int r = 0; r < nrows; ++r) {
+            group_row(grp.data() + pf.group_bytes(n) * size_t(r / pf.rows), n, r % pf.rows, back.data());
+            if (std::memcmp(back.data(), w.data() + rb * size_t(r), rb) != 0) ++back_bad;
           }
-          std::vector<float> out(out_stride * size_t(ntok), -1.0f), pre(out);
-          for (int g = 0; g < groups; ++g) {
-            const uint8_t* gp = grp.data() + pf.group_bytes(n) * size_t(g);
-            pf.gemm(n, gp, act.data(), ntok, out.data() + g * pf.rows, out_stride);
-            pf.prefill_gemm(n, gp, act.data(), ntok, pre.data() + g * pf.rows, out_stride);
-          }
-          int bad = 0, far = 0;
-          for (int t = 0; t < ntok; ++t)
-            for (int r = 0; r < nrows; ++r) {
-              const uint8_t* a = q.data() + qb * size_t(t);
-              const float want = k.vec_dot(int(n), w.data() + rb * size_t(r), a);
-              const float got = out[size_t(t) * out_stride + size_t(r)];
-              if (std::memcmp(&want, &got, sizeof want) != 0) ++bad;
-              const double tol = kMaxPackedErr * abs_dot_dequantized(DType::IQ4_NL, w.data() + rb * size_t(r), a, n);
-              if (std::fabs(pre[size_t(t) * out_stride + size_t(r)] - want) > tol + 1e-30) ++far;
+          CHECK(back_bad == 0);
+          for (int ntok : {1, 3, 9}) {
+            CAPTURE(ntok);
+            std::vector<uint8_t> act(ab * size_t(ntok)), q(qb * size_t(ntok));
+            for (int t = 0; t < ntok; ++t) {
+              const auto x = uniform_floats(rng, n, -1.0f, 1.0f);
+              pf.prepare_act(x.data(), n, act.data() + ab * size_t(t));
+              kt.of(act_type).from_float(x.data(), q.data() + qb * size_t(t), n);
             }
-          CHECK(bad == 0);
-          CHECK(far == 0);
+            std::vector<float> out(out_stride * size_t(ntok), -1.0f), pre(out);
+            for (int g = 0; g < groups; ++g) {
+              const uint8_t* gp = grp.data() + pf.group_bytes(n) * size_t(g);
+              pf.gemm(n, gp, act.data(), ntok, out.data() + g * pf.rows, out_stride);
+              pf.prefill_gemm(n, gp, act.data(), ntok, pre.data() + g * pf.rows, out_stride);
+            }
+            int bad = 0, far = 0;
+            std::vector<float> fw(static_cast<size_t>(n)), fa(static_cast<size_t>(n));
+            for (int t = 0; t < ntok; ++t)
+              for (int r = 0; r < nrows; ++r) {
+                const uint8_t* a = q.data() + qb * size_t(t);
+                const float want = k.vec_dot(int(n), w.data() + rb * size_t(r), a);
+                const float got = out[size_t(t) * out_stride + size_t(r)];
+                if (std::memcmp(&want, &got, sizeof want) != 0) ++bad;
+                dequantize_row(type, w.data() + rb * size_t(r), fw.data(), n);
+                dequantize_row(act_type, a, fa.data(), n);
+                double mag = 0.0;
+                for (size_t i = 0; i < fw.size(); ++i) mag += std::fabs(double(fw[i]) * fa[i]);
+                if (std::fabs(pre[size_t(t) * out_stride + size_t(r)] - want) > kMaxPackedErr * mag + 1e-30) ++far;
+              }
+            CHECK(bad == 0);
+            CHECK(far == 0);
+          }
         }
       }
     }
   }
 #if EDGELLM_HAS_X86_KERNELS
-  CHECK(tables > 0);  // every x86 level has the form
+  CHECK(tables > 0);  // every x86 level has the forms
 #endif
 }

@@ -57,8 +57,8 @@ std::vector<TranscodedFile> transcoded_files() {
            [](const void* t, float* y, int64_t n) { dequantize_row_iq4_xs_t(static_cast<const block_iq4_xs_t*>(t), y, n); },
            nullptr, iq4_xs_t_to_file_row}};
 }
-// The files whose logits the next test compares: the transcoded ones, and IQ4_NL's row-interleaved
-// form (kernels/x86/packed-inl.hpp: Q4_0's layout, the file's bytes; where a table has one).
+// The files whose logits the next test compares: the transcoded ones, and IQ4_NL's and IQ4_XS's
+// row-interleaved forms (kernels/x86/packed-inl.hpp; where a table has one).
 struct FormFile {
   std::string path;
   DType type;
@@ -67,7 +67,8 @@ struct FormFile {
 };
 std::vector<FormFile> form_files() {
   std::vector<FormFile> v;
-  for (const TranscodedFile& tf : transcoded_files()) v.push_back({tf.path, tf.type, tf.form, tf.block_bytes});
+  for (const TranscodedFile& tf : transcoded_files())  // x86 interleaves IQ4_XS's rows (iq4_xsx16 / iq4_xsx8)
+    v.push_back({tf.path, tf.type, tf.type == DType::IQ4_XS ? "(iq4_xs" : tf.form, tf.block_bytes});
   v.push_back({kData + "/iq/models/tiny-llama-256-IQ4_NL-imat.gguf", DType::IQ4_NL, "(iq4_nlx", sizeof(block_iq4_nl)});
   return v;
 }

@@ -81,16 +81,32 @@ inline void pack_rows(const void* src, size_t row_bytes, int count, int64_t n_in
 // j holds weights j and j + 16; chunk c's word of row r weights 8c .. 8c + 3 in its low nibbles and
 // 8c + 4 .. 8c + 7 in its high ones (q4_0_group_row below undoes it).
 inline constexpr uint32_t kLoNibbles = 0x0F0F0F0Fu;
+// The 16 file bytes of 32 weights (Q4_0's order) as row r's words of the 4 chunks at qs.
+template <int R>
+inline void put_q4_0_chunks(const uint8_t* file16, int r, uint8_t* qs) {
+  constexpr uint32_t kLo = kLoNibbles;
+  uint32_t f[kWords / 2];
+  std::memcpy(f, file16, sizeof f);
+  const uint32_t c[kWords / 2] = {(f[0] & kLo) | (f[1] & kLo) << 4, (f[2] & kLo) | (f[3] & kLo) << 4,
+                                  (f[0] >> 4 & kLo) | (f[1] & ~kLo), (f[2] >> 4 & kLo) | (f[3] & ~kLo)};
+  for (int k = 0; k < kWords / 2; ++k) std::memcpy(qs + size_t(k) * 4 * R + 4 * size_t(r), &c[k], 4);
+}
+// Its inverse: row r's 4 chunk words at qs back as the 16 file bytes.
+template <int R>
+inline void get_q4_0_chunks(const uint8_t* qs, int r, uint8_t* file16) {
+  constexpr uint32_t kLo = kLoNibbles;
+  uint32_t w[kWords / 2], f[kWords / 2];
+  for (int c = 0; c < kWords / 2; ++c) std::memcpy(&w[c], qs + size_t(c) * 4 * R + 4 * size_t(r), 4);
+  for (int h = 0; h < 2; ++h) {  // file bytes 8h .. 8h + 7 from chunks h (weights 8h ..) and h + 2 (8h + 16 ..)
+    f[2 * h] = (w[h] & kLo) | (w[h + 2] & kLo) << 4;
+    f[2 * h + 1] = (w[h] >> 4 & kLo) | (w[h + 2] & ~kLo);
+  }
+  std::memcpy(file16, f, sizeof f);
+}
 template <int R>
 inline void pack_q4_0(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
-  pack_rows<block_q4_0, GeometryQ4_0<R>, R>(src, row_bytes, count, n_in, dst, [](const block_q4_0& x, int r, uint8_t* qs) {
-    constexpr uint32_t kLo = kLoNibbles;
-    uint32_t f[kWords / 2];
-    std::memcpy(f, x.qs, sizeof f);
-    const uint32_t c[kWords / 2] = {(f[0] & kLo) | (f[1] & kLo) << 4, (f[2] & kLo) | (f[3] & kLo) << 4,
-                                    (f[0] >> 4 & kLo) | (f[1] & ~kLo), (f[2] >> 4 & kLo) | (f[3] & ~kLo)};
-    for (int k = 0; k < kWords / 2; ++k) std::memcpy(qs + size_t(k) * 4 * R + 4 * size_t(r), &c[k], 4);
-  });
+  pack_rows<block_q4_0, GeometryQ4_0<R>, R>(src, row_bytes, count, n_in, dst,
+                                            [](const block_q4_0& x, int r, uint8_t* qs) { put_q4_0_chunks<R>(x.qs, r, qs); });
 }
 
 template <int R, int kOffset = kQ8Offset>
@@ -188,20 +204,67 @@ static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0) && offsetof(block_iq4_n
 template <int R>
 inline void q4_0_group_row(const void* group, int64_t n_in, int r, void* file_row) {
   using G = GeometryQ4_0<R>;
-  constexpr uint32_t kLo = kLoNibbles;
   const auto* g = static_cast<const uint8_t*>(group);
-  auto* x = static_cast<uint8_t*>(file_row);
-  for (int64_t b = 0; b < n_in / kBlock; ++b, x += sizeof(block_q4_0)) {
-    uint32_t w[kWords / 2], f[kWords / 2];
-    for (int c = 0; c < kWords / 2; ++c) std::memcpy(&w[c], g + G::qs_at(b) + size_t(c) * 4 * R + 4 * size_t(r), 4);
-    for (int h = 0; h < 2; ++h) {  // file bytes 8h .. 8h + 7 from chunks h (weights 8h ..) and h + 2 (8h + 16 ..)
-      f[2 * h] = (w[h] & kLo) | (w[h + 2] & kLo) << 4;
-      f[2 * h + 1] = (w[h] >> 4 & kLo) | (w[h + 2] & ~kLo);
-    }
-    std::memcpy(x + offsetof(block_q4_0, d), g + G::scales_at(b) + size_t(r) * sizeof(ggml_half), sizeof(ggml_half));
-    std::memcpy(x + offsetof(block_q4_0, qs), f, sizeof f);
+  auto* x = static_cast<block_q4_0*>(file_row);
+  for (int64_t b = 0; b < n_in / kBlock; ++b) {
+    std::memcpy(&x[b].d, g + G::scales_at(b) + size_t(r) * sizeof(ggml_half), sizeof(ggml_half));
+    get_q4_0_chunks<R>(g + G::qs_at(b), r, x[b].qs);
   }
 }
+
+// ---- IQ4_XS: Q4_0's layout per 32 weights ----
+// A group of R rows holds, per 256-weight block b: [qs: its 8 vectors of 32 weights, each as a
+// Q4_0 block's 4 chunks of 4R bytes] [ls: 8 x R int8, vector v of row r at v R + r: the 6-bit
+// scale minus 32] [d: R fp16]: 138 bytes per row and block (the file: 136). Activations: the
+// type's Q8_K blocks (their group sums give the u8 path's -128 * sum y per vector).
+template <int R>
+struct GeometryIQ4_XS {
+  static constexpr size_t kVecQs = 16 * size_t(R);
+  static constexpr size_t kBlockBytes = 8 * kVecQs + 8 * size_t(R) + 2 * size_t(R);
+  static size_t qs_at(int64_t b, int v) { return size_t(b) * kBlockBytes + size_t(v) * kVecQs; }
+  static size_t ls_at(int64_t b) { return size_t(b) * kBlockBytes + 8 * kVecQs; }
+  static size_t d_at(int64_t b) { return ls_at(b) + 8 * size_t(R); }
+  static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * kBlockBytes; }
+};
+template <int R>
+inline void pack_iq4_xs(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
+  using G = GeometryIQ4_XS<R>;
+  EDGELLM_CHECK(count >= 0 && count <= R, "packed: ", count, " rows do not fit a group of ", R);
+  EDGELLM_CHECK(n_in > 0 && n_in % QK_K == 0, "packed: n_in ", n_in, " is not a positive multiple of ", QK_K);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, G::group_bytes(n_in));
+  for (int r = 0; r < count; ++r) {
+    const auto* x = reinterpret_cast<const block_iq4_xs*>(static_cast<const uint8_t*>(src) + size_t(r) * row_bytes);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+      for (int v = 0; v < QK_K / 32; ++v) {
+        put_q4_0_chunks<R>(x[b].qs + 16 * v, r, out + G::qs_at(b, v));
+        out[G::ls_at(b) + size_t(v) * R + size_t(r)] = uint8_t(int8_t(iq4_xs_scale(x[b], v) - 32));
+      }
+      std::memcpy(out + G::d_at(b) + size_t(r) * sizeof(ggml_half), &x[b].d, sizeof(ggml_half));
+    }
+  }
+}
+// Row r of a group in the file's blocks, the inverse of pack_iq4_xs (for tests).
+template <int R>
+inline void iq4_xs_group_row(const void* group, int64_t n_in, int r, void* file_row) {
+  using G = GeometryIQ4_XS<R>;
+  const auto* g = static_cast<const uint8_t*>(group);
+  auto* x = static_cast<block_iq4_xs*>(file_row);
+  for (int64_t b = 0; b < n_in / QK_K; ++b) {
+    std::memcpy(&x[b].d, g + G::d_at(b) + size_t(r) * sizeof(ggml_half), sizeof(ggml_half));
+    x[b].scales_h = 0;
+    std::memset(x[b].scales_l, 0, sizeof x[b].scales_l);
+    for (int v = 0; v < QK_K / 32; ++v) {
+      get_q4_0_chunks<R>(g + G::qs_at(b, v), r, x[b].qs + 16 * v);
+      const int s = int(int8_t(g[G::ls_at(b) + size_t(v) * R + size_t(r)])) + 32;
+      x[b].scales_l[v / 2] = uint8_t(x[b].scales_l[v / 2] | (s & 15) << 4 * (v % 2));
+      x[b].scales_h = uint16_t(x[b].scales_h | (s >> 4) << 2 * v);
+    }
+  }
+}
+inline size_t act_bytes_q8_K(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_q8_K); }
+template <FromFloatFn quantize>
+inline void prepare_act_q8_K(const float* x, int64_t n_in, void* dst) { quantize(x, dst, n_in); }
 
 template <int R>
 inline void gemm_q4_0_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t stride) {

@@ -417,9 +417,8 @@ inline __m256i iq4_nl_block_sum(const block_iq4_nl& x, const block_q8_0& y) {
 // Sum of a Q8_K block's 256 quants as 8 int32 lanes (from its 16 group sums).
 inline __m256i q8_K_sum(const block_q8_K& y) { return _mm256_madd_epi16(load256(y.bsums), _mm256_set1_epi16(1)); }
 
-// IQ4_XS's 8 vector scales ls - 32 as int32 lanes (iq4_xs_t's header is the file's).
-template <class Block>
-inline __m256i iq4_xs_scales8(const Block& x) {
+// IQ4_XS's 8 vector scales ls - 32 as int32 lanes.
+inline __m256i iq4_xs_scales8(const block_iq4_xs& x) {
   uint32_t lo;
   std::memcpy(&lo, x.scales_l, 4);
   const __m256i sl = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(lo)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
@@ -434,10 +433,10 @@ inline __m256i hsum8_i32(const __m256i (&v)[8]) {
   const __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
   return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
-// A row of blocks with one F16 scale each (IQ4_XS in the file's form or iq4_xs_t, IQ4_NL): Sum(x, y)
-// gives a block's exact integer sum spread over 8 lanes; 8 blocks' totals at once (hsum8_i32) are
-// converted and times d * y.d added to lane b % 8 of one float accumulator, summed at the end by
-// hsum. The other forms of those types take these float steps, so their logits are equal bit for bit.
+// A row of blocks with one F16 scale each (IQ4_XS, IQ4_NL): Sum(x, y) gives a block's exact integer
+// sum spread over 8 lanes; 8 blocks' totals at once (hsum8_i32) are converted and times d * y.d
+// added to lane b % 8 of one float accumulator, summed at the end by hsum. Their row-interleaved
+// forms (kernels/x86/packed-inl.hpp) decode with these float steps, so the logits are equal bit for bit.
 inline float act_scale(const block_q8_K& y) { return y.d; }
 inline float act_scale(const block_q8_0& y) { return fp16_to_fp32(y.d); }
 template <class Block, class Act, __m256i (*Sum)(const Block&, const Act&)>
@@ -458,10 +457,6 @@ inline float lanes8_row(int nb, const Block* x, const Act* y) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_i32(s)), _mm256_load_ps(dyd), acc);
   }
   return hsum(acc);
-}
-template <class Block, __m256i (*Sum)(const Block&, const block_q8_K&)>
-inline float iq4_xs_row(int nb, const Block* x, const block_q8_K* y) {
-  return lanes8_row<Block, block_q8_K, Sum>(nb, x, y);
 }
 template <>
 inline float dot_row<FmtIQ4_NL>(int nb, const void* w, const void* a) {
@@ -501,7 +496,8 @@ inline __m256i iq4_xs_block_sum(const block_iq4_xs& x, const block_q8_K& y) {
 #endif
 template <>
 inline float dot_row<FmtIQ4_XS>(int nb, const void* w, const void* a) {
-  return iq4_xs_row<block_iq4_xs, iq4_xs_block_sum>(nb, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(a));
+  return lanes8_row<block_iq4_xs, block_q8_K, iq4_xs_block_sum>(nb, static_cast<const block_iq4_xs*>(w),
+                                                                 static_cast<const block_q8_K*>(a));
 }
 
 // TQ2_0: 2-bit values q (weight q - 1), vector 4j + l in bits 2l..2l+1 of qs[32j ..]; the -1 is the

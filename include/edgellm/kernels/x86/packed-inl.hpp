@@ -22,6 +22,9 @@ struct PackedVec {
   static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
   static I table(__m128i t) { return _mm512_broadcast_i32x4(t); }
   static I lookup(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
+  static I set1(int v) { return _mm512_set1_epi32(v); }
+  static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I widen_i8(const uint8_t* p) { return _mm512_cvtepi8_epi32(load128(p)); }  // 16 int8 -> int32
   static F scales(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F zero() { return _mm512_setzero_ps(); }
   static F splat(float v) { return _mm512_set1_ps(v); }
@@ -52,6 +55,9 @@ struct PackedVec {
   static I dot(I acc, I u, I s) { return dot_u8s8_acc(acc, u, s); }
   static I table(__m128i t) { return _mm256_broadcastsi128_si256(t); }
   static I lookup(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
+  static I set1(int v) { return _mm256_set1_epi32(v); }
+  static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   // Signed weights w (the dot step's u8 would saturate): |w| x (y with w's sign).
   static I dot_signed(I acc, I w, I y) { return dot_u8s8_acc(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(y, w)); }
   // Without VNNI: u8 x s8 products summed in pairs into int16 lanes, int16 adds, and the int16
@@ -201,6 +207,7 @@ inline void packed_tile(int64_t n_in, const uint8_t* group, const uint8_t* act, 
 // Tile::run<T>: a register tile of T tokens; TileOf<V, K> runs packed_tile.
 template <class V, Packed K>
 struct TileOf {
+  static size_t act_bytes(int64_t n_in) { return packed::act_bytes(n_in); }
   template <int T>
   static void run(int64_t n_in, const uint8_t* g, const uint8_t* a, size_t ab, float* out, size_t out_stride) {
     packed_tile<V, K, T>(n_in, g, a, ab, out, out_stride);
@@ -222,7 +229,7 @@ template <class Tile, int kT>
 inline void packed_tiles(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
   const auto* g = static_cast<const uint8_t*>(group);
   const auto* a = static_cast<const uint8_t*>(act);
-  const size_t ab = packed::act_bytes(n_in);
+  const size_t ab = Tile::act_bytes(n_in);
   int t = 0;
   for (; t + kT <= ntok; t += kT)
     Tile::template run<kT>(n_in, g, a + size_t(t) * ab, ab, out + size_t(t) * out_stride, out_stride);
@@ -275,6 +282,7 @@ inline void packed_s8_tile(int64_t n_in, const uint8_t* group, const uint8_t* ac
 
 // PackedFormat::gemm of the signed form: tiles of 4 tokens, then one of the 1-3 left.
 struct S8Tile {
+  static size_t act_bytes(int64_t n_in) { return packed::act_bytes(n_in); }
   template <int T>
   static void run(int64_t n_in, const uint8_t* g, const uint8_t* a, size_t ab, float* out, size_t out_stride) {
     packed_s8_tile<T>(n_in, g, a, ab, out, out_stride);
@@ -282,6 +290,22 @@ struct S8Tile {
 };
 inline void packed_s8_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
   packed_tiles<S8Tile, 4>(n_in, group, act, ntok, out, out_stride);
+}
+
+// A decode row driver: block(b, acc) adds block b to accumulator b % 8; each row's 8 accumulators
+// are then summed in hsum's order (common-inl.hpp), ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)), to out.
+template <class V, class Block>
+inline void lanes8_blocks(int64_t nb, const Block& block, float* out) {
+  typename V::F acc[8];
+  for (auto& f : acc) f = V::zero();
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) block(b + k, acc[k]);
+  }
+  for (int k = 0; b + k < nb; ++k) block(b + k, acc[k]);
+  V::store(out, V::add(V::add(V::add(acc[0], acc[4]), V::add(acc[1], acc[5])),
+                       V::add(V::add(acc[2], acc[6]), V::add(acc[3], acc[7]))));
 }
 
 // IQ4_NL in Q4_0's layout (packed_legacy.hpp), decode: one token a call, each row's float steps those
@@ -296,8 +320,6 @@ inline void packed_iq4_nl_token(int64_t n_in, const uint8_t* group, const uint8_
   const int64_t nb = n_in / packed::kBlock;
   const packed::ActView a = packed::act_view(act, n_in);
   const I table = iq4_nl_table<V>();
-  F acc[8];
-  for (F& f : acc) f = V::zero();
   const auto block = [&](int64_t b, F& acc_k) {
     prefetch_ahead(group + G::kPair / 2 * size_t(b), G::kPair / 2);
     I w[packed::kWords];
@@ -311,14 +333,7 @@ inline void packed_iq4_nl_token(int64_t n_in, const uint8_t* group, const uint8_
     }
     acc_k = V::fma(V::cvt(V::add(s0, s1)), V::mul(V::scales(group + G::scales_at(b)), V::splat(a.d[b])), acc_k);
   };
-  int64_t b = 0;
-  for (; b + 8 <= nb; b += 8) {
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) block(b + k, acc[k]);
-  }
-  for (int k = 0; b + k < nb; ++k) block(b + k, acc[k]);
-  V::store(out, V::add(V::add(V::add(acc[0], acc[4]), V::add(acc[1], acc[5])),
-                       V::add(V::add(acc[2], acc[6]), V::add(acc[3], acc[7]))));
+  lanes8_blocks<V>(nb, block, out);
 }
 template <class V>
 inline void packed_iq4_nl_gemv(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
@@ -326,6 +341,84 @@ inline void packed_iq4_nl_gemv(int64_t n_in, const void* group, const void* act,
     packed_iq4_nl_token<V>(n_in, static_cast<const uint8_t*>(group),
                            static_cast<const uint8_t*>(act) + size_t(t) * packed::act_bytes(n_in), out + size_t(t) * out_stride);
 }
+
+// IQ4_XS in Q4_0's layout per 32 weights (packed_legacy.hpp, GeometryIQ4_XS): per vector v of block
+// b the 8 words looked up as IQ4_NL's, each token's dots from its -128 * sum y (the u8 path; its
+// two Q8_K group sums) or 0, times the rows' scales ls_v (int32 multiply), summed into the block's
+// exact integer sum per row: the integer IQ4_XS's file kernels sum.
+template <class V, int T>
+inline void iq4_xs_block_isums(const uint8_t* group, int64_t b, const block_q8_K* const (&y)[T], typename V::I table,
+                               typename V::I (&isum)[T]) {
+  using G = packed::GeometryIQ4_XS<V::kRows>;
+  using I = typename V::I;
+  for (int t = 0; t < T; ++t) isum[t] = V::zero_i();
+  for (int v = 0; v < QK_K / 32; ++v) {
+    I w[packed::kWords];
+    load_words<V, Packed::IQ4_NL, false>(group + G::qs_at(b, v), w, table);
+    const I ls = V::widen_i8(group + G::ls_at(b) + size_t(v) * V::kRows);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const int8_t* yq = y[t]->qs + 32 * v;
+      I s0 = V::kExactU8 ? V::set1(-128 * (int(y[t]->bsums[2 * v]) + int(y[t]->bsums[2 * v + 1]))) : V::zero_i();
+      I s1 = V::zero_i();
+#pragma GCC unroll 4
+      for (int j = 0; j < packed::kWords; j += 2) {
+        s0 = dot_step<V, Packed::IQ4_NL>(s0, w[j], V::splat(yq + 4 * j));
+        s1 = dot_step<V, Packed::IQ4_NL>(s1, w[j + 1], V::splat(yq + 4 * j + 4));
+      }
+      isum[t] = V::add(isum[t], V::mullo(V::add(s0, s1), ls));
+    }
+  }
+}
+// Decode, one token a call: each row's float steps those of dot_row<FmtIQ4_XS> (lanes8_row): the
+// block's sum converted, times d * y.d added to accumulator b % 8, the 8 summed in hsum's order.
+template <class V>
+inline void packed_iq4_xs_token(int64_t n_in, const uint8_t* group, const block_q8_K* y, float* out) {
+  using G = packed::GeometryIQ4_XS<V::kRows>;
+  using I = typename V::I;
+  using F = typename V::F;
+  const int64_t nb = n_in / QK_K;
+  const I table = iq4_nl_table<V>();
+  const auto block = [&](int64_t b, F& acc_k) {
+    prefetch_ahead(group + G::qs_at(b, 0), G::kBlockBytes);
+    const block_q8_K* const yb[1] = {y + b};
+    I isum[1];
+    iq4_xs_block_isums<V, 1>(group, b, yb, table, isum);
+    acc_k = V::fma(V::cvt(isum[0]), V::mul(V::scales(group + G::d_at(b)), V::splat(y[b].d)), acc_k);
+  };
+  lanes8_blocks<V>(nb, block, out);
+}
+template <class V>
+inline void packed_iq4_xs_gemv(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  for (int t = 0; t < ntok; ++t)
+    packed_iq4_xs_token<V>(n_in, static_cast<const uint8_t*>(group),
+                           static_cast<const block_q8_K*>(act) + size_t(t) * size_t(n_in / QK_K), out + size_t(t) * out_stride);
+}
+// Prefill: T tokens share each looked-up vector; one float accumulator per token.
+template <class V>
+struct TileIQ4_XS {
+  static size_t act_bytes(int64_t n_in) { return packed::act_bytes_q8_K(n_in); }
+  template <int T>
+  static void run(int64_t n_in, const uint8_t* group, const uint8_t* act, size_t ab, float* out, size_t out_stride) {
+    using G = packed::GeometryIQ4_XS<V::kRows>;
+    using I = typename V::I;
+    using F = typename V::F;
+    const I table = iq4_nl_table<V>();
+    F acc[T];
+    for (F& f : acc) f = V::zero();
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+      prefetch_ahead(group + G::qs_at(b, 0), G::kBlockBytes);
+      const block_q8_K* yb[T];
+      for (int t = 0; t < T; ++t) yb[t] = reinterpret_cast<const block_q8_K*>(act + size_t(t) * ab) + b;
+      I isum[T];
+      iq4_xs_block_isums<V, T>(group, b, yb, table, isum);
+      const F dw = V::scales(group + G::d_at(b));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[t] = V::fma(V::cvt(isum[t]), V::mul(dw, V::splat(yb[t]->d)), acc[t]);
+    }
+    for (int t = 0; t < T; ++t) V::store(out + size_t(t) * out_stride, acc[t]);
+  }
+};
 
 // Fills packed_of(Q4_0), packed_of(Q8_0) and packed_of(IQ4_NL): unsigned where the dot step is exact
 // for bytes up to 255 (VNNI), else (AVX2 without VNNI) the signed Q8_0 and IQ4_NL forms. IQ4_NL's
@@ -355,4 +448,11 @@ inline void register_packed(KernelTable& t) {
   nl.resident_only = true;
   nl.prefill_gemm = packed_gemm<V, Packed::IQ4_NL>;
   t.packed_of(DType::IQ4_NL) = nl;
+  PackedFormat xs = packed::make_format(R, R == 16 ? "iq4_xsx16" : "iq4_xsx8", packed::GeometryIQ4_XS<R>::group_bytes,
+                                        packed::pack_iq4_xs<R>, packed::prepare_act_q8_K<quantize_row_q8_K>,
+                                        packed_iq4_xs_gemv<V>);
+  xs.act_bytes = packed::act_bytes_q8_K;
+  xs.resident_only = true;
+  xs.prefill_gemm = packed_tiles<TileIQ4_XS<V>, kPackedTileToks>;
+  t.packed_of(DType::IQ4_XS) = xs;
 }

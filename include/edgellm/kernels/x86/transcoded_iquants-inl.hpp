@@ -1,15 +1,13 @@
 // x86 kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp), the
-// PackedFormats of the resident IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ4_XS matrices at every level:
+// PackedFormats of the resident IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS matrices at every level:
 // one row a group, the row's blocks in order. Per 32-weight vector they make, with a shift, a mask
 // and a byte shuffle instead of 4 or 8 grid loads, exactly the magnitude bytes, signed activation
 // and int16 scales of the file form's kernel (FmtIQ3_S, FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S, FmtIQ3_XXS
 // in dot_iquants-inl.hpp), so the int32 lanes are its lanes; the blocks' float steps (iq_finish,
 // two accumulators by block parity, one horizontal sum) are dot_row's: decode equals vec_dot bit
 // for bit, and so does the GEMM of a few tokens (each block decoded once for a tile of tokens).
-// From 4 tokens prefill takes the u8 GEMM (unpack_u8). IQ4_XS's iq4_xs_t (the file's nibbles in
-// chunk order, activations to match) differs: one scale vector a block, the integer block sum then
-// dot_row<FmtIQ4_XS>'s float steps (iq4_xs_row), prefill from 4 tokens the u8 GEMM over the file's
-// bytes read back (to_file_row).
+// From 4 tokens prefill takes the u8 GEMM (unpack_u8). (IQ4_XS and IQ4_NL are interleaved across
+// rows instead: kernels/x86/packed-inl.hpp.)
 // Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // A block's int16 scales 2s + 1 under vector k's weights (at<k>()): a 4-bit scale s per 32 weights
@@ -148,72 +146,6 @@ void transcoded_gemm(int64_t n_in, const void* group, const void* act, int ntok,
 // The activation rows of the transcoded forms: Q8_K as vec_dot reads them (this level's quantizer).
 inline void prepare_act_q8_K_rows(const float* x, int64_t n_in, void* dst) { quantize_row_q8_K(x, dst, n_in); }
 
-// iq4_xs_t (chunk order: kernels/layouts/transcoded_iquants.hpp): a 32-byte load's low and high
-// nibbles are two chunks, each 32 weights of which int32 lane v (AVX-512: v and 8 + v) holds vector
-// v's; the block's one scale vector multiplies the chunks' sums (VNNI: after the +128 form's dots,
-// whose 128 * sum y share comes from the group sums; AVX2: in the int16 madd of |w| * signed y).
-// The activation slot of chunk 2m (transcode::iq4_slot), chunk 2m + 1's two slots on; written out
-// so that the plain -O2 build, which keeps the loop, computes it in place.
-inline int iq4_slot_even(int m) { return ((m & 2) << 1) | (m & 1); }
-inline __m256i iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) {
-  const __m256i sc = iq4_xs_scales8(x);
-#if EDGELLM_X86_AVX512VNNI
-  const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-  for (int h = 0; h < 2; ++h) {  // chunks 4h, 4h + 2 (low nibbles) and 4h + 1, 4h + 3 (high): slots 4h .. 4h + 3
-    const __m512i q = _mm512_loadu_si512(x.qs + 64 * h);
-    acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4)), _mm512_loadu_si512(y.qs + 128 * h));
-    acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)),
-                                 _mm512_loadu_si512(y.qs + 128 * h + 64));
-  }
-  const __m512i s = _mm512_add_epi32(acc[0], acc[1]);
-  const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-  return _mm256_mullo_epi32(_mm256_sub_epi32(s8, _mm256_slli_epi32(q8_K_sum(y), 7)), sc);
-#elif EDGELLM_X86_AVXVNNI
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_xor_si128(load128(kvalues_iq4nl), _mm_set1_epi8(char(0x80))));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (int m = 0; m < 4; ++m) {  // chunks 2m (low nibbles) and 2m + 1 (high)
-    const __m256i q = load256(x.qs + 32 * m);
-    const int8_t* ym = y.qs + 32 * iq4_slot_even(m);  // chunk 2m; chunk 2m + 1 two slots on
-    acc[0] = dot_u8s8_acc(acc[0], _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4)), load256(ym));
-    acc[1] = dot_u8s8_acc(acc[1], _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)), load256(ym + 64));
-  }
-  const __m256i s8 = _mm256_add_epi32(acc[0], acc[1]);
-  return _mm256_mullo_epi32(_mm256_sub_epi32(s8, _mm256_slli_epi32(q8_K_sum(y), 7)), sc);
-#else
-  const __m256i table = _mm256_broadcastsi128_si256(load128(kvalues_iq4nl));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
-  __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (int m = 0; m < 4; ++m) {
-    const __m256i q = load256(x.qs + 32 * m);
-    const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
-    const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-    const int8_t* ym = y.qs + 32 * iq4_slot_even(m);
-    acc[0] = _mm256_add_epi32(acc[0], signed_dot_scaled(w0, ym, sc16));
-    acc[1] = _mm256_add_epi32(acc[1], signed_dot_scaled(w1, ym + 64, sc16));
-  }
-  return _mm256_add_epi32(acc[0], acc[1]);
-#endif
-}
-// iq4_xs_t's activations: this level's Q8_K quantizer, then the chunk order.
-inline void prepare_act_iq4_xs_t(const float* x, int64_t n_in, void* dst) {
-  thread_local std::vector<uint8_t> natural;
-  natural.resize(act_bytes_q8_K_rows(n_in));
-  quantize_row_q8_K(x, natural.data(), n_in);
-  iq4_xs_t_act(natural.data(), n_in, dst);
-}
-// PackedFormat::gemm of a one-row group: each token as dot_row<FmtIQ4_XS> takes the file's row.
-inline void iq4_xs_t_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  const int nb = int(n_in / QK_K);
-  const auto* x = static_cast<const block_iq4_xs_t*>(group);
-  for (int t = 0; t < ntok; ++t)
-    out[size_t(t) * out_stride] =
-        iq4_xs_row<block_iq4_xs_t, iq4_xs_t_block_sum>(nb, x, static_cast<const block_q8_K*>(act) + size_t(t) * size_t(nb));
-}
-
 inline void register_transcoded_iquants(KernelTable& t) {
   auto form = [&](DType type, const char* name, size_t (*group_bytes)(int64_t),
                   void (*pack)(const void*, size_t, int, int64_t, void*), PackedGemmFn gemm, UnpackRowU8Fn unpack) {
@@ -231,9 +163,4 @@ inline void register_transcoded_iquants(KernelTable& t) {
        unpack_u8_iq2_xs_t);
   form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack,
        transcoded_gemm<FmtNibble<NibIQ3_XXS>>, unpack_u8_iq3_xxs_t);
-  PackedFormat iq4{1, "iq4_xs_t", FormIQ4_XS_T::group_bytes, FormIQ4_XS_T::pack, act_bytes_q8_K_rows,
-                   prepare_act_iq4_xs_t, iq4_xs_t_gemm};
-  iq4.resident_only = true;  // the file's size, but streamed rows stay the file's bytes
-  iq4.to_file_row = iq4_xs_t_to_file_row;
-  t.packed_of(DType::IQ4_XS) = iq4;
 }
