@@ -238,7 +238,7 @@ TEST_CASE("iq4_xs_t: the chunk order keeps every weight and the file's bytes, an
   std::vector<uint8_t> t(FormIQ4_XS_T::group_bytes(n)), back(x.size());
   FormIQ4_XS_T::pack(x.data(), x.size(), 1, n, t.data());
   CHECK(std::memcmp(t.data(), x.data(), t.size()) != 0);  // the nibbles moved
-  iq4_xs_t_to_file_row(t.data(), n, back.data());
+  iq4_xs_t_to_file_row(t.data(), n, 0, back.data());
   CHECK(back == x);
   int differing = 0;
   for (int b = 0; b < int(n / QK_K); ++b) {

@@ -30,7 +30,7 @@ struct TranscodedFile {
   size_t block_bytes;
   void (*dequantize_t)(const void* t, float* y, int64_t n);
   UnpackRowU8Fn unpack_u8;  // or, where the u8 GEMM reads the file's bytes back, to_file_row
-  void (*to_file_row)(const void* row, int64_t n, void* file) = nullptr;
+  void (*to_file_row)(const void* row, int64_t n, int r, void* file) = nullptr;
 };
 void dequantize_iq2_xs_t(const void* t, float* y, int64_t n) {
   dequantize_row_iq2_xs_t(static_cast<const block_iq2_xs_t*>(t), y, n);
@@ -95,7 +95,7 @@ TEST_CASE("transcoded i-quants: every block of the shared files of the transcode
         CHECK(unpacks_as_file(tf.type, t.data, tf.unpack_u8, tc.data(), n));
       } else {
         std::vector<uint8_t> back(dtype_row_bytes(tf.type, n));
-        tf.to_file_row(tc.data(), n, back.data());
+        tf.to_file_row(tc.data(), n, 0, back.data());
         CHECK(std::memcmp(back.data(), t.data, back.size()) == 0);
       }
     }

@@ -82,10 +82,10 @@ struct PackedFormat {
   // gemm_min_tokens tokens or more then runs the table's u8 GEMM (kernels/matmul.hpp), as for the
   // matrix in place: the same bits whether the matrix is transcoded, read in place or streamed.
   void (*unpack_u8)(const void* group, int64_t n_in, uint8_t* u, float* s, float* m, const unpack::KScales& ks) = nullptr;
-  // Optional, one-row forms only, where the u8 GEMM takes the file's bytes (iq4_xs_t: IQ4_XS's
-  // signed K form): the group's row in the file's bytes; prefill of gemm_min_tokens tokens or more
-  // then runs the u8 GEMM over them, as for the matrix in place.
-  void (*to_file_row)(const void* group, int64_t n_in, void* file_row) = nullptr;
+  // Optional, where the u8 GEMM takes the file's bytes (x86 AVX2 without VNNI: the IQ4_XS groups,
+  // IQ4_XS's signed K form): row `row` of the group in the file's bytes; prefill of
+  // gemm_min_tokens tokens or more then runs the u8 GEMM over them, as for the matrix in place.
+  void (*to_file_row)(const void* group, int64_t n_in, int row, void* file_row) = nullptr;
   // Optional: the GEMM prefill runs instead of gemm, which then serves decode only (IQ4_NL: gemm
   // takes vec_dot's float steps, prefill_gemm a faster order). The matrix in place (not repacked,
   // or streamed) then prefills through it too, each group packed from the file's rows as it is

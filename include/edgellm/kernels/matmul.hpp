@@ -123,7 +123,7 @@ inline void check_matmul(const TypeKernels& k, const MatmulWeight& w, DType act_
                 dtype_name(act_type), ")");
   EDGELLM_CHECK(have_from_float, "matmul: no activation quantizer to ", dtype_name(act_type));
   EDGELLM_CHECK(!w.packed || (w.pf && w.pf->rows > 0 && w.pf->rows <= kMaxPackedRows && w.pf->gemm &&
-                               (!(w.pf->unpack_u8 || w.pf->to_file_row) || w.pf->rows == 1)),
+                               (!w.pf->unpack_u8 || w.pf->rows == 1)),
                 "matmul: packed weight without a usable PackedFormat");
 }
 
@@ -305,14 +305,15 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t r0 = tile * kGemmRowTile, nr = std::min(kGemmRowTile, w.n_out - r0);
       const int64_t nr_pad = (nr + R - 1) / R * R;
-      // a packed weight (a one-row form with unpack_u8): its groups, unpacked by the form's unpacker;
-      // with to_file_row its rows in the file's bytes (a group's rows in their own slots)
+      // a packed weight: a one-row form's groups, unpacked by the form's unpacker (unpack_u8), or
+      // with to_file_row (any rows a group) its rows in the file's bytes, each in its own slot
       const auto wrow = [&](int64_t r) -> const uint8_t* {
         if (!w.packed) return static_cast<const uint8_t*>(w.data) + size_t(r0 + r) * w.row_bytes;
-        const uint8_t* g = static_cast<const uint8_t*>(w.packed) + size_t(r0 + r) * w.pf->group_bytes(n);
+        const int64_t gr = w.pf->rows;
+        const uint8_t* g = static_cast<const uint8_t*>(w.packed) + size_t((r0 + r) / gr) * w.pf->group_bytes(n);
         if (!to_file) return g;
         uint8_t* f = file_rows.data() + size_t(r % kGroupRows) * file_rb;
-        w.pf->to_file_row(g, n, f);
+        w.pf->to_file_row(g, n, int((r0 + r) % gr), f);
         return f;
       };
       const UnpackRowU8Fn unpack = w.packed && !to_file ? w.pf->unpack_u8 : nullptr;

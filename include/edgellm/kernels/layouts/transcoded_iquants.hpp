@@ -448,7 +448,7 @@ inline void iq4_xs_reorder(const From& a, To& b) {
 inline void transcode_iq4_xs(const block_iq4_xs& x, block_iq4_xs_t& t) { iq4_xs_reorder<true>(x, t); }
 inline void iq4_xs_t_to_file(const block_iq4_xs_t& t, block_iq4_xs& x) { iq4_xs_reorder<false>(t, x); }
 // The file's bytes of a transcoded row of n weights (PackedFormat::to_file_row).
-inline void iq4_xs_t_to_file_row(const void* row, int64_t n, void* file) {
+inline void iq4_xs_t_to_file_row(const void* row, int64_t n, int /*row 0 of a one-row group*/, void* file) {
   for (int64_t b = 0; b < n / QK_K; ++b)
     iq4_xs_t_to_file(static_cast<const block_iq4_xs_t*>(row)[b], static_cast<block_iq4_xs*>(file)[b]);
 }
@@ -493,7 +493,7 @@ struct FormIQ4_XS_T {
   static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
     std::vector<block_iq4_xs> x(size_t(n / QK_K));
     std::vector<block_q8_K> y(size_t(n / QK_K));
-    iq4_xs_t_to_file_row(w, n, x.data());
+    iq4_xs_t_to_file_row(w, n, 0, x.data());
     iq4_xs_t_act_order<false>(a, n, y.data());
     return vec_dot_iq4_xs_q8_K_ref(n, x.data(), y.data());
   }

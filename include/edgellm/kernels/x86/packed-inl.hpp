@@ -453,6 +453,9 @@ inline void register_packed(KernelTable& t) {
                                         packed_iq4_xs_gemv<V>);
   xs.act_bytes = packed::act_bytes_q8_K;
   xs.resident_only = true;
-  xs.prefill_gemm = packed_tiles<TileIQ4_XS<V>, kPackedTileToks>;
+  // AVX2 without VNNI: the token tile's per-token |w| x signed y and scale multiplies lose to the u8
+  // GEMM of the file's bytes read back (pp512 85-89 t/s against 112-117, TinyLlama, Zen 4 at avx2).
+  if constexpr (V::kExactU8) xs.prefill_gemm = packed_tiles<TileIQ4_XS<V>, kPackedTileToks>;
+  else xs.to_file_row = packed::iq4_xs_group_row<R>;
   t.packed_of(DType::IQ4_XS) = xs;
 }
