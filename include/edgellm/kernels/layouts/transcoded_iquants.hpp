@@ -547,8 +547,10 @@ inline void put_ternary_codes(const int8_t* q, uint8_t* qs) {
   for (int w = 0; w < QK_K; ++w) qs[32 * (w / 128) + w % 32] |= uint8_t(ternary_code(q[w]) << (2 * ((w / 32) % 4)));
 }
 template <class T>
-inline void unpack_ternary_codes(const T& t, int8_t* q) {
-  for (int w = 0; w < QK_K; ++w) q[w] = int8_t(((t.qs[32 * (w / 128) + w % 32] >> (2 * ((w / 32) % 4))) & 3) - 1);
+inline void unpack_ternary_codes(const T& t, int8_t* __restrict q) {
+  for (int c = 0; c < 2; ++c)
+    for (int l = 0; l < 4; ++l)
+      for (int j = 0; j < 32; ++j) q[128 * c + 32 * l + j] = int8_t(((t.qs[32 * c + j] >> (2 * l)) & 3) - 1);
 }
 }  // namespace transcode
 
