@@ -1,6 +1,6 @@
 // The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
 // kernels/x86/transcoded_iquants-inl.hpp, kernels/neon/transcoded_iquants.hpp), IQ3_S, IQ2_XXS,
-// IQ2_XS, IQ2_S and IQ3_XXS: the transcode is exact (the same weights and
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (x86 only): the transcode is exact (the same weights and
 // dequantized floats as the file's block, on random blocks covering every grid point), its u8 GEMM
 // form is the file's, the scalar oracle is the file's reference dot bit for bit, and at every x86
 // level and NEON table (ARMv8.0, dotprod) this CPU runs the PackedFormat's GEMM gives each token
@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -73,7 +74,12 @@ std::vector<TranscodedCase> transcoded_cases() {
               DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_s_q8_K_ref, FormIQ2_S_T::gemm_ref),
           transcoded_case<block_iq3_xxs, unpack_iq3_xxs, block_iq3_xxs_t, unpack_iq3_xxs_t, dequantize_row_iq3_xxs_t>(
               DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::pack, unpack_u8_iq3_xxs_t, vec_dot_iq3_xxs_q8_K_ref,
-              FormIQ3_XXS_T::gemm_ref)};
+              FormIQ3_XXS_T::gemm_ref),
+          transcoded_case<block_iq1_s, unpack_iq1_s, block_iq1_s_t, unpack_iq1_s_t, dequantize_row_iq1_s_t>(
+              DType::IQ1_S, "iq1_s_t", FormIQ1_S_T::pack, unpack_u8_iq1_s_t, vec_dot_iq1_s_q8_K_ref, FormIQ1_S_T::gemm_ref),
+          transcoded_case<block_iq1_m, unpack_iq1_m, block_iq1_m_t, unpack_iq1_m_t, dequantize_row_iq1_m_t>(
+              DType::IQ1_M, "iq1_m_t", FormIQ1_M_T::pack, unpack_u8_iq1_m_t, vec_dot_iq1_m_q8_K_ref,
+              FormIQ1_M_T::gemm_ref)};
 }
 
 // Every point of grid g: its nibble codes read back (Value) as its magnitudes.
@@ -87,16 +93,21 @@ int grid_points_differing(const IqGrid<G, N>& grid, const G* nibbles) {
 }
 
 // A row of n weights of the type from random bytes (every byte pattern of these types is a valid
-// block), each block's d a finite scale.
+// block), each block's d a finite scale (IQ1_M: in its scale words' top nibbles).
 std::vector<uint8_t> random_iq_row(std::mt19937& rng, DType type, int64_t n) {
   std::vector<uint8_t> v(dtype_row_bytes(type, n));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> d(-0.05f, 0.05f);
   for (uint8_t& b : v) b = uint8_t(byte(rng));
   const size_t bb = dtype_row_bytes(type, QK_K);
-  for (size_t o = 0; o < v.size(); o += bb) {  // d is the first field of both block types
+  for (size_t o = 0; o < v.size(); o += bb) {  // d is the first field of the other block types
     const uint16_t h = fp32_to_fp16_ref(d(rng));
-    std::memcpy(v.data() + o, &h, 2);
+    if (type != DType::IQ1_M) {
+      std::memcpy(v.data() + o, &h, 2);
+      continue;
+    }
+    uint8_t* sc = v.data() + o + offsetof(block_iq1_m, scales);
+    for (int w = 0; w < 4; ++w) sc[2 * w + 1] = uint8_t((sc[2 * w + 1] & 0x0F) | (((h >> (4 * w)) & 15) << 4));
   }
   return v;
 }
@@ -146,6 +157,8 @@ TEST_CASE("transcoded i-quants keep every weight, dequantized float and u8 GEMM 
   CHECK_THROWS_AS(transcode::iq2_nibble(0), Error);
   CHECK_THROWS_AS(transcode::iq3_xxs_nibble(60), Error);
   CHECK_THROWS_AS(transcode::iq3_xxs_nibble(-63), Error);
+  CHECK_THROWS_AS(transcode::ternary_code(2), Error);
+  CHECK_THROWS_AS(transcode::ternary_code(-2), Error);
 }
 
 TEST_CASE("transcoded i-quants: every grid point's nibble codes are its magnitudes") {
@@ -187,8 +200,9 @@ TEST_CASE("transcoded i-quants: every x86 level's and NEON table's GEMM gives ea
     for (const TranscodedCase& c : transcoded_cases()) {
       CAPTURE(c.name);
       const PackedFormat& pf = kt.packed_of(c.type);
-      // The scalar table reads the file's form.
-      if (!simd) {
+      // The scalar table reads the file's form, and so does NEON IQ1_S's and IQ1_M's.
+      const bool x86 = isa == Isa::Avx2 || isa == Isa::Avx2Vnni || isa == Isa::Avx512Vnni;
+      if (!simd || (!x86 && (c.type == DType::IQ1_S || c.type == DType::IQ1_M))) {
         CHECK(pf.rows == 0);
         continue;
       }

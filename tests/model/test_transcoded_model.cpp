@@ -1,8 +1,9 @@
 // The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ4_XS block of the shared files transcodes exactly (the same
-// dequantized floats and u8 GEMM form, or the file's bytes read back), and a model with those
-// matrices transcoded at load (and IQ4_NL's interleaved at load) gives the logits of the matrices
-// read in place bit for bit, prompt and decode steps; the memory plan counts the larger form. Skipped without the shared data, or where the kernel table has no
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ4_XS, IQ1_S and IQ1_M block of the shared files transcodes
+// exactly (the same dequantized floats and u8 GEMM form, or the file's bytes read back), and a model
+// with those matrices transcoded at load (and IQ4_NL's and IQ4_XS's interleaved at load on x86)
+// gives the logits of the matrices read in place bit for bit, prompt and decode steps; the memory
+// plan counts the larger form. Skipped without the shared data, or where the kernel table has no
 // transcoded form.
 #include <doctest/doctest.h>
 
@@ -35,6 +36,10 @@ struct TranscodedFile {
 void dequantize_iq2_xs_t(const void* t, float* y, int64_t n) {
   dequantize_row_iq2_xs_t(static_cast<const block_iq2_xs_t*>(t), y, n);
 }
+template <class T, void (*Dequantize)(const T*, float*, int64_t)>
+void dequantize_t(const void* t, float* y, int64_t n) {
+  Dequantize(static_cast<const T*>(t), y, n);
+}
 std::vector<TranscodedFile> transcoded_files() {
   return {{kData + "/iq/models/tiny-llama-256-IQ3_S-imat.gguf", DType::IQ3_S, "(iq3_s_t)", FormIQ3_S_T::pack,
            sizeof(block_iq3_s_t),
@@ -55,7 +60,13 @@ std::vector<TranscodedFile> transcoded_files() {
           {kData + "/iq/models/tiny-llama-256-IQ4_XS-imat.gguf", DType::IQ4_XS, "(iq4_xs_t)", FormIQ4_XS_T::pack,
            sizeof(block_iq4_xs_t),
            [](const void* t, float* y, int64_t n) { dequantize_row_iq4_xs_t(static_cast<const block_iq4_xs_t*>(t), y, n); },
-           nullptr, iq4_xs_t_to_file_row}};
+           nullptr, iq4_xs_t_to_file_row},
+          {kData + "/iq/models/tiny-llama-256-IQ1_S-imat.gguf", DType::IQ1_S, "(iq1_s_t)", FormIQ1_S_T::pack,
+           sizeof(block_iq1_s_t),
+           dequantize_t<block_iq1_s_t, dequantize_row_iq1_s_t>, unpack_u8_iq1_s_t},
+          {kData + "/iq/models/tiny-llama-256-IQ1_M-imat.gguf", DType::IQ1_M, "(iq1_m_t)", FormIQ1_M_T::pack,
+           sizeof(block_iq1_m_t),
+           dequantize_t<block_iq1_m_t, dequantize_row_iq1_m_t>, unpack_u8_iq1_m_t}};
 }
 // The files whose logits the next test compares: the transcoded ones, and IQ4_NL's and IQ4_XS's
 // row-interleaved forms (kernels/x86/packed-inl.hpp; where a table has one).

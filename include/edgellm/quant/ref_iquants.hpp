@@ -271,37 +271,48 @@ inline void dequantize_row_tq2_0(const block_tq2_0* EDGELLM_RESTRICT x, float* E
   detail::dequantize_row_scaled<block_tq2_0, QK_K, QK_K, unpack_tq2_0, block_dl<block_tq2_0>>(x, y, k);
 }
 
-// IQ1_S: y = d * (2s + 1) * (q +- IQ1S_DELTA) per 32 weights.
-inline void dequantize_row_iq1_s(const block_iq1_s* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+namespace detail {
+// The IQ1 types and their transcoded forms (kernels/layouts/transcoded_iquants.hpp) read through
+// accessors: the weights q (Unpack), the block's float scale (D), the 3-bit scale of 16 weights
+// (Scale16) and whether the shift of 8 weights is negative (Neg8).
+// y = d * (2s + 1) * (q +- IQ1S_DELTA) (ggml applies IQ1S_DELTA to IQ1_M too; IQ1M_DELTA has the
+// same value).
+template <class B, void (*Unpack)(const B&, int8_t*), float (*D)(const B&), uint32_t (*Scale16)(const B&, int),
+          bool (*Neg8)(const B&, int)>
+inline void dequantize_row_iq1(const B* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   EDGELLM_EXACT_FP_SCOPE
-  detail::dequantize_blocks<QK_K>(x, y, k, [](const block_iq1_s& b, float* out) {
+  detail::dequantize_blocks<QK_K>(x, y, k, [](const B& b, float* out) {
     int8_t q[QK_K];
-    const float d = fp16_to_fp32(b.d);
-    unpack_iq1_s(b, q);
+    const float d = D(b);
+    Unpack(b, q);
     for (int g = 0; g < QK_K / 8; ++g) {
-      const float dl = d * float(2 * int(iq1_s_scale(b, g / 4)) + 1);
-      const float delta = iq1_s_delta_negative(b, g / 4) ? -IQ1S_DELTA : IQ1S_DELTA;
-      detail::iq1_group(dl, delta, q + 8 * g, out + 8 * g);
+      const float dl = d * float(2 * int(Scale16(b, g / 2)) + 1);
+      detail::iq1_group(dl, Neg8(b, g) ? -IQ1S_DELTA : IQ1S_DELTA, q + 8 * g, out + 8 * g);
     }
   });
 }
+}  // namespace detail
+inline float iq1_s_dfloat(const block_iq1_s& b) { return fp16_to_fp32(b.d); }
+inline uint32_t iq1_s_scale16(const block_iq1_s& b, int ib16) { return iq1_s_scale(b, ib16 / 2); }
+inline bool iq1_s_neg8(const block_iq1_s& b, int ib8) { return iq1_s_delta_negative(b, ib8 / 4); }
+inline float iq1_m_dfloat(const block_iq1_m& b) {
+  uint16_t sc[4];
+  iq1_m_scale_words(b, sc);
+  return fp16_to_fp32(iq1_m_d(sc));
+}
+inline uint32_t iq1_m_scale16(const block_iq1_m& b, int ib16) {
+  uint16_t sc[4];
+  iq1_m_scale_words(b, sc);
+  return iq1_m_scale(sc, ib16);
+}
 
-// IQ1_M: y = d * (2s + 1) * (q +- IQ1S_DELTA), a scale per 16 weights, a shift sign per 8 (ggml
-// applies IQ1S_DELTA here; IQ1M_DELTA has the same value).
+// IQ1_S: y = d * (2s + 1) * (q +- IQ1S_DELTA) per 32 weights.
+inline void dequantize_row_iq1_s(const block_iq1_s* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_iq1<block_iq1_s, unpack_iq1_s, iq1_s_dfloat, iq1_s_scale16, iq1_s_neg8>(x, y, k);
+}
+// IQ1_M: the same, a scale per 16 weights, a shift sign per 8.
 inline void dequantize_row_iq1_m(const block_iq1_m* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  EDGELLM_EXACT_FP_SCOPE
-  detail::dequantize_blocks<QK_K>(x, y, k, [](const block_iq1_m& b, float* out) {
-    int8_t q[QK_K];
-    uint16_t sc[4];
-    iq1_m_scale_words(b, sc);
-    const float d = fp16_to_fp32(iq1_m_d(sc));
-    unpack_iq1_m(b, q);
-    for (int g = 0; g < QK_K / 8; ++g) {
-      const float dl = d * float(2 * int(iq1_m_scale(sc, g / 2)) + 1);
-      const float delta = iq1_m_delta_negative(b, g) ? -IQ1S_DELTA : IQ1S_DELTA;
-      detail::iq1_group(dl, delta, q + 8 * g, out + 8 * g);
-    }
-  });
+  detail::dequantize_row_iq1<block_iq1_m, unpack_iq1_m, iq1_m_dfloat, iq1_m_scale16, iq1_m_delta_negative>(x, y, k);
 }
 
 }  // namespace edgellm

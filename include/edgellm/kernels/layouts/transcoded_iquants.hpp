@@ -24,6 +24,16 @@
 //   per 16 weights: nibble j % 2 of byte j / 2 for weights 16j ..), qs as iq2_xxs_t.
 // IQ3_XXS -> iq3_xxs_t, 134 bytes (4.19 bits per weight; the file: 98, 3.06): as iq2_xxs_t, the
 //   nibble of q = +-{4, 12, 20, 28, 36, 44, 52, 62}[k]: k in bits 0..2, bit 3 set when q < 0.
+// IQ1_S -> iq1_s_t, 70 bytes per 256 weights (2.19 bits per weight; the file: 50, 1.56):
+//   u16 d (the file's), u8 sd[4]: vector v's 3-bit scale (the file's qh[v] bits 12..14) in bits
+//   0..2 and its shift sign (bit 15; set: -IQ1S_DELTA) in bit 3 of nibble v % 2 of sd[v / 2],
+//   u8 qs[64]: the weight q (-1, 0, +1) as the 2-bit code u = q + 1, weight 128c + 32l + j (c < 2,
+//   l < 4, j < 32) in bits 2l, 2l + 1 of qs[32c + j] (TQ2_0's order): a 32-byte load shifted right
+//   by 2l and masked is vector 4c + l's 32 codes in weight order.
+// IQ1_M -> iq1_m_t, 78 bytes (2.44 bits per weight; the file: 56, 1.75): u16 d (the file's F16
+//   scale, gathered from its scale words' top nibbles), u8 scales[8]: the 3-bit scale of weights
+//   16k .. in nibble k % 2 of scales[k / 2], u8 neg[4]: bit g % 8 of neg[g / 8] set when the shift
+//   of weights 8g .. 8g + 7 is negative, qs as iq1_s_t.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -148,13 +158,10 @@ inline void put_groups8(uint8_t* qs, Group&& group) {
 
 // The activation form: Q8_K blocks as the type's vec_dot reads them.
 inline size_t act_bytes_q8_K_rows(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_q8_K); }
-// A nibble form's PackedFormat pieces (rows = 1: a group is a row's blocks in order) and its scalar
-// oracle: the file's reference dot (detail::vec_dot_iq_odd_scales) over the transcoded weights,
-// equal to it bit for bit, and the gemm of a one-row group over it.
-// Scale(t, s) is the 4-bit scale of sub-block s of kSub weights.
-template <class File, class T, void (*Transcode)(const File&, T&), void (*Unpack)(const T&, int8_t*),
-          uint32_t (*Scale)(const T&, int), int kInvScale, int kSub = 32>
-struct TranscodedForm {
+// A transcoded form's PackedFormat pieces (rows = 1: a group is a row's blocks in order) and the
+// gemm of a one-row group over its scalar oracle Self::vec_dot_ref.
+template <class Self, class File, class T, void (*Transcode)(const File&, T&)>
+struct TranscodedRows {
   static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(T); }
   static void pack(const void* src, size_t, int count, int64_t n_in, void* dst) {
     EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "transcoded form: one row of whole blocks, got ", count, " of ", n_in);
@@ -162,13 +169,21 @@ struct TranscodedForm {
     auto* t = static_cast<T*>(dst);
     for (int64_t b = 0; b < n_in / QK_K; ++b) Transcode(x[b], t[b]);
   }
-  static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
-    return detail::vec_dot_iq_odd_scales<T, kSub, Unpack, Scale, kInvScale>(n, w, a);
-  }
   static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
     for (int t = 0; t < ntok; ++t)
       out[size_t(t) * out_stride] =
-          vec_dot_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+          Self::vec_dot_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+  }
+};
+// A nibble form's scalar oracle: the file's reference dot (detail::vec_dot_iq_odd_scales) over the
+// transcoded weights, equal to it bit for bit. Scale(t, s) is the 4-bit scale of sub-block s of
+// kSub weights.
+template <class File, class T, void (*Transcode)(const File&, T&), void (*Unpack)(const T&, int8_t*),
+          uint32_t (*Scale)(const T&, int), int kInvScale, int kSub = 32>
+struct TranscodedForm
+    : TranscodedRows<TranscodedForm<File, T, Transcode, Unpack, Scale, kInvScale, kSub>, File, T, Transcode> {
+  static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+    return detail::vec_dot_iq_odd_scales<T, kSub, Unpack, Scale, kInvScale>(n, w, a);
   }
 };
 
@@ -503,6 +518,105 @@ struct FormIQ4_XS_T {
           vec_dot_ref(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
   }
 };
+
+// ---- IQ1_S and IQ1_M ----
+
+struct block_iq1_s_t {
+  ggml_half d;
+  uint8_t sd[QK_K / 64];
+  uint8_t qs[QK_K / 4];
+};
+static_assert(sizeof(block_iq1_s_t) == 70, "wrong iq1_s_t block size/padding");
+struct block_iq1_m_t {
+  ggml_half d;
+  uint8_t scales[QK_K / 32];
+  uint8_t neg[QK_K / 64];
+  uint8_t qs[QK_K / 4];
+};
+static_assert(sizeof(block_iq1_m_t) == 78, "wrong iq1_m_t block size/padding");
+
+namespace transcode {
+// The 2-bit code u = q + 1 of a ternary weight q; throws on any other.
+inline uint8_t ternary_code(int q) {
+  EDGELLM_CHECK(q >= -1 && q <= 1, "transcode: weight ", q, " is not an IQ1 grid value");
+  return uint8_t(q + 1);
+}
+// A block's weights as codes: weight 128c + 32l + j in bits 2l of qs[32c + j]; and back.
+inline void put_ternary_codes(const int8_t* q, uint8_t* qs) {
+  std::memset(qs, 0, QK_K / 4);
+  for (int w = 0; w < QK_K; ++w) qs[32 * (w / 128) + w % 32] |= uint8_t(ternary_code(q[w]) << (2 * ((w / 32) % 4)));
+}
+template <class T>
+inline void unpack_ternary_codes(const T& t, int8_t* __restrict q) {
+  for (int c = 0; c < 2; ++c)
+    for (int l = 0; l < 4; ++l)
+      for (int j = 0; j < 32; ++j) q[128 * c + 32 * l + j] = int8_t(((t.qs[32 * c + j] >> (2 * l)) & 3) - 1);
+}
+}  // namespace transcode
+
+inline void transcode_iq1_s(const block_iq1_s& x, block_iq1_s_t& t) {
+  int8_t q[QK_K];
+  unpack_iq1_s(x, q);
+  t.d = x.d;
+  std::memset(t.sd, 0, sizeof t.sd);
+  for (int v = 0; v < QK_K / 32; ++v) t.sd[v / 2] |= uint8_t((x.qh[v] >> 12) << (4 * (v % 2)));
+  transcode::put_ternary_codes(q, t.qs);
+}
+inline void unpack_iq1_s_t(const block_iq1_s_t& t, int8_t* q) { transcode::unpack_ternary_codes(t, q); }
+inline float iq1_s_t_dfloat(const block_iq1_s_t& t) { return fp16_to_fp32(t.d); }
+inline uint32_t iq1_s_t_nibble(const block_iq1_s_t& t, int ib32) { return (t.sd[ib32 / 2] >> (4 * (ib32 % 2))) & 15; }
+inline uint32_t iq1_s_t_scale16(const block_iq1_s_t& t, int ib16) { return iq1_s_t_nibble(t, ib16 / 2) & 7; }
+inline bool iq1_s_t_neg8(const block_iq1_s_t& t, int ib8) { return (iq1_s_t_nibble(t, ib8 / 4) & 8) != 0; }
+
+inline void transcode_iq1_m(const block_iq1_m& x, block_iq1_m_t& t) {
+  int8_t q[QK_K];
+  uint16_t sc[4];
+  unpack_iq1_m(x, q);
+  iq1_m_scale_words(x, sc);
+  t.d = iq1_m_d(sc);
+  std::memset(t.scales, 0, sizeof t.scales);
+  std::memset(t.neg, 0, sizeof t.neg);
+  for (int k = 0; k < QK_K / 16; ++k) t.scales[k / 2] |= uint8_t(iq1_m_scale(sc, k) << (4 * (k % 2)));
+  for (int g = 0; g < QK_K / 8; ++g) t.neg[g / 8] |= uint8_t(iq1_m_delta_negative(x, g) ? 1 << (g % 8) : 0);
+  transcode::put_ternary_codes(q, t.qs);
+}
+inline void unpack_iq1_m_t(const block_iq1_m_t& t, int8_t* q) { transcode::unpack_ternary_codes(t, q); }
+inline float iq1_m_t_dfloat(const block_iq1_m_t& t) { return fp16_to_fp32(t.d); }
+inline uint32_t iq1_m_t_scale16(const block_iq1_m_t& t, int ib16) { return transcode::nibble_scale(t, ib16); }
+inline bool iq1_m_t_neg8(const block_iq1_m_t& t, int ib8) { return (t.neg[ib8 / 8] >> (ib8 % 8)) & 1; }
+
+// dequantize_row_iq1_s / _m's floats, unpack_row_u8's form (u = 8q +- 1 + 9, the integer scale 2s + 1
+// per 16 under d / 8).
+inline void dequantize_row_iq1_s_t(const block_iq1_s_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_iq1<block_iq1_s_t, unpack_iq1_s_t, iq1_s_t_dfloat, iq1_s_t_scale16, iq1_s_t_neg8>(x, y, k);
+}
+inline void dequantize_row_iq1_m_t(const block_iq1_m_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_iq1<block_iq1_m_t, unpack_iq1_m_t, iq1_m_t_dfloat, iq1_m_t_scale16, iq1_m_t_neg8>(x, y, k);
+}
+inline void unpack_u8_iq1_s_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq1<block_iq1_s_t, unpack_iq1_s_t, iq1_s_t_dfloat, iq1_s_t_scale16, iq1_s_t_neg8>(
+      static_cast<const block_iq1_s_t*>(row), n / QK_K, u, s, m, ks);
+}
+inline void unpack_u8_iq1_m_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq1<block_iq1_m_t, unpack_iq1_m_t, iq1_m_t_dfloat, iq1_m_t_scale16, iq1_m_t_neg8>(
+      static_cast<const block_iq1_m_t*>(row), n / QK_K, u, s, m, ks);
+}
+
+// The IQ1 forms' scalar oracle: detail::vec_dot_iq1 (the shift's activation sums from the quants:
+// IQ1_S's reference takes them from bsums, which quantize_row_q8_K makes equal) over the transcoded
+// weights, equal to the file's reference bit for bit.
+template <class File, class T, void (*Transcode)(const File&, T&), void (*Unpack)(const T&, int8_t*),
+          float (*D)(const T&), uint32_t (*Scale16)(const T&, int), bool (*Neg8)(const T&, int)>
+struct TranscodedIq1Form
+    : TranscodedRows<TranscodedIq1Form<File, T, Transcode, Unpack, D, Scale16, Neg8>, File, T, Transcode> {
+  static float vec_dot_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+    return detail::vec_dot_iq1<T, Unpack, D, Scale16, Neg8>(n, w, a);
+  }
+};
+using FormIQ1_S_T = TranscodedIq1Form<block_iq1_s, block_iq1_s_t, transcode_iq1_s, unpack_iq1_s_t, iq1_s_t_dfloat,
+                                      iq1_s_t_scale16, iq1_s_t_neg8>;
+using FormIQ1_M_T = TranscodedIq1Form<block_iq1_m, block_iq1_m_t, transcode_iq1_m, unpack_iq1_m_t, iq1_m_t_dfloat,
+                                      iq1_m_t_scale16, iq1_m_t_neg8>;
 
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END

@@ -287,39 +287,32 @@ inline int unit_sc(const Block&, int) { return 1; }
 inline void iq1_group8(const int8_t* q, bool negative, uint8_t* __restrict u) {
   for (int j = 0; j < 8; ++j) u[j] = uint8_t(8 * q[j] + (negative ? -1 : 1) + 9);
 }
-inline void iq1_s(const block_iq1_s* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
-                  const KScales& ks) {
+// An IQ1 type or transcoded form through the accessors of detail::dequantize_row_iq1.
+template <class B, void (*Unpack)(const B&, int8_t*), float (*D)(const B&), uint32_t (*Scale16)(const B&, int),
+          bool (*Neg8)(const B&, int)>
+inline void iq1(const B* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
+                const KScales& ks) {
   int8_t q[QK_K];
   for (int64_t i = 0; i < nb; ++i, u += QK_K) {
-    const float d = fp16_to_fp32(x[i].d);
+    const float d = D(x[i]);
     kblock(ks, i, d * 0.125f);
-    unpack_iq1_s(x[i], q);
-    for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, iq1_s_delta_negative(x[i], g / 4), u + 8 * g);
+    Unpack(x[i], q);
+    for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, Neg8(x[i], g), u + 8 * g);
     for (int g = 0; g < QK_K / 16; ++g) {
-      const int sc = 2 * int(iq1_s_scale(x[i], g / 2)) + 1;
-      const float dl = d * float(sc) * 0.125f;
-      group(s, m, int(16 * i) + g, dl, -9 * dl);
-      kgroup(ks, int(16 * i) + g, sc);
-    }
-  }
-}
-inline void iq1_m(const block_iq1_m* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
-                  const KScales& ks) {
-  int8_t q[QK_K];
-  for (int64_t i = 0; i < nb; ++i, u += QK_K) {
-    uint16_t sc[4];
-    iq1_m_scale_words(x[i], sc);
-    const float d = fp16_to_fp32(iq1_m_d(sc));
-    kblock(ks, i, d * 0.125f);
-    unpack_iq1_m(x[i], q);
-    for (int g = 0; g < QK_K / 8; ++g) iq1_group8(q + 8 * g, iq1_m_delta_negative(x[i], g), u + 8 * g);
-    for (int g = 0; g < QK_K / 16; ++g) {
-      const int isc = 2 * int(iq1_m_scale(sc, g)) + 1;
+      const int isc = 2 * int(Scale16(x[i], g)) + 1;
       const float dl = d * float(isc) * 0.125f;
       group(s, m, int(16 * i) + g, dl, -9 * dl);
       kgroup(ks, int(16 * i) + g, isc);
     }
   }
+}
+inline void iq1_s(const block_iq1_s* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
+                  const KScales& ks) {
+  iq1<block_iq1_s, unpack_iq1_s, iq1_s_dfloat, iq1_s_scale16, iq1_s_neg8>(x, nb, u, s, m, ks);
+}
+inline void iq1_m(const block_iq1_m* x, int64_t nb, uint8_t* __restrict u, float* __restrict s, float* __restrict m,
+                  const KScales& ks) {
+  iq1<block_iq1_m, unpack_iq1_m, iq1_m_dfloat, iq1_m_scale16, iq1_m_delta_negative>(x, nb, u, s, m, ks);
 }
 
 }  // namespace unpack

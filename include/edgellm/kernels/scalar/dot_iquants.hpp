@@ -86,26 +86,34 @@ inline float vec_dot_iq1_s_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const
   });
 }
 
-// w: [n/256] block_iq1_m, a: [n/256] block_q8_K. ls = 2s + 1 per 16 weights, the shift sign per 8
-// (its activation sums taken from the quants, as ggml's generic kernel does).
-inline float vec_dot_iq1_m_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+namespace detail {
+// An IQ1 type or transcoded form (accessors of detail::dequantize_row_iq1), in the order of ggml's
+// IQ1_M kernel: ls = 2s + 1 per 16 weights, the shift sign per 8, its activation sums taken from
+// the quants.
+template <class B, void (*Unpack)(const B&, int8_t*), float (*D)(const B&), uint32_t (*Scale16)(const B&, int),
+          bool (*Neg8)(const B&, int)>
+inline float vec_dot_iq1(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
   EDGELLM_EXACT_FP_SCOPE
-  return detail::sum_over_blocks<block_iq1_m, block_q8_K>(n, w, a, [](const block_iq1_m& x, const block_q8_K& y) {
+  return sum_over_blocks<B, block_q8_K>(n, w, a, [](const B& x, const block_q8_K& y) {
     static const int8_t kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     int8_t q[QK_K];
-    uint16_t sc[4];
-    iq1_m_scale_words(x, sc);
-    unpack_iq1_m(x, q);
+    Unpack(x, q);
     int32_t sumi1 = 0, sumi2 = 0;
     for (int g = 0; g < QK_K / 8; ++g) {
-      const int32_t ls = 2 * int32_t(iq1_m_scale(sc, g / 2)) + 1;
-      const int32_t delta = iq1_m_delta_negative(x, g) ? -1 : 1;
+      const int32_t ls = 2 * int32_t(Scale16(x, g / 2)) + 1;
+      const int32_t delta = Neg8(x, g) ? -1 : 1;
       const int8_t* q8 = y.qs + 8 * g;
-      sumi1 += ls * detail::isum_i8(q + 8 * g, q8, 8);
-      sumi2 += ls * delta * detail::isum_i8(kOnes, q8, 8);
+      sumi1 += ls * isum_i8(q + 8 * g, q8, 8);
+      sumi2 += ls * delta * isum_i8(kOnes, q8, 8);
     }
-    return fp16_to_fp32(iq1_m_d(sc)) * y.d * (float(sumi1) + IQ1M_DELTA * float(sumi2));
+    return D(x) * y.d * (float(sumi1) + IQ1M_DELTA * float(sumi2));
   });
+}
+}  // namespace detail
+
+// w: [n/256] block_iq1_m, a: [n/256] block_q8_K.
+inline float vec_dot_iq1_m_q8_K_ref(int n, const void* EDGELLM_RESTRICT w, const void* EDGELLM_RESTRICT a) {
+  return detail::vec_dot_iq1<block_iq1_m, unpack_iq1_m, iq1_m_dfloat, iq1_m_scale16, iq1_m_delta_negative>(n, w, a);
 }
 
 // w: [n/32] block_iq4_nl, a: [n/32] block_q8_0

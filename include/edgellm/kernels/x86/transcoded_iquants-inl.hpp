@@ -1,5 +1,6 @@
 // x86 kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp), the
-// PackedFormats of the resident IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS matrices at every level:
+// PackedFormats of the resident IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M matrices at
+// every level:
 // one row a group, the row's blocks in order. Per 32-weight vector they make, with a shift, a mask
 // and a byte shuffle instead of 4 or 8 grid loads, exactly the magnitude bytes, signed activation
 // and int16 scales of the file form's kernel (FmtIQ3_S, FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S, FmtIQ3_XXS
@@ -63,20 +64,44 @@ struct NibIQ3_XXS {
   }
 };
 
+// The signed weight bytes w of the activations' bytes off .. off + 31 for T tokens: isum[t] += the
+// file forms' |w| * (y with w's signs), pairs scaled by s16's int16 lanes.
+template <int T>
+inline void signed_dot_tokens(__m256i w, const block_q8_K* const (&y)[T], int64_t b, int off, __m256i s16,
+                              __m256i (&isum)[T]) {
+  const __m256i mag = _mm256_abs_epi8(w);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+    isum[t] = _mm256_add_epi32(isum[t], dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + off), w), s16));
+}
+
+// Block b of a row for T tokens (activation rows y[t]), each vector decoded once: Fmt::vectors's
+// int32 sums, then acc[t] gets the file form's step, Fmt::kMul * d * y.d. The integer sums' order
+// differs from the file form's, their values do not.
+template <class Fmt>
+struct TokenBlocks {
+  template <int T, class Block>
+  static void block_tokens(const Block& x, const block_q8_K* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    Fmt::template vectors<T>(x, y, b, isum, std::make_index_sequence<QK_K / 32>{});
+    const float dx = Fmt::kMul * fp16_to_fp32(x.d);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = iq_finish(isum[t], dx * y[t][b].d, acc[t]);
+  }
+};
+
 // A nibble form (iq3_s_t, iq2_xxs_t, iq2_xs_t, iq3_xxs_t), a block for T tokens at once.
 template <class Nib>
-struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K> {
+struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K>, TokenBlocks<FmtNibble<Nib>> {
   using Block = typename Nib::Block;
   using ActBlock = block_q8_K;
   // Vector k of block b for T tokens: isum[t] += its scaled sums.
   template <int T, int k>
   static void vec_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, const typename Nib::Scales& sc,
                          __m256i table, __m256i (&isum)[T]) {
-    const __m256i w = _mm256_shuffle_epi8(table, nibbles_to_bytes32(x.qs + 16 * k));
-    const __m256i mag = _mm256_abs_epi8(w), s16 = sc.template at<k>();
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t)
-      isum[t] = _mm256_add_epi32(isum[t], dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + 32 * k), w), s16));
+    signed_dot_tokens<T>(_mm256_shuffle_epi8(table, nibbles_to_bytes32(x.qs + 16 * k)), y, b, 32 * k, sc.template at<k>(),
+                         isum);
   }
   template <int T, size_t... K>
   static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T],
@@ -85,16 +110,69 @@ struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K> {
     const __m256i table = Nib::table();
     (vec_tokens<T, int(K)>(x, y, b, sc, table, isum), ...);
   }
-  // Block b of the row for T tokens (activation rows y[t]), each vector decoded once: acc[t] gets
-  // the block's step. The integer sums' order differs from the file form's, their values do not.
+  static constexpr float kMul = Nib::kMul;
+};
+
+// iq1_s_t and iq1_m_t: vector k's 2-bit codes u = q + 1 (bits 2 (k % 4) of the 32 bytes of chunk
+// k / 4, as TQ2_0) are one load, a shift and a mask; 8u is one more shift (u <= 2: no bit leaves
+// its byte). The file form's weight bytes follow with an add: FmtIQ1_S's signed 8q +- 1 = 8u - 8 +- 1
+// (then its |w| * (y with w's sign)), FmtIQ1_M's unsigned 8q +- 1 + 9 = 8u + 2 or 8u (its 9 * the
+// scaled group sums of y subtracted once a block), so the int32 lanes are the file kernel's and its
+// float step, 0.125 * d * y.d, follows.
+template <int k>
+inline __m256i ternary_x8(const uint8_t* qs) {
+  const __m256i u = _mm256_and_si256(_mm256_srli_epi16(load256(qs + 32 * (k / 4)), 2 * (k % 4)), _mm256_set1_epi8(3));
+  return _mm256_slli_epi16(u, 3);
+}
+struct FmtIQ1S_T : BlockFmt<block_iq1_s_t, block_q8_K, QK_K>, TokenBlocks<FmtIQ1S_T> {
+  template <int T, int k>
+  static void vec_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, uint32_t sd, __m256i (&isum)[T]) {
+    const uint32_t nib = (sd >> (4 * k)) & 15;  // scale in bits 0..2, bit 3: the shift is negative
+    const __m256i w = _mm256_add_epi8(ternary_x8<k>(x.qs), _mm256_set1_epi8(char(nib & 8 ? -9 : -7)));
+    signed_dot_tokens<T>(w, y, b, 32 * k, _mm256_set1_epi16(short(2 * (nib & 7) + 1)), isum);
+  }
+  template <int T, size_t... K>
+  static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T],
+                      std::index_sequence<K...>) {
+    uint32_t sd;
+    std::memcpy(&sd, x.sd, 4);
+    (vec_tokens<T, int(K)>(x, y, b, sd, isum), ...);
+  }
+  static constexpr float kMul = 0.125f;  // FmtIQ1_S: 0.125f * d * y.d
+};
+struct FmtIQ1M_T : BlockFmt<block_iq1_m_t, block_q8_K, QK_K> {
+  template <int T, int k>
+  static void vec_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i neg, const GroupScales16& ls,
+                         __m256i (&isum)[T]) {
+    // bit 4k + j of neg (group j of the vector, its bytes 8j .. 8j + 7) -> 0xFF bytes where set
+    constexpr uint32_t b0 = 1u << (4 * k), b1 = b0 << 1, b2 = b0 << 2, b3 = b0 << 3;
+    const __m256i bit = _mm256_setr_epi32(int(b0), int(b0), int(b1), int(b1), int(b2), int(b2), int(b3), int(b3));
+    const __m256i negative = _mm256_cmpeq_epi32(_mm256_and_si256(neg, bit), bit);
+    const __m256i u = _mm256_add_epi8(ternary_x8<k>(x.qs), _mm256_andnot_si256(negative, _mm256_set1_epi8(2)));
+    const __m256i s16 = ls.template pair<k>();
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+      isum[t] = _mm256_add_epi32(isum[t], dot_u8s8_scaled(u, load256(y[t][b].qs + 32 * k), s16));
+  }
+  template <int T, size_t... K>
+  static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T], __m128i sc8,
+                      std::index_sequence<K...>) {
+    uint32_t n32;
+    std::memcpy(&n32, x.neg, 4);
+    const __m256i neg = _mm256_set1_epi32(int(n32));
+    const GroupScales16 ls(sc8);
+    (vec_tokens<T, int(K)>(x, y, b, neg, ls, isum), ...);
+  }
   template <int T>
   static void block_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    vectors<T>(x, y, b, isum, std::make_index_sequence<QK_K / 32>{});
-    const float dx = Nib::kMul * fp16_to_fp32(x.d);
+    const __m128i sc8 = odd_scale_bytes(load_u64(x.scales));
+    vectors<T>(x, y, b, isum, sc8, std::make_index_sequence<QK_K / 32>{});
+    const float dx = 0.125f * fp16_to_fp32(x.d);
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[t] = iq_finish(isum[t], dx * y[t][b].d, acc[t]);
+    for (int t = 0; t < T; ++t)
+      acc[t] = iq_finish(_mm256_sub_epi32(isum[t], FmtIQ1_M::offset(y[t][b], sc8)), dx * y[t][b].d, acc[t]);
   }
 };
 
@@ -163,4 +241,8 @@ inline void register_transcoded_iquants(KernelTable& t) {
        unpack_u8_iq2_xs_t);
   form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack,
        transcoded_gemm<FmtNibble<NibIQ3_XXS>>, unpack_u8_iq3_xxs_t);
+  form(DType::IQ1_S, "iq1_s_t", FormIQ1_S_T::group_bytes, FormIQ1_S_T::pack, transcoded_gemm<FmtIQ1S_T>,
+       unpack_u8_iq1_s_t);
+  form(DType::IQ1_M, "iq1_m_t", FormIQ1_M_T::group_bytes, FormIQ1_M_T::pack, transcoded_gemm<FmtIQ1M_T>,
+       unpack_u8_iq1_m_t);
 }
