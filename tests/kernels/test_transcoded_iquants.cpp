@@ -1,6 +1,6 @@
 // The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
 // kernels/x86/transcoded_iquants-inl.hpp, kernels/neon/transcoded_iquants.hpp), IQ3_S, IQ2_XXS,
-// IQ2_XS, IQ2_S and IQ3_XXS: the transcode is exact (the same weights and
+// IQ2_XS, IQ2_S, IQ3_XXS and TQ1_0 (tq1_0_t, a TQ2_0 block): the transcode is exact (the same weights and
 // dequantized floats as the file's block, on random blocks covering every grid point), its u8 GEMM
 // form is the file's, the scalar oracle is the file's reference dot bit for bit, and at every x86
 // level and NEON table (ARMv8.0, dotprod) this CPU runs the PackedFormat's GEMM gives each token
@@ -73,7 +73,10 @@ std::vector<TranscodedCase> transcoded_cases() {
               DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_s_q8_K_ref, FormIQ2_S_T::gemm_ref),
           transcoded_case<block_iq3_xxs, unpack_iq3_xxs, block_iq3_xxs_t, unpack_iq3_xxs_t, dequantize_row_iq3_xxs_t>(
               DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::pack, unpack_u8_iq3_xxs_t, vec_dot_iq3_xxs_q8_K_ref,
-              FormIQ3_XXS_T::gemm_ref)};
+              FormIQ3_XXS_T::gemm_ref),
+          transcoded_case<block_tq1_0, unpack_tq1_0, block_tq1_0_t, unpack_tq2_0, dequantize_row_tq2_0>(
+              DType::TQ1_0, "tq1_0_t", FormTQ1_0_T::pack, unpack_u8_tq1_0_t, vec_dot_tq1_0_q8_K_ref,
+              FormTQ1_0_T::gemm_ref)};
 }
 
 // Every point of grid g: its nibble codes read back (Value) as its magnitudes.
@@ -94,9 +97,10 @@ std::vector<uint8_t> random_iq_row(std::mt19937& rng, DType type, int64_t n) {
   std::uniform_real_distribution<float> d(-0.05f, 0.05f);
   for (uint8_t& b : v) b = uint8_t(byte(rng));
   const size_t bb = dtype_row_bytes(type, QK_K);
-  for (size_t o = 0; o < v.size(); o += bb) {  // d is the first field of both block types
+  const size_t d_at = type == DType::TQ1_0 ? bb - 2 : 0;  // d is the i-quants' first field, TQ1_0's last
+  for (size_t o = 0; o < v.size(); o += bb) {
     const uint16_t h = fp32_to_fp16_ref(d(rng));
-    std::memcpy(v.data() + o, &h, 2);
+    std::memcpy(v.data() + o + d_at, &h, 2);
   }
   return v;
 }

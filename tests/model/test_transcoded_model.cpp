@@ -1,5 +1,5 @@
 // The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ4_XS block of the shared files transcodes exactly (the same
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ4_XS and TQ1_0 block of the shared files transcodes exactly (the same
 // dequantized floats and u8 GEMM form, or the file's bytes read back), and a model with those matrices transcoded at load gives
 // the logits of the matrices read in place bit for bit, prompt and decode steps; the memory plan
 // counts the larger form. Skipped without the shared data, or where the kernel table has no
@@ -55,7 +55,11 @@ std::vector<TranscodedFile> transcoded_files() {
           {kData + "/iq/models/tiny-llama-256-IQ4_XS-imat.gguf", DType::IQ4_XS, "(iq4_xs_t)", FormIQ4_XS_T::pack,
            sizeof(block_iq4_xs_t),
            [](const void* t, float* y, int64_t n) { dequantize_row_iq4_xs_t(static_cast<const block_iq4_xs_t*>(t), y, n); },
-           nullptr, iq4_xs_t_to_file_row}};
+           nullptr, iq4_xs_t_to_file_row},
+          {kData + "/iq/models/tiny-llama-256-TQ1_0-imat.gguf", DType::TQ1_0, "(tq1_0_t)", FormTQ1_0_T::pack,
+           sizeof(block_tq1_0_t),
+           [](const void* t, float* y, int64_t n) { dequantize_row_tq2_0(static_cast<const block_tq1_0_t*>(t), y, n); },
+           unpack_u8_tq1_0_t}};
 }
 }  // namespace
 

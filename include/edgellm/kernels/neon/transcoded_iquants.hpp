@@ -215,6 +215,25 @@ EDGELLM_TARGET_DOTPROD void nibble_gemm_dotprod(int64_t n_in, const void* group,
 // The activation rows: Q8_K as the type's vec_dot reads them (the table's quantizer).
 inline void prepare_act_q8_K_rows_neon(const float* x, int64_t n_in, void* dst) { quantize_row_q8_K_neon(x, dst, n_in); }
 
+// tq1_0_t (a TQ2_0 block made from each TQ1_0 block): per token TQ2's row, deferred_row as the file
+// forms' vec_dot of both TQ1_0 and TQ2_0 (the exact int32 block sum times d * y.d in block order),
+// so each token gets TQ1_0's vec_dot bit for bit; prefill per token, as the file's form.
+template <class D>
+EDGELLM_NEON_INLINE void tq1_0_t_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                                      size_t out_stride) {
+  const int64_t nb = n_in / QK_K;
+  for (int t = 0; t < ntok; ++t)
+    out[size_t(t) * out_stride] =
+        deferred_row<TQ2, D>(int(n_in), group, static_cast<const block_q8_K*>(act) + size_t(t) * size_t(nb));
+}
+inline void tq1_0_t_gemm_neon(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  tq1_0_t_gemm<DotV80>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void tq1_0_t_gemm_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  tq1_0_t_gemm<DotSdot>(n_in, group, act, ntok, out, out_stride);
+}
+
 }  // namespace neon
 
 // Sets the IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS and IQ2_S transcoded forms of a NEON table: the dotprod
@@ -240,6 +259,8 @@ inline void register_neon_transcoded_iquants(KernelTable& t, bool dotprod) {
   form(DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::group_bytes, FormIQ2_S_T::pack, gemm(NibIQ2_XS{}), unpack_u8_iq2_xs_t);
   form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack, gemm(NibIQ3_XXS{}),
        unpack_u8_iq3_xxs_t);
+  form(DType::TQ1_0, "tq1_0_t", FormTQ1_0_T::group_bytes, FormTQ1_0_T::pack,
+       dotprod ? tq1_0_t_gemm_dotprod : tq1_0_t_gemm_neon, unpack_u8_tq1_0_t);
 }
 
 }  // namespace edgellm

@@ -214,6 +214,28 @@ inline void iq4_xs_t_gemm(int64_t n_in, const void* group, const void* act, int 
         iq4_xs_row<block_iq4_xs_t, iq4_xs_t_block_sum>(nb, x, static_cast<const block_q8_K*>(act) + size_t(t) * size_t(nb));
 }
 
+// tq1_0_t (a TQ2_0 block made from each TQ1_0 block): FmtTQ2_0's decode, each 32-byte load's four
+// crumb vectors taken once for T tokens; per token the exact integer block sum (the -1 through the
+// activations' sum) and FmtTQ1_0's (= FmtTQ2_0's) float step, so transcoded_tile gives dot_row's.
+struct FmtTQ1_0_T : FmtTQ2_0 {
+  template <int T>
+  static void block_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i qv = load256(x.qs + 32 * j);
+      const __m256i c[4] = {crumbs<0>(qv), crumbs<1>(qv), crumbs<2>(qv), crumbs<3>(qv)};
+#pragma GCC unroll 4
+      for (int l = 0; l < 4; ++l)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = dot_u8s8_acc(isum[t], c[l], load256(y[t][b].qs + 128 * j + 32 * l));
+    }
+    const float d = fp16_to_fp32(x.d);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = iq_finish(_mm256_sub_epi32(isum[t], q8_K_sum(y[t][b])), d * y[t][b].d, acc[t]);
+  }
+};
+
 inline void register_transcoded_iquants(KernelTable& t) {
   auto form = [&](DType type, const char* name, size_t (*group_bytes)(int64_t),
                   void (*pack)(const void*, size_t, int, int64_t, void*), PackedGemmFn gemm, UnpackRowU8Fn unpack) {
@@ -236,4 +258,6 @@ inline void register_transcoded_iquants(KernelTable& t) {
   iq4.resident_only = true;  // the file's size, but streamed rows stay the file's bytes
   iq4.to_file_row = iq4_xs_t_to_file_row;
   t.packed_of(DType::IQ4_XS) = iq4;
+  form(DType::TQ1_0, "tq1_0_t", FormTQ1_0_T::group_bytes, FormTQ1_0_T::pack, transcoded_gemm<FmtTQ1_0_T>,
+       unpack_u8_tq1_0_t);
 }
