@@ -99,6 +99,7 @@ EDGELLM_MCA_NIBBLE(iq3_s_t, NibIQ3_S)
 EDGELLM_MCA_NIBBLE(iq2_xxs_t, NibIQ2_XXS)
 EDGELLM_MCA_NIBBLE(iq2_xs_t, NibIQ2_XS)
 EDGELLM_MCA_NIBBLE(iq3_xxs_t, NibIQ3_XXS)
+EDGELLM_MCA_IQ(iq4_xs_t, IQ4XST)  // iq4_xs_t: decode, one row (prefill runs it per token)
 #endif
 
 // ---- packed x4 K-quants (neon/packed_kquants.hpp): decode (one token), one group of 4 rows; the

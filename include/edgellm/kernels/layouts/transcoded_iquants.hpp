@@ -481,6 +481,14 @@ inline void iq4_xs_t_act_order(const void* in, int64_t n, void* out) {
   }
 }
 inline void iq4_xs_t_act(const void* natural, int64_t n, void* out) { iq4_xs_t_act_order<true>(natural, n, out); }
+// iq4_xs_t's activations (PackedFormat::prepare_act): a table's Q8_K quantizer, then the chunk order.
+template <void (*Quantize)(const float*, void*, int64_t)>
+inline void iq4_xs_t_prepare_act(const float* x, int64_t n_in, void* dst) {
+  thread_local std::vector<uint8_t> natural;
+  natural.resize(act_bytes_q8_K_rows(n_in));
+  Quantize(x, natural.data(), n_in);
+  iq4_xs_t_act(natural.data(), n_in, dst);
+}
 // iq4_xs_t's PackedFormat pieces (one row a group) and its scalar oracle: the file's reference dot
 // of the file's bytes against the natural activations, read back from both forms.
 struct FormIQ4_XS_T {

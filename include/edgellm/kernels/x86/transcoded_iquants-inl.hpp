@@ -200,10 +200,7 @@ inline __m256i iq4_xs_t_block_sum(const block_iq4_xs_t& x, const block_q8_K& y) 
 }
 // iq4_xs_t's activations: this level's Q8_K quantizer, then the chunk order.
 inline void prepare_act_iq4_xs_t(const float* x, int64_t n_in, void* dst) {
-  thread_local std::vector<uint8_t> natural;
-  natural.resize(act_bytes_q8_K_rows(n_in));
-  quantize_row_q8_K(x, natural.data(), n_in);
-  iq4_xs_t_act(natural.data(), n_in, dst);
+  iq4_xs_t_prepare_act<quantize_row_q8_K>(x, n_in, dst);
 }
 // PackedFormat::gemm of a one-row group: each token as dot_row<FmtIQ4_XS> takes the file's row.
 inline void iq4_xs_t_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
