@@ -290,7 +290,7 @@ TEST_CASE("iq4_xs_t: the chunk order keeps every weight and the file's bytes, an
       std::vector<uint8_t> group(pf.group_bytes(m));
       pf.pack(w.data(), w.size(), 1, m, group.data());
       const size_t ab = pf.act_bytes(m);
-      for (int ntok : {1, 3}) {
+      for (int ntok : {1, 3, 5}) {  // NEON: tiles of 4 (dotprod) or 3 tokens, then single tokens
         CAPTURE(ntok);
         std::vector<uint8_t> act(ab * size_t(ntok)), natural(ab * size_t(ntok));
         for (int k = 0; k < ntok; ++k) {

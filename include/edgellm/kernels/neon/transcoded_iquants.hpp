@@ -247,54 +247,116 @@ EDGELLM_TARGET_DOTPROD inline void tq1_0_t_gemm_dotprod(int64_t n_in, const void
 // file kernel's (exact int32), the float steps are picked_row's over it, IQ4XS's (vec_dot's).
 struct IQ4XST : IqFormat<block_iq4_xs_t, true, 1, Deferred::kBoth> {
   // Deferred (picked_row): llvm-mca A55 cycles iq_row -> deferred_row, dotprod 121 -> 120, ARMv8.0 147 -> 145 (the file form: 125, 165)
+  // Load M's weights: chunk 2M of vectors 0..3, 4..7, chunk 2M + 1 of vectors 0..3, 4..7.
+  template <int M>
+  static EDGELLM_NEON_INLINE void weights(const Block& x, int8x16_t values, int8x16_t (&w)[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const uint8x16_t q0 = vld1q_u8(x.qs + 32 * M), q1 = vld1q_u8(x.qs + 32 * M + 16);
+    w[0] = vqtbl1q_s8(values, vandq_u8(q0, m4));
+    w[1] = vqtbl1q_s8(values, vandq_u8(q1, m4));
+    w[2] = vqtbl1q_s8(values, vshrq_n_u8(q0, 4));
+    w[3] = vqtbl1q_s8(values, vshrq_n_u8(q1, 4));
+  }
+  // Load M's products with one token's activations q8 (the block's 256) into p: dotprod: vectors
+  // 0..3 low, 4..7 low, 0..3 high, 4..7 high; ARMv8.0: vectors (0, 1), (2, 3), (4, 5), (6, 7).
+  template <class D, int M>
+  static EDGELLM_NEON_INLINE void step(int32x4_t (&p)[4], const int8x16_t (&w)[4], const int8_t* q8) {
+    constexpr int kSlot = ((M & 2) << 1) | (M & 1);  // transcode::iq4_slot(2M); chunk 2M + 1's two slots on
+    const int8_t* ya = q8 + 32 * kSlot;
+    const int8_t* yb = ya + 64;
+    const int8x16_t y[4] = {vld1q_s8(ya), vld1q_s8(ya + 16), vld1q_s8(yb), vld1q_s8(yb + 16)};
+    if constexpr (std::is_same_v<D, DotV80>) {
+      for (int h = 0; h < 2; ++h) {
+        const int16x8_t lo =
+            vmlal_s8(vmull_s8(vget_low_s8(w[h]), vget_low_s8(y[h])), vget_low_s8(w[2 + h]), vget_low_s8(y[2 + h]));
+        const int16x8_t hi = vmlal_high_s8(vmull_high_s8(w[h], y[h]), w[2 + h], y[2 + h]);
+        p[2 * h] = M == 0 ? vpaddlq_s16(lo) : vpadalq_s16(p[2 * h], lo);
+        p[2 * h + 1] = M == 0 ? vpaddlq_s16(hi) : vpadalq_s16(p[2 * h + 1], hi);
+      }
+    } else if constexpr (M == 0) {
+      Dot4<D>::fresh(p, w, y);
+    } else {
+      Dot4<D>::add(p, w, y);
+    }
+  }
+  // The block's scaled sub-block sums, in the lanes of one vector.
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t finish(const int32x4_t (&p)[4], const int32x4_t sc[2]) {
+    const bool v80 = std::is_same_v<D, DotV80>;
+    const int32x4_t s0 = v80 ? vpaddq_s32(p[0], p[1]) : vaddq_s32(p[0], p[2]);
+    const int32x4_t s1 = v80 ? vpaddq_s32(p[2], p[3]) : vaddq_s32(p[1], p[3]);
+    return vmlaq_s32(vmulq_s32(s0, sc[0]), s1, sc[1]);
+  }
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     const int8x16_t values = vld1q_s8(kvalues_iq4nl);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    int32x4_t sc[2];
+    int32x4_t sc[2], p[4];
     iq4_xs_scales(x, sc);
-    int32x4_t p[4];  // dotprod: vectors 0..3 low, 4..7 low, 0..3 high, 4..7 high; ARMv8.0: (0, 1), (2, 3), (4, 5), (6, 7)
     for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto mm) EDGELLM_NEON_LAMBDA {
       constexpr int M = decltype(mm)::value;
-      constexpr int kSlot = ((M & 2) << 1) | (M & 1);  // transcode::iq4_slot(2M); chunk 2M + 1's two slots on
-      const uint8x16_t q0 = vld1q_u8(x.qs + 32 * M), q1 = vld1q_u8(x.qs + 32 * M + 16);
-      const int8_t* ya = q8 + 32 * kSlot;
-      const int8_t* yb = ya + 64;
-      const int8x16_t w[4] = {vqtbl1q_s8(values, vandq_u8(q0, m4)), vqtbl1q_s8(values, vandq_u8(q1, m4)),
-                              vqtbl1q_s8(values, vshrq_n_u8(q0, 4)), vqtbl1q_s8(values, vshrq_n_u8(q1, 4))};
-      const int8x16_t y[4] = {vld1q_s8(ya), vld1q_s8(ya + 16), vld1q_s8(yb), vld1q_s8(yb + 16)};
-      if constexpr (std::is_same_v<D, DotV80>) {
-        for (int h = 0; h < 2; ++h) {
-          const int16x8_t lo = vmlal_s8(vmull_s8(vget_low_s8(w[h]), vget_low_s8(y[h])), vget_low_s8(w[2 + h]),
-                                        vget_low_s8(y[2 + h]));
-          const int16x8_t hi = vmlal_high_s8(vmull_high_s8(w[h], y[h]), w[2 + h], y[2 + h]);
-          p[2 * h] = M == 0 ? vpaddlq_s16(lo) : vpadalq_s16(p[2 * h], lo);
-          p[2 * h + 1] = M == 0 ? vpaddlq_s16(hi) : vpadalq_s16(p[2 * h + 1], hi);
-        }
-      } else if constexpr (M == 0) {
-        Dot4<D>::fresh(p, w, y);
-      } else {
-        Dot4<D>::add(p, w, y);
-      }
+      int8x16_t w[4];
+      weights<M>(x, values, w);
+      step<D, M>(p, w, q8);
     });
-    int32x4_t s0, s1;
-    if constexpr (std::is_same_v<D, DotV80>) {
-      s0 = vpaddq_s32(p[0], p[1]);
-      s1 = vpaddq_s32(p[2], p[3]);
-    } else {
-      s0 = vaddq_s32(p[0], p[2]);
-      s1 = vaddq_s32(p[1], p[3]);
-    }
-    return vmlaq_s32(vmulq_s32(s0, sc[0]), s1, sc[1]);
+    return finish<D>(p, sc);
   }
 };
-// PackedFormat::gemm: each token through picked_row (vec_dot's steps).
+
+// T tokens of one iq4_xs_t row (token t's activations y[t]): each load's weights decoded once for
+// all T; per token block_acc's int32 sum, then vec_dot's float steps (kPost is 1).
+template <class D, int T>
+EDGELLM_NEON_INLINE void iq4_xs_t_tile(int64_t nb, const block_iq4_xs_t* x, const block_q8_K* const (&y)[T],
+                                       float (&sumf)[T]) {
+  const int8x16_t values = vld1q_s8(kvalues_iq4nl);
+  for (int t = 0; t < T; ++t) sumf[t] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32x4_t sc[2], p[T][4];
+    iq4_xs_scales(x[b], sc);
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto mm) EDGELLM_NEON_LAMBDA {
+      constexpr int M = decltype(mm)::value;
+      int8x16_t w[4];
+      IQ4XST::weights<M>(x[b], values, w);
+      EDGELLM_NEON_UNROLL
+      for (int t = 0; t < T; ++t) IQ4XST::step<D, M>(p[t], w, y[t][b].qs);
+    });
+    const float d = fp16_to_fp32(x[b].d);
+    EDGELLM_NEON_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const float scale = d * y[t][b].d;
+      sumf[t] += float(vaddvq_s32(IQ4XST::finish<D>(p[t], sc))) * scale;
+    }
+  }
+}
+// Tokens per prefill tile: llvm-mca A55 cycles per token and 256 weights (one token: 120, 145), g++
+// at T = 2, 3, 4, 6: dotprod 84, 74, 73, 76; ARMv8.0 T = 2, 3, 4: 130.5, 121, 143.
+template <class D>
+inline constexpr int kIq4XsTToks = std::is_same_v<D, DotSdot> ? 4 : 3;
+// PackedFormat::gemm: tiles of kIq4XsTToks tokens, then each token left through picked_row
+// (vec_dot's steps).
+template <class D>
+EDGELLM_NEON_INLINE void iq4_xs_t_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                                       size_t out_stride) {
+  constexpr int T = kIq4XsTToks<D>;
+  const int64_t nb = n_in / QK_K;
+  const auto* x = static_cast<const block_iq4_xs_t*>(group);
+  const auto* a = static_cast<const block_q8_K*>(act);
+  int t0 = 0;
+  for (; t0 + T <= ntok; t0 += T) {
+    const block_q8_K* y[T];
+    for (int t = 0; t < T; ++t) y[t] = a + size_t(t0 + t) * size_t(nb);
+    float sumf[T];
+    iq4_xs_t_tile<D, T>(nb, x, y, sumf);
+    for (int t = 0; t < T; ++t) out[size_t(t0 + t) * out_stride] = sumf[t];
+  }
+  per_token_gemm<picked_row<IQ4XST, D>>(n_in, group, a + size_t(t0) * size_t(nb), ntok - t0, out + size_t(t0) * out_stride,
+                                        out_stride);
+}
 inline void iq4_xs_t_gemm_neon(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  per_token_gemm<picked_row<IQ4XST, DotV80>>(n_in, group, act, ntok, out, out_stride);
+  iq4_xs_t_gemm<DotV80>(n_in, group, act, ntok, out, out_stride);
 }
 EDGELLM_TARGET_DOTPROD inline void iq4_xs_t_gemm_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
                                                          float* out, size_t out_stride) {
-  per_token_gemm<picked_row<IQ4XST, DotSdot>>(n_in, group, act, ntok, out, out_stride);
+  iq4_xs_t_gemm<DotSdot>(n_in, group, act, ntok, out, out_stride);
 }
 inline void prepare_act_iq4_xs_t_neon(const float* x, int64_t n_in, void* dst) {
   iq4_xs_t_prepare_act<quantize_row_q8_K_neon>(x, n_in, dst);

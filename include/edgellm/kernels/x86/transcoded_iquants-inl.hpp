@@ -214,6 +214,8 @@ inline void iq4_xs_t_gemm(int64_t n_in, const void* group, const void* act, int 
 // tq1_0_t (a TQ2_0 block made from each TQ1_0 block): FmtTQ2_0's decode, each 32-byte load's four
 // crumb vectors taken once for T tokens; per token the exact integer block sum (the -1 through the
 // activations' sum) and FmtTQ1_0's (= FmtTQ2_0's) float step, so transcoded_tile gives dot_row's.
+// The int32 lanes converted to float are FmtTQ1_0's too, not only their sum: in both kernels (all
+// levels) lane i holds the weights w with w % 32 in 4i .. 4i + 3 (activations loaded 32 at a time).
 struct FmtTQ1_0_T : FmtTQ2_0 {
   template <int T>
   static void block_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
