@@ -159,8 +159,8 @@ int main(int argc, char** argv) {
     std::vector<float> x(static_cast<size_t>(n_in * kGemmTokens)), y(static_cast<size_t>(n_out * kGemmTokens));
     for (auto& v : x) v = d(rng);
     if (iq) {
-      const DType iq_types[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
-                                DType::IQ3_S,   DType::IQ4_XS, DType::IQ1_S,  DType::IQ1_M};
+      const DType iq_types[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+                                DType::IQ4_XS,  DType::IQ4_NL, DType::IQ1_S, DType::IQ1_M,   DType::TQ1_0};
       for (DType t : iq_types) gemv_rows(kt, pool2, t, n_in, n_out, x.data(), y.data(), min_ms);
       // the types with a transcoded form (kernels/layouts/transcoded_iquants.hpp): prefill, and with
       // --dram their GEMV fed from DRAM

@@ -99,6 +99,18 @@ EDGELLM_MCA_NIBBLE(iq3_s_t, NibIQ3_S)
 EDGELLM_MCA_NIBBLE(iq2_xxs_t, NibIQ2_XXS)
 EDGELLM_MCA_NIBBLE(iq2_xs_t, NibIQ2_XS)
 EDGELLM_MCA_NIBBLE(iq3_xxs_t, NibIQ3_XXS)
+EDGELLM_MCA_IQ(iq4_xs_t, IQ4XST)  // iq4_xs_t: decode, one row, and the prefill tile of kIq4XsTToks<D> tokens
+#define EDGELLM_MCA_IQ4_XS_T_TILE(name, D)                                                              \
+  extern "C" __attribute__((noinline)) void name(int64_t nb, const void* x, const void* a, float* out) { \
+    constexpr int T = kIq4XsTToks<D>;                                                                   \
+    const edgellm::block_q8_K* yt[T];                                                                   \
+    for (int t = 0; t < T; ++t) yt[t] = static_cast<const edgellm::block_q8_K*>(a) + t * nb;            \
+    float sumf[T];                                                                                      \
+    iq4_xs_t_tile<D, T>(nb, static_cast<const edgellm::block_iq4_xs_t*>(x), yt, sumf);                  \
+    for (int t = 0; t < T; ++t) out[t] = sumf[t];                                                       \
+  }
+EDGELLM_MCA_IQ4_XS_T_TILE(mca_tile_iq4_xs_t, DotSdot)
+EDGELLM_MCA_IQ4_XS_T_TILE(mca_v80_tile_iq4_xs_t, DotV80)
 #endif
 
 // ---- packed x4 K-quants (neon/packed_kquants.hpp): decode (one token), one group of 4 rows; the

@@ -172,6 +172,10 @@ mca_v80_tile_iq3_s_t 256 2 0
 mca_v80_tile_iq2_xxs_t 256 2 0
 mca_v80_tile_iq2_xs_t 256 4 0
 mca_v80_tile_iq3_xxs_t 256 2 0
+mca_iq4_xs_t 256 1 205
+mca_v80_iq4_xs_t 256 1 0
+mca_tile_iq4_xs_t 256 4 205
+mca_v80_tile_iq4_xs_t 256 3 0
 TABLE
 # LLAMA_CPP=/path/to/llama.cpp: also measures llama.cpp's kernels the reference column quotes, from
 # ggml-cpu's own sources under the same flags (gcc for its C file).

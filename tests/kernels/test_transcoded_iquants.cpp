@@ -1,11 +1,12 @@
 // The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
 // kernels/x86/transcoded_iquants-inl.hpp, kernels/neon/transcoded_iquants.hpp), IQ3_S, IQ2_XXS,
-// IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (x86 only): the transcode is exact (the same weights and
-// dequantized floats as the file's block, on random blocks covering every grid point), its u8 GEMM
-// form is the file's, the scalar oracle is the file's reference dot bit for bit, and at every x86
-// level and NEON table (ARMv8.0, dotprod) this CPU runs the PackedFormat's GEMM gives each token
-// exactly the level's vec_dot of the file's row, with 1 or many tokens; IQ4_XS's iq4_xs_t layout
-// and its scalar oracle with chunk-ordered activations. (Real files' blocks:
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (x86 only), TQ1_0 (tq1_0_t, a TQ2_0 block): the
+// transcode is exact (the same weights and dequantized floats as the file's block, on random blocks
+// covering every grid point), its u8 GEMM form is the file's, the scalar oracle is the file's
+// reference dot bit for bit, and at every x86 level and NEON table (ARMv8.0, dotprod) this CPU runs
+// the PackedFormat's GEMM gives each token exactly the level's vec_dot of the file's row, with 1 or
+// many tokens; IQ4_XS's iq4_xs_t (NEON; x86 interleaves IQ4_XS's rows: test_packed.cpp) the same
+// with its chunk-ordered activations. (Real files' blocks:
 // tests/model/test_transcoded_model.cpp.)
 #include <doctest/doctest.h>
 
@@ -79,7 +80,10 @@ std::vector<TranscodedCase> transcoded_cases() {
               DType::IQ1_S, "iq1_s_t", FormIQ1_S_T::pack, unpack_u8_iq1_s_t, vec_dot_iq1_s_q8_K_ref, FormIQ1_S_T::gemm_ref),
           transcoded_case<block_iq1_m, unpack_iq1_m, block_iq1_m_t, unpack_iq1_m_t, dequantize_row_iq1_m_t>(
               DType::IQ1_M, "iq1_m_t", FormIQ1_M_T::pack, unpack_u8_iq1_m_t, vec_dot_iq1_m_q8_K_ref,
-              FormIQ1_M_T::gemm_ref)};
+              FormIQ1_M_T::gemm_ref),
+          transcoded_case<block_tq1_0, unpack_tq1_0, block_tq1_0_t, unpack_tq2_0, dequantize_row_tq2_0>(
+              DType::TQ1_0, "tq1_0_t", FormTQ1_0_T::pack, unpack_u8_tq1_0_t, vec_dot_tq1_0_q8_K_ref,
+              FormTQ1_0_T::gemm_ref)};
 }
 
 // Every point of grid g: its nibble codes read back (Value) as its magnitudes.
@@ -100,10 +104,11 @@ std::vector<uint8_t> random_iq_row(std::mt19937& rng, DType type, int64_t n) {
   std::uniform_real_distribution<float> d(-0.05f, 0.05f);
   for (uint8_t& b : v) b = uint8_t(byte(rng));
   const size_t bb = dtype_row_bytes(type, QK_K);
-  for (size_t o = 0; o < v.size(); o += bb) {  // d is the first field of the other block types
+  const size_t d_at = type == DType::TQ1_0 ? bb - 2 : 0;  // d is the i-quants' first field, TQ1_0's last
+  for (size_t o = 0; o < v.size(); o += bb) {
     const uint16_t h = fp32_to_fp16_ref(d(rng));
     if (type != DType::IQ1_M) {
-      std::memcpy(v.data() + o, &h, 2);
+      std::memcpy(v.data() + o + d_at, &h, 2);
       continue;
     }
     uint8_t* sc = v.data() + o + offsetof(block_iq1_m, scales);
@@ -245,7 +250,7 @@ TEST_CASE("transcoded i-quants: every x86 level's and NEON table's GEMM gives ea
   if (EDGELLM_HAS_X86_KERNELS || EDGELLM_HAS_NEON) CHECK(levels > 0);
 }
 
-TEST_CASE("iq4_xs_t: the chunk order keeps every weight and the file's bytes, and its scalar oracle is the file's reference dot") {
+TEST_CASE("iq4_xs_t: the chunk order keeps every weight and the file's bytes, and every NEON table's GEMM gives each token its vec_dot, bit for bit") {
   std::mt19937 rng(50);
   const int64_t n = 16 * QK_K;
   const std::vector<uint8_t> x = random_iq_row(rng, DType::IQ4_XS, n);
@@ -277,4 +282,46 @@ TEST_CASE("iq4_xs_t: the chunk order keeps every weight and the file's bytes, an
     const float want = vec_dot_iq4_xs_q8_K_ref(int(n), x.data(), a.data() + act_bytes_q8_K_rows(n) * size_t(k));
     CHECK(std::memcmp(&want, &out[k], sizeof want) == 0);
   }
+
+  int levels = 0;
+  for (Isa isa : available_isas()) {
+    const KernelTable kt = make_kernel_table(isa);
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    const PackedFormat& pf = kt.packed_of(DType::IQ4_XS);
+    if (pf.rows != 1) {  // the scalar table reads the file's form, x86 interleaves rows (iq4_xsx16 / iq4_xsx8)
+      CHECK(!EDGELLM_HAS_NEON);
+      continue;
+    }
+    ++levels;
+    REQUIRE(pf.rows == 1);
+    CHECK(std::string(pf.name) == "iq4_xs_t");
+    CHECK(pf.resident_only);
+    CHECK((pf.to_file_row == &iq4_xs_t_to_file_row));
+    const VecDotFn dot = kt.of(DType::IQ4_XS).vec_dot;
+    for (int64_t m : {256, 768, 2048}) {
+      CAPTURE(m);
+      const std::vector<uint8_t> w = random_iq_row(rng, DType::IQ4_XS, m);
+      std::vector<uint8_t> group(pf.group_bytes(m));
+      pf.pack(w.data(), w.size(), 1, m, group.data());
+      const size_t ab = pf.act_bytes(m);
+      for (int ntok : {1, 3, 5}) {  // NEON: tiles of 4 (dotprod) or 3 tokens, then single tokens
+        CAPTURE(ntok);
+        std::vector<uint8_t> act(ab * size_t(ntok)), natural(ab * size_t(ntok));
+        for (int k = 0; k < ntok; ++k) {
+          const auto f = uniform_floats(rng, m, -3.0f, 3.0f);
+          pf.prepare_act(f.data(), m, act.data() + ab * size_t(k));
+          kt.of(DType::Q8_K).from_float(f.data(), natural.data() + ab * size_t(k), m);
+        }
+        std::vector<float> got(size_t(2 * ntok), NAN);
+        pf.gemm(m, group.data(), act.data(), ntok, got.data(), 2);
+        for (int k = 0; k < ntok; ++k) {
+          const float want = dot(int(m), w.data(), natural.data() + ab * size_t(k));
+          CHECK(std::memcmp(&want, &got[size_t(2 * k)], sizeof want) == 0);
+          CHECK(std::isnan(got[size_t(2 * k + 1)]));
+        }
+      }
+    }
+  }
+  if (EDGELLM_HAS_NEON) CHECK(levels > 0);
 }

@@ -1,9 +1,9 @@
 // The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ4_XS, IQ1_S and IQ1_M block of the shared files transcodes
-// exactly (the same dequantized floats and u8 GEMM form, or the file's bytes read back), and a model
-// with those matrices transcoded at load (and IQ4_NL's and IQ4_XS's interleaved at load on x86)
-// gives the logits of the matrices read in place bit for bit, prompt and decode steps; the memory
-// plan counts the larger form. Skipped without the shared data, or where the kernel table has no
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ4_XS, IQ1_S, IQ1_M and TQ1_0 block of the shared files
+// transcodes exactly (the same dequantized floats and u8 GEMM form, or the file's bytes read back),
+// and a model with those matrices transcoded at load (and IQ4_NL's and IQ4_XS's interleaved at load
+// on x86) gives the logits of the matrices read in place bit for bit, prompt and decode steps; the
+// memory plan counts the larger form. Skipped without the shared data, or where the kernel table has no
 // transcoded form.
 #include <doctest/doctest.h>
 
@@ -66,7 +66,11 @@ std::vector<TranscodedFile> transcoded_files() {
            dequantize_t<block_iq1_s_t, dequantize_row_iq1_s_t>, unpack_u8_iq1_s_t},
           {kData + "/iq/models/tiny-llama-256-IQ1_M-imat.gguf", DType::IQ1_M, "(iq1_m_t)", FormIQ1_M_T::pack,
            sizeof(block_iq1_m_t),
-           dequantize_t<block_iq1_m_t, dequantize_row_iq1_m_t>, unpack_u8_iq1_m_t}};
+           dequantize_t<block_iq1_m_t, dequantize_row_iq1_m_t>, unpack_u8_iq1_m_t},
+          {kData + "/iq/models/tiny-llama-256-TQ1_0-imat.gguf", DType::TQ1_0, "(tq1_0_t)", FormTQ1_0_T::pack,
+           sizeof(block_tq1_0_t),
+           [](const void* t, float* y, int64_t n) { dequantize_row_tq2_0(static_cast<const block_tq1_0_t*>(t), y, n); },
+           unpack_u8_tq1_0_t}};
 }
 // The files whose logits the next test compares: the transcoded ones, and IQ4_NL's and IQ4_XS's
 // row-interleaved forms (kernels/x86/packed-inl.hpp; where a table has one).

@@ -496,6 +496,14 @@ inline void iq4_xs_t_act_order(const void* in, int64_t n, void* out) {
   }
 }
 inline void iq4_xs_t_act(const void* natural, int64_t n, void* out) { iq4_xs_t_act_order<true>(natural, n, out); }
+// iq4_xs_t's activations (PackedFormat::prepare_act): a table's Q8_K quantizer, then the chunk order.
+template <void (*Quantize)(const float*, void*, int64_t)>
+inline void iq4_xs_t_prepare_act(const float* x, int64_t n_in, void* dst) {
+  thread_local std::vector<uint8_t> natural;
+  natural.resize(act_bytes_q8_K_rows(n_in));
+  Quantize(x, natural.data(), n_in);
+  iq4_xs_t_act(natural.data(), n_in, dst);
+}
 // iq4_xs_t's PackedFormat pieces (one row a group) and its scalar oracle: the file's reference dot
 // of the file's bytes against the natural activations, read back from both forms.
 struct FormIQ4_XS_T {
@@ -617,6 +625,45 @@ using FormIQ1_S_T = TranscodedIq1Form<block_iq1_s, block_iq1_s_t, transcode_iq1_
                                       iq1_s_t_scale16, iq1_s_t_neg8>;
 using FormIQ1_M_T = TranscodedIq1Form<block_iq1_m, block_iq1_m_t, transcode_iq1_m, unpack_iq1_m_t, iq1_m_t_dfloat,
                                       iq1_m_t_scale16, iq1_m_t_neg8>;
+
+// ---- TQ1_0 ----
+
+// TQ1_0 -> tq1_0_t, a TQ2_0 block (66 bytes per 256 weights, 2.06 bits per weight; the file: 54,
+// 1.69): d copied, each weight's base-3 digit (q + 1, read as unpack_tq1_0 does) as a 2-bit field
+// (weight 128j + 32l + m in bits 2l of qs[32j + m]), which SIMD takes with a shift and a mask
+// instead of TQ1_0's multiplies per byte. Its kernels are TQ2_0's: both files' kernels do the same
+// float steps (vec_dot_ternary's: the exact integer block sum times d * y.d), so its decode is TQ1_0's
+// vec_dot bit for bit. Its u8 GEMM form is unpack_row_u8's of TQ2_0 (u = q + 1, one scale d).
+using block_tq1_0_t = block_tq2_0;
+inline void transcode_tq1_0(const block_tq1_0& x, block_tq1_0_t& t) {
+  int8_t q[QK_K];
+  unpack_tq1_0(x, q);
+  t.d = x.d;
+  for (int j = 0; j < QK_K / 128; ++j)
+    for (int m = 0; m < 32; ++m) {
+      uint32_t b = 0;
+      for (int l = 0; l < 4; ++l) b |= uint32_t(q[128 * j + 32 * l + m] + 1) << (2 * l);
+      t.qs[32 * j + m] = uint8_t(b);
+    }
+}
+inline void unpack_u8_tq1_0_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack_row_u8(DType::TQ2_0, row, n, u, s, m, ks);
+}
+// tq1_0_t's PackedFormat pieces (one row a group) and its scalar oracle: TQ2_0's reference dot,
+// the same float steps as TQ1_0's.
+struct FormTQ1_0_T {
+  static size_t group_bytes(int64_t n_in) { return size_t(n_in / QK_K) * sizeof(block_tq1_0_t); }
+  static void pack(const void* src, size_t, int count, int64_t n_in, void* dst) {
+    EDGELLM_CHECK(count == 1 && n_in % QK_K == 0, "tq1_0_t: one row of whole blocks, got ", count, " of ", n_in);
+    for (int64_t b = 0; b < n_in / QK_K; ++b)
+      transcode_tq1_0(static_cast<const block_tq1_0*>(src)[b], static_cast<block_tq1_0_t*>(dst)[b]);
+  }
+  static void gemm_ref(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+    for (int t = 0; t < ntok; ++t)
+      out[size_t(t) * out_stride] = vec_dot_tq2_0_q8_K_ref(
+          int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+  }
+};
 
 }  // namespace edgellm
 EDGELLM_EXACT_FP_END

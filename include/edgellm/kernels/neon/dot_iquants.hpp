@@ -488,21 +488,27 @@ struct IQ1M : IqFormat<block_iq1_m, false> {
 
 // ---- IQ4_XS: 4-bit indexes into kvalues_iq4nl (table lookup), a 6-bit scale -
 // 32 per 32.
+// The 8 scales of an IQ4_XS block (or iq4_xs_t's, the same header), sub-block ib in lane ib % 4 of
+// sc[ib / 4]: low nibble ib of scales_l | bits 2 ib, 2 ib + 1 of scales_h << 4, - 32.
+template <class B>
+EDGELLM_NEON_INLINE void iq4_xs_scales(const B& x, int32x4_t sc[2]) {
+  uint32_t sl;
+  std::memcpy(&sl, x.scales_l, 4);
+  const uint8x8_t b = vcreate_u8(uint64_t(sl) * 0x100000001ull);
+  const uint8x8_t lo = vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
+  static const int16_t kShiftH[8] = {4, 2, 0, -2, -4, -6, -8, -10};
+  const uint16x8_t hh = vandq_u16(vshlq_u16(vdupq_n_u16(x.scales_h), vld1q_s16(kShiftH)), vdupq_n_u16(0x30));
+  const int16x8_t s16 = vsubq_s16(vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(lo), hh)), vdupq_n_s16(32));
+  sc[0] = vmovl_s16(vget_low_s16(s16));
+  sc[1] = vmovl_high_s16(s16);
+}
 struct IQ4XS : IqFormat<block_iq4_xs, true, 1, Deferred::kSdot> {
   // Deferred (picked_row): llvm-mca cycles iq_row -> deferred_row, dotprod 127 -> 125, ARMv8.0 165 -> 165
   template <class D>
   static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
     const int8x16_t values = vld1q_s8(kvalues_iq4nl);
-    // scale of sub-block ib: low nibble ib of scales_l | bits 2 ib, 2 ib + 1 of
-    // scales_h << 4, - 32
-    uint32_t sl;
-    std::memcpy(&sl, x.scales_l, 4);
-    const uint8x8_t b = vcreate_u8(uint64_t(sl) * 0x100000001ull);
-    const uint8x8_t lo = vzip1_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
-    static const int16_t kShiftH[8] = {4, 2, 0, -2, -4, -6, -8, -10};
-    const uint16x8_t hh = vandq_u16(vshlq_u16(vdupq_n_u16(x.scales_h), vld1q_s16(kShiftH)), vdupq_n_u16(0x30));
-    const int16x8_t s16 = vsubq_s16(vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(lo), hh)), vdupq_n_s16(32));
-    const int32x4_t sc[2] = {vmovl_s16(vget_low_s16(s16)), vmovl_high_s16(s16)};
+    int32x4_t sc[2];
+    iq4_xs_scales(x, sc);
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     return acc_sub32<D>(q8, sc, [&](auto ib, int8x16_t& w0, int8x16_t& w1) EDGELLM_NEON_LAMBDA {
       constexpr int IB = decltype(ib)::value;

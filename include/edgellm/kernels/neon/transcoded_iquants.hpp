@@ -215,6 +215,153 @@ EDGELLM_TARGET_DOTPROD void nibble_gemm_dotprod(int64_t n_in, const void* group,
 // The activation rows: Q8_K as the type's vec_dot reads them (the table's quantizer).
 inline void prepare_act_q8_K_rows_neon(const float* x, int64_t n_in, void* dst) { quantize_row_q8_K_neon(x, dst, n_in); }
 
+// PackedFormat::gemm of a one-row group whose vec_dot steps are Row's: each token through Row
+// (prefill per token, as the file's form).
+template <float (*Row)(int, const void*, const void*)>
+EDGELLM_NEON_INLINE void per_token_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                                        size_t out_stride) {
+  for (int t = 0; t < ntok; ++t)
+    out[size_t(t) * out_stride] = Row(int(n_in), group, static_cast<const uint8_t*>(act) + size_t(t) * act_bytes_q8_K_rows(n_in));
+}
+
+// tq1_0_t (a TQ2_0 block made from each TQ1_0 block): TQ2's row, deferred_row as the file forms'
+// vec_dot of both TQ1_0 and TQ2_0 (the exact int32 block sum times d * y.d in block order), so each
+// token gets TQ1_0's vec_dot bit for bit.
+inline void tq1_0_t_gemm_neon(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  per_token_gemm<deferred_row<TQ2, DotV80>>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void tq1_0_t_gemm_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                        float* out, size_t out_stride) {
+  per_token_gemm<deferred_row<TQ2, DotSdot>>(n_in, group, act, ntok, out, out_stride);
+}
+
+// iq4_xs_t (kernels/layouts/transcoded_iquants.hpp: the file's nibbles in chunk order, activations
+// to match, as on x86): a 16-byte load of qs[32 m + 16 h ..] holds chunks 2m (low nibbles) and
+// 2m + 1 (high) of vectors 4h .. 4h + 3, vector 4h + i at bytes 4i .. 4i + 3, against the 16 bytes
+// at h of their activation slots. dotprod: sdot's int32 lane i is then vector 4h + i's alone, so
+// the 8 chunks' dots summed give the block's 8 sub-block sums in two vectors, scaled by one multiply
+// and one multiply-add (the file's order needs an addp tree per 4 sub-blocks). ARMv8.0: smull of
+// chunk 2m's low 8 bytes plus smlal of chunk 2m + 1's (|two products| <= 2 * 127 * 127 < 2^15)
+// keep vectors 4h, 4h + 1 apart in int16 lanes, sadalp pairs them into int32, the high 8 bytes
+// (vectors 4h + 2, 4h + 3) likewise; one addp per 4 sub-blocks. The block's integer sum is the
+// file kernel's (exact int32), the float steps are picked_row's over it, IQ4XS's (vec_dot's).
+struct IQ4XST : IqFormat<block_iq4_xs_t, true, 1, Deferred::kBoth> {
+  // Deferred (picked_row): llvm-mca A55 cycles iq_row -> deferred_row, dotprod 121 -> 120, ARMv8.0 147 -> 145 (the file form: 125, 165)
+  // Load M's weights: chunk 2M of vectors 0..3, 4..7, chunk 2M + 1 of vectors 0..3, 4..7.
+  template <int M>
+  static EDGELLM_NEON_INLINE void weights(const Block& x, int8x16_t values, int8x16_t (&w)[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const uint8x16_t q0 = vld1q_u8(x.qs + 32 * M), q1 = vld1q_u8(x.qs + 32 * M + 16);
+    w[0] = vqtbl1q_s8(values, vandq_u8(q0, m4));
+    w[1] = vqtbl1q_s8(values, vandq_u8(q1, m4));
+    w[2] = vqtbl1q_s8(values, vshrq_n_u8(q0, 4));
+    w[3] = vqtbl1q_s8(values, vshrq_n_u8(q1, 4));
+  }
+  // Load M's products with one token's activations q8 (the block's 256) into p: dotprod: vectors
+  // 0..3 low, 4..7 low, 0..3 high, 4..7 high; ARMv8.0: vectors (0, 1), (2, 3), (4, 5), (6, 7).
+  template <class D, int M>
+  static EDGELLM_NEON_INLINE void step(int32x4_t (&p)[4], const int8x16_t (&w)[4], const int8_t* q8) {
+    constexpr int kSlot = ((M & 2) << 1) | (M & 1);  // transcode::iq4_slot(2M); chunk 2M + 1's two slots on
+    const int8_t* ya = q8 + 32 * kSlot;
+    const int8_t* yb = ya + 64;
+    const int8x16_t y[4] = {vld1q_s8(ya), vld1q_s8(ya + 16), vld1q_s8(yb), vld1q_s8(yb + 16)};
+    if constexpr (std::is_same_v<D, DotV80>) {
+      for (int h = 0; h < 2; ++h) {
+        const int16x8_t lo =
+            vmlal_s8(vmull_s8(vget_low_s8(w[h]), vget_low_s8(y[h])), vget_low_s8(w[2 + h]), vget_low_s8(y[2 + h]));
+        const int16x8_t hi = vmlal_high_s8(vmull_high_s8(w[h], y[h]), w[2 + h], y[2 + h]);
+        p[2 * h] = M == 0 ? vpaddlq_s16(lo) : vpadalq_s16(p[2 * h], lo);
+        p[2 * h + 1] = M == 0 ? vpaddlq_s16(hi) : vpadalq_s16(p[2 * h + 1], hi);
+      }
+    } else if constexpr (M == 0) {
+      Dot4<D>::fresh(p, w, y);
+    } else {
+      Dot4<D>::add(p, w, y);
+    }
+  }
+  // The block's scaled sub-block sums, in the lanes of one vector.
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t finish(const int32x4_t (&p)[4], const int32x4_t sc[2]) {
+    const bool v80 = std::is_same_v<D, DotV80>;
+    const int32x4_t s0 = v80 ? vpaddq_s32(p[0], p[1]) : vaddq_s32(p[0], p[2]);
+    const int32x4_t s1 = v80 ? vpaddq_s32(p[2], p[3]) : vaddq_s32(p[1], p[3]);
+    return vmlaq_s32(vmulq_s32(s0, sc[0]), s1, sc[1]);
+  }
+  template <class D>
+  static EDGELLM_NEON_INLINE int32x4_t block_acc(const Block& x, const int8_t* q8) {
+    const int8x16_t values = vld1q_s8(kvalues_iq4nl);
+    int32x4_t sc[2], p[4];
+    iq4_xs_scales(x, sc);
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto mm) EDGELLM_NEON_LAMBDA {
+      constexpr int M = decltype(mm)::value;
+      int8x16_t w[4];
+      weights<M>(x, values, w);
+      step<D, M>(p, w, q8);
+    });
+    return finish<D>(p, sc);
+  }
+};
+
+// T tokens of one iq4_xs_t row (token t's activations y[t]): each load's weights decoded once for
+// all T; per token block_acc's int32 sum, then vec_dot's float steps (kPost is 1).
+template <class D, int T>
+EDGELLM_NEON_INLINE void iq4_xs_t_tile(int64_t nb, const block_iq4_xs_t* x, const block_q8_K* const (&y)[T],
+                                       float (&sumf)[T]) {
+  const int8x16_t values = vld1q_s8(kvalues_iq4nl);
+  for (int t = 0; t < T; ++t) sumf[t] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32x4_t sc[2], p[T][4];
+    iq4_xs_scales(x[b], sc);
+    for_each_sub(std::make_integer_sequence<int, 4>{}, [&](auto mm) EDGELLM_NEON_LAMBDA {
+      constexpr int M = decltype(mm)::value;
+      int8x16_t w[4];
+      IQ4XST::weights<M>(x[b], values, w);
+      EDGELLM_NEON_UNROLL
+      for (int t = 0; t < T; ++t) IQ4XST::step<D, M>(p[t], w, y[t][b].qs);
+    });
+    const float d = fp16_to_fp32(x[b].d);
+    EDGELLM_NEON_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const float scale = d * y[t][b].d;
+      sumf[t] += float(vaddvq_s32(IQ4XST::finish<D>(p[t], sc))) * scale;
+    }
+  }
+}
+// Tokens per prefill tile: llvm-mca A55 cycles per token and 256 weights (one token: 120, 145), g++
+// at T = 2, 3, 4, 6: dotprod 84, 74, 73, 76; ARMv8.0 T = 2, 3, 4: 130.5, 121, 143.
+template <class D>
+inline constexpr int kIq4XsTToks = std::is_same_v<D, DotSdot> ? 4 : 3;
+// PackedFormat::gemm: tiles of kIq4XsTToks tokens, then each token left through picked_row
+// (vec_dot's steps).
+template <class D>
+EDGELLM_NEON_INLINE void iq4_xs_t_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out,
+                                       size_t out_stride) {
+  constexpr int T = kIq4XsTToks<D>;
+  const int64_t nb = n_in / QK_K;
+  const auto* x = static_cast<const block_iq4_xs_t*>(group);
+  const auto* a = static_cast<const block_q8_K*>(act);
+  int t0 = 0;
+  for (; t0 + T <= ntok; t0 += T) {
+    const block_q8_K* y[T];
+    for (int t = 0; t < T; ++t) y[t] = a + size_t(t0 + t) * size_t(nb);
+    float sumf[T];
+    iq4_xs_t_tile<D, T>(nb, x, y, sumf);
+    for (int t = 0; t < T; ++t) out[size_t(t0 + t) * out_stride] = sumf[t];
+  }
+  per_token_gemm<picked_row<IQ4XST, D>>(n_in, group, a + size_t(t0) * size_t(nb), ntok - t0, out + size_t(t0) * out_stride,
+                                        out_stride);
+}
+inline void iq4_xs_t_gemm_neon(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
+  iq4_xs_t_gemm<DotV80>(n_in, group, act, ntok, out, out_stride);
+}
+EDGELLM_TARGET_DOTPROD inline void iq4_xs_t_gemm_dotprod(int64_t n_in, const void* group, const void* act, int ntok,
+                                                         float* out, size_t out_stride) {
+  iq4_xs_t_gemm<DotSdot>(n_in, group, act, ntok, out, out_stride);
+}
+inline void prepare_act_iq4_xs_t_neon(const float* x, int64_t n_in, void* dst) {
+  iq4_xs_t_prepare_act<quantize_row_q8_K_neon>(x, n_in, dst);
+}
+
 }  // namespace neon
 
 // Sets the IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS and IQ2_S transcoded forms of a NEON table: the dotprod
@@ -240,6 +387,13 @@ inline void register_neon_transcoded_iquants(KernelTable& t, bool dotprod) {
   form(DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::group_bytes, FormIQ2_S_T::pack, gemm(NibIQ2_XS{}), unpack_u8_iq2_xs_t);
   form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack, gemm(NibIQ3_XXS{}),
        unpack_u8_iq3_xxs_t);
+  form(DType::TQ1_0, "tq1_0_t", FormTQ1_0_T::group_bytes, FormTQ1_0_T::pack,
+       dotprod ? tq1_0_t_gemm_dotprod : tq1_0_t_gemm_neon, unpack_u8_tq1_0_t);
+  PackedFormat iq4{1, "iq4_xs_t", FormIQ4_XS_T::group_bytes, FormIQ4_XS_T::pack, act_bytes_q8_K_rows,
+                   prepare_act_iq4_xs_t_neon, dotprod ? iq4_xs_t_gemm_dotprod : iq4_xs_t_gemm_neon};
+  iq4.resident_only = true;  // the file's size, but streamed rows stay the file's bytes
+  iq4.to_file_row = iq4_xs_t_to_file_row;
+  t.packed_of(DType::IQ4_XS) = iq4;
 }
 
 }  // namespace edgellm

@@ -224,6 +224,30 @@ void transcoded_gemm(int64_t n_in, const void* group, const void* act, int ntok,
 // The activation rows of the transcoded forms: Q8_K as vec_dot reads them (this level's quantizer).
 inline void prepare_act_q8_K_rows(const float* x, int64_t n_in, void* dst) { quantize_row_q8_K(x, dst, n_in); }
 
+// tq1_0_t (a TQ2_0 block made from each TQ1_0 block): FmtTQ2_0's decode, each 32-byte load's four
+// crumb vectors taken once for T tokens; per token the exact integer block sum (the -1 through the
+// activations' sum) and FmtTQ1_0's (= FmtTQ2_0's) float step, so transcoded_tile gives dot_row's.
+// The int32 lanes converted to float are FmtTQ1_0's too, not only their sum: in both kernels (all
+// levels) lane i holds the weights w with w % 32 in 4i .. 4i + 3 (activations loaded 32 at a time).
+struct FmtTQ1_0_T : FmtTQ2_0 {
+  template <int T>
+  static void block_tokens(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256 (&acc)[T]) {
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i qv = load256(x.qs + 32 * j);
+      const __m256i c[4] = {crumbs<0>(qv), crumbs<1>(qv), crumbs<2>(qv), crumbs<3>(qv)};
+#pragma GCC unroll 4
+      for (int l = 0; l < 4; ++l)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = dot_u8s8_acc(isum[t], c[l], load256(y[t][b].qs + 128 * j + 32 * l));
+    }
+    const float d = fp16_to_fp32(x.d);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = iq_finish(_mm256_sub_epi32(isum[t], q8_K_sum(y[t][b])), d * y[t][b].d, acc[t]);
+  }
+};
+
 inline void register_transcoded_iquants(KernelTable& t) {
   auto form = [&](DType type, const char* name, size_t (*group_bytes)(int64_t),
                   void (*pack)(const void*, size_t, int, int64_t, void*), PackedGemmFn gemm, UnpackRowU8Fn unpack) {
@@ -245,4 +269,6 @@ inline void register_transcoded_iquants(KernelTable& t) {
        unpack_u8_iq1_s_t);
   form(DType::IQ1_M, "iq1_m_t", FormIQ1_M_T::group_bytes, FormIQ1_M_T::pack, transcoded_gemm<FmtIQ1M_T>,
        unpack_u8_iq1_m_t);
+  form(DType::TQ1_0, "tq1_0_t", FormTQ1_0_T::group_bytes, FormTQ1_0_T::pack, transcoded_gemm<FmtTQ1_0_T>,
+       unpack_u8_tq1_0_t);
 }
