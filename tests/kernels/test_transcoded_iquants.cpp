@@ -290,7 +290,7 @@ TEST_CASE("iq4_xs_t: the chunk order keeps every weight and the file's bytes, an
     CAPTURE(isa_s);
     const PackedFormat& pf = kt.packed_of(DType::IQ4_XS);
     if (pf.rows != 1) {  // the scalar table reads the file's form, x86 interleaves rows (iq4_xsx16 / iq4_xsx8)
-      CHECK(!EDGELLM_HAS_NEON);
+      CHECK((isa == Isa::Ref || !EDGELLM_HAS_NEON));
       continue;
     }
     ++levels;
