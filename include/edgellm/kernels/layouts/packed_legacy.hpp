@@ -56,9 +56,9 @@ using GeometryQ8_0 = Geometry<QK8_0, R>;
 
 // ---- packing (load time; plain C++ is fast enough) ----
 
-inline void check_packable(int count, int rows, int64_t n_in) {
+inline void check_packable(int count, int rows, int64_t n_in, int64_t block = kBlock) {
   EDGELLM_CHECK(count >= 0 && count <= rows, "packed: ", count, " rows do not fit a group of ", rows);
-  EDGELLM_CHECK(n_in > 0 && n_in % kBlock == 0, "packed: n_in ", n_in, " is not a positive multiple of ", kBlock);
+  EDGELLM_CHECK(n_in > 0 && n_in % block == 0, "packed: n_in ", n_in, " is not a positive multiple of ", block);
 }
 
 // The packing loop both types share: the group zeroed, then for each row r < count and block b
@@ -229,8 +229,7 @@ struct GeometryIQ4_XS {
 template <int R>
 inline void pack_iq4_xs(const void* src, size_t row_bytes, int count, int64_t n_in, void* dst) {
   using G = GeometryIQ4_XS<R>;
-  EDGELLM_CHECK(count >= 0 && count <= R, "packed: ", count, " rows do not fit a group of ", R);
-  EDGELLM_CHECK(n_in > 0 && n_in % QK_K == 0, "packed: n_in ", n_in, " is not a positive multiple of ", QK_K);
+  check_packable(count, R, n_in, QK_K);
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, G::group_bytes(n_in));
   for (int r = 0; r < count; ++r) {
@@ -244,7 +243,7 @@ inline void pack_iq4_xs(const void* src, size_t row_bytes, int count, int64_t n_
     }
   }
 }
-// Row r of a group in the file's blocks, the inverse of pack_iq4_xs (for tests).
+// Row r of a group in the file's blocks, the inverse of pack_iq4_xs (the AVX2 form's to_file_row).
 template <int R>
 inline void iq4_xs_group_row(const void* group, int64_t n_in, int r, void* file_row) {
   using G = GeometryIQ4_XS<R>;

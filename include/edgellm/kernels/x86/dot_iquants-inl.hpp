@@ -1,7 +1,7 @@
 // x86 dot products of the i-quants and ternary types against Q8_K activations (IQ4_NL: Q8_0),
 // single-row and multi-row: AVX2, the VNNI and AVX-512 levels compiling the same code except where
 // a struct says otherwise (IQ2_XS, IQ2_S and IQ1_M take 64 weights a step at the AVX-512 levels,
-// the IQ2s with their signs as a mask; TQ1_0 differs with VNNI, IQ4_NL and IQ4_XS at avx512-vnni). The integer
+// the IQ2s with their signs as a mask; TQ1_0 differs with VNNI, IQ4_XS at avx512-vnni). The integer
 // sums are the scalar reference's (kernels/scalar/dot_iquants.hpp, ggml's operation order): exact,
 // only the order of the float additions of block results differs.
 //
