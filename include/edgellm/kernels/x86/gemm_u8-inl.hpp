@@ -266,12 +266,85 @@ inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* 
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) V::store(out + size_t(c) * out_stride, acc[c]);
 }
+// Without VNNI (AVX2, one group of 8 rows) the K form's tile below instead. Per 16 weights and token
+// it broadcasts the token's 16 activation bytes with one 128-bit load and takes each 4 of them to
+// every lane with vpshufd, where the loop above (the VNNI levels') loads each 4 with vpbroadcastd:
+// 4 loads instead of 16 per 16 weights of 4 tokens. Zen 3 runs out of loads (about 1.6 a cycle)
+// before its two multiply pipes, and vpshufd takes an idle shuffle pipe. The products and their
+// order are those of the loop above. Zen 3, one thread, the narrow tile alone in L1, five rounds:
+// 56-59 GMAC/s with vpbroadcastd, 70-72 this way. A function of its own: as a branch of the loop
+// above, g++ allocated registers worse and the gain was lost.
+inline __m256i bcast16(const void* p) { return _mm256_broadcastsi128_si256(load128(p)); }
+template <int k>
+inline __m256i quads(__m256i x16) {  // bytes 4k .. 4k + 3 of each 16-byte half in every lane
+  return _mm256_shuffle_epi32(x16, k * 0x55);
+}
+// Weights 4k .. 4k + 3 of a 16-weight group (the vector at qg + 32k) for every token of the tile.
+template <int k, int C>
+inline void tile_k_avx2_step(const uint8_t* qg, const __m256i (&x)[C], __m256i s, __m256i (&isum)[C]) {
+  const __m256i v = load256(qg + 32 * k);
+  EDGELLM_GEMM_UNROLL
+  for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, quads<k>(x[c]), s));
+}
+template <bool kNarrow>
+inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  constexpr int C = kGemmToks;
+  const uint8_t* q = w[0].u;
+  const U8GroupLayout at(U8Form::KScales, n);
+  __m256 acc[C];
+  EDGELLM_GEMM_UNROLL
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n / 256; ++sb) {
+    __m256i isum[C];
+    EDGELLM_GEMM_UNROLL
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+      const __m256i s = load256(q + at.sc + size_t(g) * 32);
+      const uint8_t* qg = q + size_t(g) * 128;
+      if constexpr (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
+        const __m256i v0 = load256(qg), v1 = load256(qg + 32), v2 = load256(qg + 64), v3 = load256(qg + 96);
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c) {
+          const __m256i x = bcast16(a[c].u + g * 16);
+          __m256i p = _mm256_maddubs_epi16(v0, quads<0>(x));
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v1, quads<1>(x)));
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v2, quads<2>(x)));
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v3, quads<3>(x)));
+          isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
+        }
+      } else {  // per 4 weights and token a vpmaddubsw, a vpmaddwd and an add
+        __m256i x[C];
+        EDGELLM_GEMM_UNROLL
+        for (int c = 0; c < C; ++c) x[c] = bcast16(a[c].u + g * 16);
+        tile_k_avx2_step<0>(qg, x, s, isum);
+        tile_k_avx2_step<1>(qg, x, s, isum);
+        tile_k_avx2_step<2>(qg, x, s, isum);
+        tile_k_avx2_step<3>(qg, x, s, isum);
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(q + at.d + size_t(sb) * 32));
+    EDGELLM_GEMM_UNROLL
+    for (int c = 0; c < C; ++c)
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_set1_ps(a[c].d[sb])), acc[c]);
+#pragma GCC unroll 4
+    for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
+      const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(q + at.m + size_t(g) * 32));
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(m, _mm256_set1_ps(a[c].m[g]), acc[c]);
+    }
+  }
+  EDGELLM_GEMM_UNROLL
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
+}
 inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  gemm_u8_tile_k_form<false>(n, w, a, out, out_stride);
+  if constexpr (kVnni) gemm_u8_tile_k_form<false>(n, w, a, out, out_stride);
+  else gemm_u8_tile_k_avx2<false>(n, w, a, out, out_stride);
 }
 
 inline void gemm_u8_tile_k_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  gemm_u8_tile_k_form<true>(n, w, a, out, out_stride);
+  if constexpr (kVnni) gemm_u8_tile_k_form<true>(n, w, a, out, out_stride);
+  else gemm_u8_tile_k_avx2<true>(n, w, a, out, out_stride);
 }
 // The signed forms' tile for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte
 // load holds 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row
