@@ -271,9 +271,10 @@ inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* 
 // every lane with vpshufd, where the loop above (the VNNI levels') loads each 4 with vpbroadcastd:
 // 4 loads instead of 16 per 16 weights of 4 tokens. Zen 3 runs out of loads (about 1.6 a cycle)
 // before its two multiply pipes, and vpshufd takes an idle shuffle pipe. The products and their
-// order are those of the loop above. Zen 3, one thread, the narrow tile alone in L1, five rounds:
-// 56-59 GMAC/s with vpbroadcastd, 70-72 this way. A function of its own: as a branch of the loop
-// above, g++ allocated registers worse and the gain was lost.
+// order are those of the loop above. Zen 3, one thread, each tile alone in L1, four interleaved
+// rounds: narrow 40-43 GMAC/s with vpbroadcastd, 45-52 this way; tile_k 33-38 -> 38-42. A function
+// of its own: as a branch of the loop above, g++ allocated registers worse and the gain was lost.
+// (The signed tiles and packed-inl.hpp's token tiles, tried the same way, were not faster.)
 inline __m256i bcast16(const void* p) { return _mm256_broadcastsi128_si256(load128(p)); }
 template <int k>
 inline __m256i quads(__m256i x16) {  // bytes 4k .. 4k + 3 of each 16-byte half in every lane
