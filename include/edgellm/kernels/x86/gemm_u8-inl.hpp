@@ -182,23 +182,17 @@ inline constexpr int kGroupTileRows = KGroups::kGroups * kGroupRows;
 // The K form's tile (KernelTable::u8_gemm.tile_k: K-quant and i-quant weights against Q8_K), where
 // the float tile above pays per 4 weights and token a convert and two float multiplies after the
 // integer dot: kGroupTileRows rows x kGemmToks tokens over one or two interleaved groups
-// (unpack_u8.hpp), a lane per row, the token's 4 bytes broadcast. Without VNNI, per 4 weights and
-// token: vpmaddubsw (u x s8 pairs, below 2^15 since u <= 127 = max_u), vpmaddwd by the rows' int16
-// group scales and an add. With VNNI, per 4 weights and token one vpdpbusd (u up to 255: IQ4_XS
-// takes this form there) into the 16 weights' sum, then per 16 weights and token one vpmulld by the
-// rows' scales and an add; on AVX-512 for 16 rows at once (TinyLlama IQ3_S pp512 on one Zen 5
-// thread: 14.2 s of CPU with 8 rows, 8.7 s with 16 and unpack_u8.hpp's 64-bit IQ3_S unpacking).
-// Either way a super-block sums in int32 (|sum| < 2^28: 256 x 240 x 127 x 32 for IQ4_XS), then per
-// super-block and token one float fma by d_w * d_a, and per 16 weights one fma of the rows'
-// offsets m_w by the token's m_a, for all rows at once. n % 256 == 0.
-// kNarrow (levels without VNNI, tile_k_narrow): bytes u <= kNarrowMaxU (IQ3_S's 30, IQ1, TQ, Q2_K ..
-// Q5_K), so a 16-weight group's four vpmaddubsw results add in int16 (|sum| <= 4 x 2 x 31 x 128 =
-// 31744 < 2^15) before one vpmaddwd by the scales: per 16 weights and token 4 + 1 multiplies and
-// 4 adds instead of 4 + 4 and 4.
-inline constexpr int kNarrowMaxU = 31;
-// V a template parameter so that only the level's form of the loop below is compiled.
-template <bool kNarrow, class V = KGroups>
-inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+// (unpack_u8.hpp), a lane per row. This loop is the VNNI levels': per 4 weights and token one
+// vpdpbusd (u up to 255: IQ4_XS takes this form there) into the 16 weights' sum, the token's 4 bytes
+// broadcast, then per 16 weights and token one vpmulld by the rows' scales and an add; on AVX-512
+// for 16 rows at once (TinyLlama IQ3_S pp512 on one Zen 5 thread: 14.2 s of CPU with 8 rows, 8.7 s
+// with 16 and unpack_u8.hpp's 64-bit IQ3_S unpacking). gemm_u8_tile_k_avx2 below is the levels'
+// without VNNI. Either way a super-block sums in int32 (|sum| < 2^28: 256 x 240 x 127 x 32 for
+// IQ4_XS), then per super-block and token one float fma by d_w * d_a, and per 16 weights one fma of
+// the rows' offsets m_w by the token's m_a, for all rows at once. n % 256 == 0.
+// V a template parameter so that the loop is compiled only in the levels that call it.
+template <class V = KGroups>
+inline void gemm_u8_tile_k_vnni(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int C = kGemmToks;
   const uint8_t* grp[V::kGroups];
   for (int i = 0; i < V::kGroups; ++i) grp[i] = w[i * kGroupRows].u;
@@ -215,43 +209,18 @@ inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* 
     for (int c = 0; c < C; ++c) isum[c] = V::set1(0);
 #pragma GCC unroll 1
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
-      if constexpr (kVnni) {
-        const typename V::I s = V::high16(V::load(grp, sc_at(g)));  // the pair's high half: sc in int32
-        typename V::I p[C];
+      const typename V::I s = V::high16(V::load(grp, sc_at(g)));  // the pair's high half: sc in int32
+      typename V::I p[C];
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) p[c] = V::set1(0);
+      EDGELLM_GEMM_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const typename V::I v = V::load(grp, size_t(g * 4 + k) * 32);
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) p[c] = V::set1(0);
-        EDGELLM_GEMM_UNROLL
-        for (int k = 0; k < 4; ++k) {
-          const typename V::I v = V::load(grp, size_t(g * 4 + k) * 32);
-          EDGELLM_GEMM_UNROLL
-          for (int c = 0; c < C; ++c) p[c] = V::idot(p[c], v, V::set1(load_i32(a[c].u + g * 16 + 4 * k)));
-        }
-        EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
-      } else {
-        const __m256i s = V::load(grp, sc_at(g));
-        if constexpr (kNarrow) {  // the group's 4 vectors held; per token 4 vpmaddubsw summed in int16, one vpmaddwd
-          __m256i v[4];
-          EDGELLM_GEMM_UNROLL
-          for (int k = 0; k < 4; ++k) v[k] = V::load(grp, size_t(g * 4 + k) * 32);
-          EDGELLM_GEMM_UNROLL
-          for (int c = 0; c < C; ++c) {
-            const uint8_t* ac = a[c].u + g * 16;
-            __m256i p = _mm256_maddubs_epi16(v[0], _mm256_set1_epi32(load_i32(ac)));
-            EDGELLM_GEMM_UNROLL
-            for (int k = 1; k < 4; ++k) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v[k], _mm256_set1_epi32(load_i32(ac + 4 * k))));
-            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
-          }
-          continue;
-        }
-#pragma GCC unroll 1
-        for (int k = 0; k < 4; ++k) {
-          const __m256i v = V::load(grp, size_t(g * 4 + k) * 32);
-          EDGELLM_GEMM_UNROLL
-          for (int c = 0; c < C; ++c)
-            isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, _mm256_set1_epi32(load_i32(a[c].u + g * 16 + 4 * k)), s));
-        }
+        for (int c = 0; c < C; ++c) p[c] = V::idot(p[c], v, V::set1(load_i32(a[c].u + g * 16 + 4 * k)));
       }
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(p[c], s));
     }
     const typename V::F d = V::loadf(grp, at.d + size_t(sb) * 32);
     EDGELLM_GEMM_UNROLL
@@ -266,15 +235,22 @@ inline void gemm_u8_tile_k_form(int64_t n, const U8GemmRow* w, const U8GemmRow* 
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) V::store(out + size_t(c) * out_stride, acc[c]);
 }
-// Without VNNI (AVX2, one group of 8 rows) the K form's tile below instead. Per 16 weights and token
-// it broadcasts the token's 16 activation bytes with one 128-bit load and takes each 4 of them to
-// every lane with vpshufd, where the loop above (the VNNI levels') loads each 4 with vpbroadcastd:
-// 4 loads instead of 16 per 16 weights of 4 tokens. Zen 3 runs out of loads (about 1.6 a cycle)
-// before its two multiply pipes, and vpshufd takes an idle shuffle pipe. The products and their
-// order are those of the loop above. Zen 3, one thread, each tile alone in L1, four interleaved
-// rounds: narrow 40-43 GMAC/s with vpbroadcastd, 45-52 this way; tile_k 33-38 -> 38-42. A function
-// of its own: as a branch of the loop above, g++ allocated registers worse and the gain was lost.
-// (The signed tiles and packed-inl.hpp's token tiles, tried the same way, were not faster.)
+// Without VNNI (AVX2, one group of 8 rows) the K form's tile below. Per 4 weights and token:
+// vpmaddubsw (u x s8 pairs, below 2^15 since u <= 127 = max_u), vpmaddwd by the rows' int16 group
+// scales and an add. kNarrow (tile_k_narrow): bytes u <= kNarrowMaxU (IQ3_S's 30, IQ1, TQ, Q2_K ..
+// Q5_K), so a 16-weight group's four vpmaddubsw results add in int16 (|sum| <= 4 x 2 x 31 x 128 =
+// 31744 < 2^15) before one vpmaddwd by the scales: per 16 weights and token 4 + 1 multiplies and
+// 4 adds instead of 4 + 4 and 4.
+// Per 16 weights and token the tile broadcasts the token's 16 activation bytes with one 128-bit
+// load and takes each 4 of them to every lane with vpshufd, where a vpbroadcastd per 4 (as in the
+// VNNI loop above) makes 16 loads instead of 4 per 16 weights of 4 tokens. Zen 3 runs out of loads
+// (about 1.6 a cycle) before its two multiply pipes, and vpshufd takes an idle shuffle pipe. The
+// products and their order are those of the vpbroadcastd form it replaced (same bits). Zen 3, one
+// thread, each tile alone in L1, four interleaved rounds: narrow 40-43 GMAC/s with vpbroadcastd,
+// 45-52 this way; tile_k 33-38 -> 38-42. A function of its own: as a branch of the VNNI loop above,
+// g++ allocated registers worse and the gain was lost. (The signed tiles and packed-inl.hpp's token
+// tiles, tried the same way, were not faster.)
+inline constexpr int kNarrowMaxU = 31;
 inline __m256i bcast16(const void* p) { return _mm256_broadcastsi128_si256(load128(p)); }
 template <int k>
 inline __m256i quads(__m256i x16) {  // bytes 4k .. 4k + 3 of each 16-byte half in every lane
@@ -339,12 +315,12 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + size_t(c) * out_stride, acc[c]);
 }
 inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  if constexpr (kVnni) gemm_u8_tile_k_form<false>(n, w, a, out, out_stride);
+  if constexpr (kVnni) gemm_u8_tile_k_vnni(n, w, a, out, out_stride);
   else gemm_u8_tile_k_avx2<false>(n, w, a, out, out_stride);
 }
-
+// With VNNI the same loop: vpdpbusd has no int16 step to narrow.
 inline void gemm_u8_tile_k_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
-  if constexpr (kVnni) gemm_u8_tile_k_form<true>(n, w, a, out, out_stride);
+  if constexpr (kVnni) gemm_u8_tile_k_vnni(n, w, a, out, out_stride);
   else gemm_u8_tile_k_avx2<true>(n, w, a, out, out_stride);
 }
 // The signed forms' tile for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte
