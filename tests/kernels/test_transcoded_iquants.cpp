@@ -1,6 +1,7 @@
 // The transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp,
 // kernels/x86/transcoded_iquants-inl.hpp, kernels/neon/transcoded_iquants.hpp), IQ3_S, IQ2_XXS,
-// IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (x86 only), TQ1_0 (tq1_0_t, a TQ2_0 block): the
+// IQ2_XS, IQ2_S (nibble forms on NEON, 3-bit forms on x86), IQ3_XXS, IQ1_S and IQ1_M (x86 only),
+// TQ1_0 (tq1_0_t, a TQ2_0 block): the
 // transcode is exact (the same weights and dequantized floats as the file's block, on random blocks
 // covering every grid point), its u8 GEMM form is the file's, the scalar oracle is the file's
 // reference dot bit for bit, and at every x86 level and NEON table (ARMv8.0, dotprod) this CPU runs
@@ -31,6 +32,8 @@ using edgellm_test::unpacks_as_file;
 
 namespace {
 
+// Which tables carry a form: IQ2's nibble forms are NEON's, their 3-bit forms x86's.
+enum class On { Both, X86, Neon };
 // One transcoded form: the file's type, its transcoded block size and the layout's functions.
 struct TranscodedCase {
   DType type;
@@ -43,13 +46,15 @@ struct TranscodedCase {
   UnpackRowU8Fn unpack_u8;
   VecDotFn dot_file_ref;
   void (*gemm_ref)(int64_t, const void*, const void*, int, float*, size_t);
+  On on;
 };
 
 template <class File, void (*UnpackFile)(const File&, int8_t*), class T, void (*Unpack)(const T&, int8_t*),
           void (*Dequantize)(const T*, float*, int64_t)>
 TranscodedCase transcoded_case(DType type, const char* name, void (*pack)(const void*, size_t, int, int64_t, void*),
                                UnpackRowU8Fn unpack_u8, VecDotFn dot_file_ref,
-                               void (*gemm_ref)(int64_t, const void*, const void*, int, float*, size_t)) {
+                               void (*gemm_ref)(int64_t, const void*, const void*, int, float*, size_t),
+                               On on = On::Both) {
   return {type,
           name,
           sizeof(T),
@@ -59,7 +64,8 @@ TranscodedCase transcoded_case(DType type, const char* name, void (*pack)(const 
           [](const void* t, float* y, int64_t n) { Dequantize(static_cast<const T*>(t), y, n); },
           unpack_u8,
           dot_file_ref,
-          gemm_ref};
+          gemm_ref,
+          on};
 }
 
 std::vector<TranscodedCase> transcoded_cases() {
@@ -67,12 +73,22 @@ std::vector<TranscodedCase> transcoded_cases() {
               DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::pack, unpack_u8_iq3_s_t, vec_dot_iq3_s_q8_K_ref, FormIQ3_S_T::gemm_ref),
           transcoded_case<block_iq2_xxs, unpack_iq2_xxs, block_iq2_xxs_t, unpack_iq2_xxs_t, dequantize_row_iq2_xxs_t>(
               DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::pack, unpack_u8_iq2_xxs_t, vec_dot_iq2_xxs_q8_K_ref,
-              FormIQ2_XXS_T::gemm_ref),
+              FormIQ2_XXS_T::gemm_ref, On::Neon),
           transcoded_case<block_iq2_xs, unpack_iq2_xs, block_iq2_xs_t, unpack_iq2_xs_t, dequantize_row_iq2_xs_t>(
               DType::IQ2_XS, "iq2_xs_t", FormIQ2_XS_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_xs_q8_K_ref,
-              FormIQ2_XS_T::gemm_ref),
+              FormIQ2_XS_T::gemm_ref, On::Neon),
           transcoded_case<block_iq2_s, unpack_iq2_s, block_iq2_s_t, unpack_iq2_xs_t, dequantize_row_iq2_xs_t>(
-              DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_s_q8_K_ref, FormIQ2_S_T::gemm_ref),
+              DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::pack, unpack_u8_iq2_xs_t, vec_dot_iq2_s_q8_K_ref, FormIQ2_S_T::gemm_ref,
+              On::Neon),
+          transcoded_case<block_iq2_xxs, unpack_iq2_xxs, block_iq2_xxs_t3, unpack_iq2_xxs_t3, dequantize_row_iq2_xxs_t3>(
+              DType::IQ2_XXS, "iq2_xxs_t3", FormIQ2_XXS_T3::pack, unpack_u8_iq2_xxs_t3, vec_dot_iq2_xxs_q8_K_ref,
+              FormIQ2_XXS_T3::gemm_ref, On::X86),
+          transcoded_case<block_iq2_xs, unpack_iq2_xs, block_iq2_xs_t3, unpack_iq2_xs_t3, dequantize_row_iq2_xs_t3>(
+              DType::IQ2_XS, "iq2_xs_t3", FormIQ2_XS_T3::pack, unpack_u8_iq2_xs_t3, vec_dot_iq2_xs_q8_K_ref,
+              FormIQ2_XS_T3::gemm_ref, On::X86),
+          transcoded_case<block_iq2_s, unpack_iq2_s, block_iq2_s_t3, unpack_iq2_xs_t3, dequantize_row_iq2_xs_t3>(
+              DType::IQ2_S, "iq2_s_t3", FormIQ2_S_T3::pack, unpack_u8_iq2_xs_t3, vec_dot_iq2_s_q8_K_ref,
+              FormIQ2_S_T3::gemm_ref, On::X86),
           transcoded_case<block_iq3_xxs, unpack_iq3_xxs, block_iq3_xxs_t, unpack_iq3_xxs_t, dequantize_row_iq3_xxs_t>(
               DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::pack, unpack_u8_iq3_xxs_t, vec_dot_iq3_xxs_q8_K_ref,
               FormIQ3_XXS_T::gemm_ref),
@@ -205,8 +221,13 @@ TEST_CASE("transcoded i-quants: every x86 level's and NEON table's GEMM gives ea
     for (const TranscodedCase& c : transcoded_cases()) {
       CAPTURE(c.name);
       const PackedFormat& pf = kt.packed_of(c.type);
-      // The scalar table reads the file's form, and so does NEON IQ1_S's and IQ1_M's.
+      // The scalar table reads the file's form, and so does NEON IQ1_S's and IQ1_M's; IQ2's forms
+      // are the other ISA's case where this table has the 3-bit or the nibble form.
       const bool x86 = isa == Isa::Avx2 || isa == Isa::Avx2Vnni || isa == Isa::Avx512Vnni;
+      if (simd && c.on == (x86 ? On::Neon : On::X86)) {
+        CHECK(std::string(pf.name) != c.name);
+        continue;
+      }
       if (!simd || (!x86 && (c.type == DType::IQ1_S || c.type == DType::IQ1_M))) {
         CHECK(pf.rows == 0);
         continue;

@@ -1,5 +1,5 @@
 // The transcoded i-quant forms on real files (kernels/layouts/transcoded_iquants.hpp): every IQ3_S,
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ4_XS, IQ1_S, IQ1_M and TQ1_0 block of the shared files
+// IQ2_XXS, IQ2_XS, IQ2_S (nibble and 3-bit forms), IQ3_XXS, IQ4_XS, IQ1_S, IQ1_M and TQ1_0 block of the shared files
 // transcodes exactly (the same dequantized floats and u8 GEMM form, or the file's bytes read back),
 // and a model with those matrices transcoded at load (and IQ4_NL's and IQ4_XS's interleaved at load
 // on x86) gives the logits of the matrices read in place bit for bit, prompt and decode steps; the
@@ -32,6 +32,7 @@ struct TranscodedFile {
   void (*dequantize_t)(const void* t, float* y, int64_t n);
   UnpackRowU8Fn unpack_u8;  // or, where the u8 GEMM reads the file's bytes back, to_file_row
   void (*to_file_row)(const void* row, int64_t n, int r, void* file) = nullptr;
+  bool x86_only = false;  // IQ2's 3-bit forms (x86's tables), whose nibble forms are NEON's
 };
 void dequantize_iq2_xs_t(const void* t, float* y, int64_t n) {
   dequantize_row_iq2_xs_t(static_cast<const block_iq2_xs_t*>(t), y, n);
@@ -53,6 +54,15 @@ std::vector<TranscodedFile> transcoded_files() {
            sizeof(block_iq2_xs_t), dequantize_iq2_xs_t, unpack_u8_iq2_xs_t},
           {kData + "/iq/models/tiny-llama-256-IQ2_M-imat.gguf", DType::IQ2_S, "(iq2_s_t)", FormIQ2_S_T::pack,
            sizeof(block_iq2_s_t), dequantize_iq2_xs_t, unpack_u8_iq2_xs_t},
+          {kData + "/iq/models/tiny-llama-256-IQ2_XXS-imat.gguf", DType::IQ2_XXS, "(iq2_xxs_t3)", FormIQ2_XXS_T3::pack,
+           sizeof(block_iq2_xxs_t3), dequantize_t<block_iq2_xxs_t3, dequantize_row_iq2_xxs_t3>, unpack_u8_iq2_xxs_t3,
+           nullptr, true},
+          {kData + "/iq/models/tiny-llama-256-IQ2_XS-imat.gguf", DType::IQ2_XS, "(iq2_xs_t3)", FormIQ2_XS_T3::pack,
+           sizeof(block_iq2_xs_t3), dequantize_t<block_iq2_xs_t3, dequantize_row_iq2_xs_t3>, unpack_u8_iq2_xs_t3,
+           nullptr, true},
+          {kData + "/iq/models/tiny-llama-256-IQ2_M-imat.gguf", DType::IQ2_S, "(iq2_s_t3)", FormIQ2_S_T3::pack,
+           sizeof(block_iq2_s_t3), dequantize_t<block_iq2_s_t3, dequantize_row_iq2_xs_t3>, unpack_u8_iq2_xs_t3,
+           nullptr, true},
           {kData + "/iq/models/tiny-llama-256-IQ3_XXS-imat.gguf", DType::IQ3_XXS, "(iq3_xxs_t)", FormIQ3_XXS_T::pack,
            sizeof(block_iq3_xxs_t),
            [](const void* t, float* y, int64_t n) { dequantize_row_iq3_xxs_t(static_cast<const block_iq3_xxs_t*>(t), y, n); },
@@ -82,8 +92,13 @@ struct FormFile {
 };
 std::vector<FormFile> form_files() {
   std::vector<FormFile> v;
-  for (const TranscodedFile& tf : transcoded_files())  // x86 interleaves IQ4_XS's rows (iq4_xsx16 / iq4_xsx8)
+  // x86 interleaves IQ4_XS's rows (iq4_xsx16 / iq4_xsx8); its IQ2 forms are the 3-bit ones
+  const bool x86 = EDGELLM_HAS_X86_KERNELS != 0;
+  for (const TranscodedFile& tf : transcoded_files()) {
+    const bool iq2 = tf.type == DType::IQ2_XXS || tf.type == DType::IQ2_XS || tf.type == DType::IQ2_S;
+    if (iq2 && tf.x86_only != x86) continue;
     v.push_back({tf.path, tf.type, tf.type == DType::IQ4_XS ? "(iq4_xs" : tf.form, tf.block_bytes});
+  }
   v.push_back({kData + "/iq/models/tiny-llama-256-IQ4_NL-imat.gguf", DType::IQ4_NL, "(iq4_nlx", sizeof(block_iq4_nl)});
   return v;
 }

@@ -17,11 +17,11 @@
 // IQ2_XXS -> iq2_xxs_t, 134 bytes per 256 weights (4.19 bits per weight; the file: 66, 2.06): as
 //   iq3_s_t, d and the 4-bit scale of vector v in nibble v % 2 of scales[v / 2] (the file keeps them
 //   in its sign words), the nibble of q = +-{8, 25, 43}[k]: k in bits 0..1, bit 3 set when q < 0.
-//   (A 3-bit form, 2-bit magnitudes and a sign plane, would take 3.19 bits per weight for a few
-//   more operations per vector; not built yet.)
+//   (x86 reads the 3-bit form iq2_xxs_t3 below instead: 2-bit codes and a sign plane, 3.19 bits.)
 // IQ2_XS and IQ2_S -> iq2_xs_t (iq2_s_t the same layout), 138 bytes per 256 weights (4.31 bits per
 //   weight; the files: 74, 2.31 and 82, 2.56): d, the file's scales[8] unchanged (a 4-bit scale
-//   per 16 weights: nibble j % 2 of byte j / 2 for weights 16j ..), qs as iq2_xxs_t.
+//   per 16 weights: nibble j % 2 of byte j / 2 for weights 16j ..), qs as iq2_xxs_t. (x86: the
+//   3-bit iq2_xs_t3 / iq2_s_t3, 3.31 bits per weight.)
 // IQ3_XXS -> iq3_xxs_t, 134 bytes (4.19 bits per weight; the file: 98, 3.06): as iq2_xxs_t, the
 //   nibble of q = +-{4, 12, 20, 28, 36, 44, 52, 62}[k]: k in bits 0..2, bit 3 set when q < 0.
 // IQ1_S -> iq1_s_t, 70 bytes per 256 weights (2.19 bits per weight; the file: 50, 1.56):
@@ -344,6 +344,120 @@ using FormIQ2_XS_T =
     TranscodedForm<block_iq2_xs, block_iq2_xs_t, transcode_iq2_xs, unpack_iq2_xs_t, iq2_scale16<block_iq2_xs_t>, 8, 16>;
 using FormIQ2_S_T =
     TranscodedForm<block_iq2_s, block_iq2_s_t, transcode_iq2_s, unpack_iq2_xs_t, iq2_scale16<block_iq2_s_t>, 8, 16>;
+
+// ---- IQ2's 3-bit forms (x86) ----
+
+// iq2_xxs_t3 / iq2_xs_t3 (iq2_s_t3 the same layout): each weight q = +-{8, 25, 43}[k] as a 2-bit
+// code k and a sign bit, made from the nibble forms above (the same d and scales).
+//   qs[64]: weight 128c + 32l + j (c < 2, l < 4, j < 32) in bits 2l, 2l + 1 of qs[32c + j] (TQ2_0's
+//     and iq1_s_t's order): a 32-byte load shifted right by 2l and masked is vector 4c + l's codes;
+//   signs[32]: bit v of signs[j] set when weight 32v + j is negative: one 32-byte load holds the
+//     block's signs, and shifting it left by 7 - v puts vector v's in each byte's top bit.
+// 102 bytes per 256 weights for IQ2_XXS (3.19 bits per weight, the nibble form 4.19), 106 for
+// IQ2_XS / IQ2_S (3.31, 4.31): a quarter fewer bytes per token where decode reads the memory's
+// limit, for a few more shifts per vector.
+template <int kScaleBytes>
+struct block_iq2_t3 {
+  ggml_half d;
+  uint8_t scales[kScaleBytes];
+  uint8_t signs[QK_K / 8];
+  uint8_t qs[QK_K / 4];
+};
+using block_iq2_xxs_t3 = block_iq2_t3<4>;          // a 4-bit scale per 32 weights
+using block_iq2_xs_t3 = block_iq2_t3<QK_K / 32>;  // a 4-bit scale per 16
+static_assert(sizeof(block_iq2_xxs_t3) == 102, "wrong iq2_xxs_t3 block size/padding");
+static_assert(sizeof(block_iq2_xs_t3) == 106, "wrong iq2_xs_t3 block size/padding");
+using block_iq2_s_t3 = block_iq2_xs_t3;
+
+namespace transcode {
+// A nibble form's weights (nib[16 v + j]: weight 32v + j low, 32v + 16 + j high; the code in bits
+// 0..1, the sign in bit 3) as the 3-bit form's codes and signs, 8 weights at a time.
+inline void nibbles_to_t3(const uint8_t* nib, uint8_t (&qs)[QK_K / 4], uint8_t (&signs)[QK_K / 8]) {
+  uint64_t q[QK_K / 32] = {}, g[4] = {};
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int l = 0; l < 4; ++l) {  // weights 32v + 8l .. + 7: low (l < 2) or high nibbles of bytes 8 (l % 2) ..
+      uint64_t x;
+      std::memcpy(&x, nib + 16 * v + 8 * (l % 2), 8);
+      const uint64_t w = (l < 2 ? x : x >> 4) & 0x0F0F0F0F0F0F0F0Full;
+      q[4 * (v / 4) + l] |= (w & (3 * kOnes)) << (2 * (v % 4));
+      g[l] |= ((w >> 3) & kOnes) << v;
+    }
+  std::memcpy(qs, q, sizeof qs);
+  std::memcpy(signs, g, sizeof signs);
+}
+// Weights j .. j + 7 of vector v as 8 nibbles (code | sign << 3), one a byte.
+template <class T>
+inline uint64_t t3_nibbles(const T& t, int v, int j) {
+  uint64_t c, g;
+  std::memcpy(&c, t.qs + 32 * (v / 4) + j, 8);
+  std::memcpy(&g, t.signs + j, 8);
+  return ((c >> (2 * (v % 4))) & (3 * kOnes)) | (((g >> v) & kOnes) << 3);
+}
+template <class T>
+inline void unpack_t3(const T& t, int8_t* q) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 32; ++j) {
+      const int k = (t.qs[32 * (v / 4) + j] >> (2 * (v % 4))) & 3, neg = (t.signs[j] >> v) & 1;
+      q[32 * v + j] = int8_t(iq2_value(uint8_t(k | neg << 3)));
+    }
+}
+// The u8 GEMM form u = q + 43 (iq2_u8), 8 weights at a time.
+template <class T>
+inline void t3_u8(const T& t, uint8_t* __restrict u) {
+  for (int v = 0; v < QK_K / 32; ++v)
+    for (int j = 0; j < 32; j += 8) unpack::put_u64(u + 32 * v + j, iq2_u8(t3_nibbles(t, v, j)));
+}
+// A 3-bit form from the file's block through its nibble form.
+template <class File, class Nib, void (*ToNibbles)(const File&, Nib&), class T>
+inline void transcode_t3(const File& x, T& t) {
+  Nib n;
+  ToNibbles(x, n);
+  t.d = n.d;
+  static_assert(sizeof t.scales == sizeof n.scales, "a 3-bit form keeps its nibble form's scales");
+  std::memcpy(t.scales, n.scales, sizeof t.scales);
+  nibbles_to_t3(n.qs, t.qs, t.signs);
+}
+}  // namespace transcode
+
+inline void transcode_iq2_xxs_t3(const block_iq2_xxs& x, block_iq2_xxs_t3& t) {
+  transcode::transcode_t3<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs>(x, t);
+}
+inline void transcode_iq2_xs_t3(const block_iq2_xs& x, block_iq2_xs_t3& t) {
+  transcode::transcode_t3<block_iq2_xs, block_iq2_xs_t, transcode_iq2_xs>(x, t);
+}
+inline void transcode_iq2_s_t3(const block_iq2_s& x, block_iq2_s_t3& t) {
+  transcode::transcode_t3<block_iq2_s, block_iq2_s_t, transcode_iq2_s>(x, t);
+}
+inline void unpack_iq2_xxs_t3(const block_iq2_xxs_t3& t, int8_t* q) { transcode::unpack_t3(t, q); }
+inline void unpack_iq2_xs_t3(const block_iq2_xs_t3& t, int8_t* q) { transcode::unpack_t3(t, q); }
+inline uint32_t iq2_xxs_t3_scale(const block_iq2_xxs_t3& t, int ib32) { return transcode::nibble_scale(t, ib32); }
+// y = d * (0.5 + s) * 0.25 * q (s per 32 weights, or per 16), as dequantize_row_iq2_xxs / _xs / _s.
+inline float iq2_xxs_t3_dl(float d, const block_iq2_xxs_t3& t, int ib32) {
+  EDGELLM_EXACT_FP_SCOPE
+  return d * (0.5f + float(iq2_xxs_t3_scale(t, ib32))) * 0.25f;
+}
+inline void dequantize_row_iq2_xxs_t3(const block_iq2_xxs_t3* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq2_xxs_t3, QK_K, 32, unpack_iq2_xxs_t3, iq2_xxs_t3_dl>(x, y, k);
+}
+inline void dequantize_row_iq2_xs_t3(const block_iq2_xs_t3* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
+  detail::dequantize_row_scaled<block_iq2_xs_t3, QK_K, 16, unpack_iq2_xs_t3, iq2_dl16<block_iq2_xs_t3>>(x, y, k);
+}
+// unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 (per 32 or per 16) under d / 8.
+inline int iq2_xxs_t3_sc(const block_iq2_xxs_t3& t, int ib32) { return 2 * int(iq2_xxs_t3_scale(t, ib32)) + 1; }
+inline void unpack_u8_iq2_xxs_t3(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq2_xxs_t3, QK_K, 32, 43, transcode::t3_u8<block_iq2_xxs_t3>, iq2_xxs_t3_sc, 3>(
+      static_cast<const block_iq2_xxs_t3*>(row), n / QK_K, u, s, m, ks);
+}
+inline void unpack_u8_iq2_xs_t3(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
+  unpack::iq_scaled<block_iq2_xs_t3, QK_K, 16, 43, transcode::t3_u8<block_iq2_xs_t3>, unpack::iq2_sc16<block_iq2_xs_t3>,
+                    3>(static_cast<const block_iq2_xs_t3*>(row), n / QK_K, u, s, m, ks);
+}
+using FormIQ2_XXS_T3 =
+    TranscodedForm<block_iq2_xxs, block_iq2_xxs_t3, transcode_iq2_xxs_t3, unpack_iq2_xxs_t3, iq2_xxs_t3_scale, 8>;
+using FormIQ2_XS_T3 = TranscodedForm<block_iq2_xs, block_iq2_xs_t3, transcode_iq2_xs_t3, unpack_iq2_xs_t3,
+                                     iq2_scale16<block_iq2_xs_t3>, 8, 16>;
+using FormIQ2_S_T3 = TranscodedForm<block_iq2_s, block_iq2_s_t3, transcode_iq2_s_t3, unpack_iq2_xs_t3,
+                                    iq2_scale16<block_iq2_s_t3>, 8, 16>;
 
 // ---- IQ3_XXS ----
 

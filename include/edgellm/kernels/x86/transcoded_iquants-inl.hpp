@@ -1,6 +1,6 @@
 // x86 kernels of the transcoded i-quant forms (kernels/layouts/transcoded_iquants.hpp), the
-// PackedFormats of the resident IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M matrices at
-// every level:
+// PackedFormats of the resident IQ3_S, IQ3_XXS (nibble forms), IQ2_XXS, IQ2_XS, IQ2_S (3-bit forms),
+// IQ1_S, IQ1_M and TQ1_0 matrices at every level:
 // one row a group, the row's blocks in order. Per 32-weight vector they make, with a shift, a mask
 // and a byte shuffle instead of 4 or 8 grid loads, exactly the magnitude bytes, signed activation
 // and int16 scales of the file form's kernel (FmtIQ3_S, FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S, FmtIQ3_XXS
@@ -14,12 +14,21 @@
 // A block's int16 scales 2s + 1 under vector k's weights (at<k>()): a 4-bit scale s per 32 weights
 // (nibble k % 2 of scales[k / 2]), or per 16 (GroupScales16: scales 2k and 2k + 1 under the
 // vector's weights 0..15 and 16..31), as the file forms' kernels apply them.
+// The 8 scales are made once a block, as int16 in both 128-bit halves; a vector's is one in-lane byte
+// shuffle (a scalar extract and broadcast per vector cost more than the vector's decode, measured).
 struct NibScales32 {
-  const uint8_t* sc;
+  __m256i s16;
   template <class Block>
-  explicit NibScales32(const Block& x) : sc(x.scales) {}
+  explicit NibScales32(const Block& x) {
+    uint32_t n;
+    std::memcpy(&n, x.scales, 4);
+    s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(odd_scale_bytes(n)));
+  }
   template <int k>
-  __m256i at() const { return _mm256_set1_epi16(short(2 * ((sc[k / 2] >> (4 * (k & 1))) & 15) + 1)); }
+  __m256i at() const {
+    constexpr short pick = short((2 * k) | (2 * k + 1) << 8);  // the bytes of int16 lane k
+    return _mm256_shuffle_epi8(s16, _mm256_set1_epi16(pick));
+  }
 };
 struct NibScales16 {
   GroupScales16 g;
@@ -39,20 +48,6 @@ struct NibIQ3_S {
     return _mm256_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15, 1, 3, 5, 7, 9, 11, 13, 15, -1,
                             -3, -5, -7, -9, -11, -13, -15);
   }
-};
-struct NibIQ2_XXS {
-  using Block = block_iq2_xxs_t;
-  using Scales = NibScales32;
-  static constexpr float kMul = 0.125f;  // FmtIQ2_XXS: 0.125f * d * y.d
-  static __m256i table() {
-    return _mm256_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, -8, -25, -43, 0, 0, 0, 0, 0, 8, 25, 43, 0, 0, 0, 0, 0, -8, -25,
-                            -43, 0, 0, 0, 0, 0);
-  }
-};
-// iq2_xs_t and iq2_s_t: IQ2's values, a scale per 16 (FmtIQ2_XS, FmtIQ2_S: 0.125f * d * y.d).
-struct NibIQ2_XS : NibIQ2_XXS {
-  using Block = block_iq2_xs_t;
-  using Scales = NibScales16;
 };
 struct NibIQ3_XXS {
   using Block = block_iq3_xxs_t;
@@ -91,7 +86,7 @@ struct TokenBlocks {
   }
 };
 
-// A nibble form (iq3_s_t, iq2_xxs_t, iq2_xs_t, iq3_xxs_t), a block for T tokens at once.
+// A nibble form (iq3_s_t, iq3_xxs_t), a block for T tokens at once.
 template <class Nib>
 struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K>, TokenBlocks<FmtNibble<Nib>> {
   using Block = typename Nib::Block;
@@ -111,6 +106,38 @@ struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K>, TokenBlocks<
     (vec_tokens<T, int(K)>(x, y, b, sc, table, isum), ...);
   }
   static constexpr float kMul = Nib::kMul;
+};
+
+// The 3-bit forms (iq2_xxs_t3, iq2_xs_t3, iq2_s_t3): per block two loads of codes and one of signs;
+// vector k's magnitudes are its codes (a shift and a mask) through a byte shuffle, its signs the top
+// bits of the sign load shifted left by 7 - k, or'ed with 1 (a +-1 byte for the activations' sign).
+// The magnitude bytes, signed activations and int16 scales are those of the file forms' kernels
+// (FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S), and so are the int32 lanes.
+template <class Block_, class Scales>
+struct FmtIQ2T3 : BlockFmt<Block_, block_q8_K, QK_K>, TokenBlocks<FmtIQ2T3<Block_, Scales>> {
+  using Block = Block_;
+  using ActBlock = block_q8_K;
+  template <int T, int k>
+  static void vec_tokens(const ActBlock* const (&y)[T], int64_t b, const Scales& sc, __m256i table, __m256i codes,
+                         __m256i signs, __m256i (&isum)[T]) {
+    const __m256i mag =
+        _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(codes, 2 * (k % 4)), _mm256_set1_epi8(3)));
+    const __m256i sign = _mm256_or_si256(_mm256_slli_epi16(signs, 7 - k), _mm256_set1_epi8(1));
+    const __m256i s16 = sc.template at<k>();
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+      isum[t] = _mm256_add_epi32(isum[t], dot_u8s8_scaled(mag, _mm256_sign_epi8(load256(y[t][b].qs + 32 * k), sign), s16));
+  }
+  template <int T, size_t... K>
+  static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T],
+                      std::index_sequence<K...>) {
+    const Scales sc(x);
+    const __m256i table = _mm256_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 25, 43, 0, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0);  // codes 0..2
+    const __m256i c0 = load256(x.qs), c1 = load256(x.qs + 32), signs = load256(x.signs);
+    (vec_tokens<T, int(K)>(y, b, sc, table, K < 4 ? c0 : c1, signs, isum), ...);
+  }
+  static constexpr float kMul = 0.125f;  // FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S: 0.125f * d * y.d
 };
 
 // iq1_s_t and iq1_m_t: vector k's 2-bit codes u = q + 1 (bits 2 (k % 4) of the 32 bytes of chunk
@@ -257,12 +284,12 @@ inline void register_transcoded_iquants(KernelTable& t) {
     t.packed_of(type) = f;
   };
   form(DType::IQ3_S, "iq3_s_t", FormIQ3_S_T::group_bytes, FormIQ3_S_T::pack, transcoded_gemm<FmtNibble<NibIQ3_S>>, unpack_u8_iq3_s_t);
-  form(DType::IQ2_XXS, "iq2_xxs_t", FormIQ2_XXS_T::group_bytes, FormIQ2_XXS_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XXS>>,
-       unpack_u8_iq2_xxs_t);
-  form(DType::IQ2_XS, "iq2_xs_t", FormIQ2_XS_T::group_bytes, FormIQ2_XS_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XS>>,
-       unpack_u8_iq2_xs_t);
-  form(DType::IQ2_S, "iq2_s_t", FormIQ2_S_T::group_bytes, FormIQ2_S_T::pack, transcoded_gemm<FmtNibble<NibIQ2_XS>>,
-       unpack_u8_iq2_xs_t);
+  form(DType::IQ2_XXS, "iq2_xxs_t3", FormIQ2_XXS_T3::group_bytes, FormIQ2_XXS_T3::pack,
+       transcoded_gemm<FmtIQ2T3<block_iq2_xxs_t3, NibScales32>>, unpack_u8_iq2_xxs_t3);
+  form(DType::IQ2_XS, "iq2_xs_t3", FormIQ2_XS_T3::group_bytes, FormIQ2_XS_T3::pack,
+       transcoded_gemm<FmtIQ2T3<block_iq2_xs_t3, NibScales16>>, unpack_u8_iq2_xs_t3);
+  form(DType::IQ2_S, "iq2_s_t3", FormIQ2_S_T3::group_bytes, FormIQ2_S_T3::pack,
+       transcoded_gemm<FmtIQ2T3<block_iq2_s_t3, NibScales16>>, unpack_u8_iq2_xs_t3);
   form(DType::IQ3_XXS, "iq3_xxs_t", FormIQ3_XXS_T::group_bytes, FormIQ3_XXS_T::pack,
        transcoded_gemm<FmtNibble<NibIQ3_XXS>>, unpack_u8_iq3_xxs_t);
   form(DType::IQ1_S, "iq1_s_t", FormIQ1_S_T::group_bytes, FormIQ1_S_T::pack, transcoded_gemm<FmtIQ1S_T>,
