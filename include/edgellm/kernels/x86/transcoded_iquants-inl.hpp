@@ -109,8 +109,9 @@ struct FmtNibble : BlockFmt<typename Nib::Block, block_q8_K, QK_K>, TokenBlocks<
 };
 
 // The 3-bit forms (iq2_xxs_t3, iq2_xs_t3, iq2_s_t3): per block two loads of codes and one of signs;
-// vector k's magnitudes are its codes (a shift and a mask) through a byte shuffle, its signs the top
-// bits of the sign load shifted left by 7 - k, or'ed with 1 (a +-1 byte for the activations' sign).
+// vector k's magnitudes are its codes (a mask, and a shift per two vectors) through a byte shuffle,
+// its signs the top bits of the sign load doubled 7 - k times, or'ed with 1 (a +-1 byte for the
+// activations' sign). Shifts and shuffles share two ports on Zen 3, so the work goes to the others.
 // The magnitude bytes, signed activations and int16 scales are those of the file forms' kernels
 // (FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S), and so are the int32 lanes.
 template <class Block_, class Scales>
@@ -120,9 +121,11 @@ struct FmtIQ2T3 : BlockFmt<Block_, block_q8_K, QK_K>, TokenBlocks<FmtIQ2T3<Block
   template <int T, int k>
   static void vec_tokens(const ActBlock* const (&y)[T], int64_t b, const Scales& sc, __m256i table, __m256i codes,
                          __m256i signs, __m256i (&isum)[T]) {
-    const __m256i mag =
-        _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(codes, 2 * (k % 4)), _mm256_set1_epi8(3)));
-    const __m256i sign = _mm256_or_si256(_mm256_slli_epi16(signs, 7 - k), _mm256_set1_epi8(1));
+    // codes 2l, 2l + 1 (l = k % 4) of each byte: bits 0..1 or 2..3 of the load (l < 2) or of it
+    // shifted right by 4 (one shift for two vectors), masked; the table reads 0, 1, 2 and 0, 4, 8
+    const __m256i nib = k % 4 < 2 ? codes : _mm256_srli_epi16(codes, 4);
+    const __m256i mag = _mm256_shuffle_epi8(table, _mm256_and_si256(nib, _mm256_set1_epi8(char(k % 2 ? 0x0C : 0x03))));
+    const __m256i sign = _mm256_or_si256(signs, _mm256_set1_epi8(1));  // +-1: the sign is bit 7
     const __m256i s16 = sc.template at<k>();
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t)
@@ -132,10 +135,14 @@ struct FmtIQ2T3 : BlockFmt<Block_, block_q8_K, QK_K>, TokenBlocks<FmtIQ2T3<Block
   static void vectors(const Block& x, const ActBlock* const (&y)[T], int64_t b, __m256i (&isum)[T],
                       std::index_sequence<K...>) {
     const Scales sc(x);
-    const __m256i table = _mm256_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 25, 43, 0, 0, 0, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0);  // codes 0..2
-    const __m256i c0 = load256(x.qs), c1 = load256(x.qs + 32), signs = load256(x.signs);
-    (vec_tokens<T, int(K)>(y, b, sc, table, K < 4 ? c0 : c1, signs, isum), ...);
+    const __m256i table = _mm256_setr_epi8(8, 25, 43, 0, 25, 0, 0, 0, 43, 0, 0, 0, 0, 0, 0, 0, 8, 25, 43, 0, 25, 0, 0, 0,
+                                           43, 0, 0, 0, 0, 0, 0, 0);  // codes 0..2 and 4 x codes
+    const __m256i c0 = load256(x.qs), c1 = load256(x.qs + 32);
+    // vectors 7, 6, .. 0: the sign bits of vector k are bit 7 of each byte after 7 - k doublings
+    // (a byte add, which the shuffle ports do not take)
+    __m256i signs = load256(x.signs);
+    ((vec_tokens<T, 7 - int(K)>(y, b, sc, table, 7 - K < 4 ? c0 : c1, signs, isum), signs = _mm256_add_epi8(signs, signs)),
+     ...);
   }
   static constexpr float kMul = 0.125f;  // FmtIQ2_XXS, FmtIQ2_XS, FmtIQ2_S: 0.125f * d * y.d
 };
