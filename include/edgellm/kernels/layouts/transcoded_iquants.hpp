@@ -355,7 +355,10 @@ using FormIQ2_S_T =
 //     block's signs, and shifting it left by 7 - v puts vector v's in each byte's top bit.
 // 102 bytes per 256 weights for IQ2_XXS (3.19 bits per weight, the nibble form 4.19), 106 for
 // IQ2_XS / IQ2_S (3.31, 4.31): a quarter fewer bytes per token where decode reads the memory's
-// limit, for a few more shifts per vector.
+// limit, and on x86 no more operations per vector than the nibble form. NEON keeps the nibble
+// forms: its decode of them is an and or ushr and a tbl per 16 weights, which a sign plane would
+// about triple, and on the A55 the transcoded decode's compute is already near the board's
+// bandwidth (docs/PERF.md, RK3568 projection; a NEON 3-bit form is not built or measured).
 template <int kScaleBytes>
 struct block_iq2_t3 {
   ggml_half d;
