@@ -271,23 +271,18 @@ inline void transcode_iq2_xxs(const block_iq2_xxs& x, block_iq2_xxs_t& t) {
 inline void unpack_iq2_xxs_t(const block_iq2_xxs_t& t, int8_t* q) {
   transcode::unpack_nibbles<block_iq2_xxs_t, transcode::iq2_value>(t, q);
 }
-inline uint32_t iq2_xxs_t_scale(const block_iq2_xxs_t& t, int ib32) { return transcode::nibble_scale(t, ib32); }
 // y = d * (0.5 + s) * 0.25 * q, as dequantize_row_iq2_xxs.
-inline float iq2_xxs_t_dl(float d, const block_iq2_xxs_t& t, int ib32) {
-  EDGELLM_EXACT_FP_SCOPE
-  return d * (0.5f + float(iq2_xxs_t_scale(t, ib32))) * 0.25f;
-}
 inline void dequantize_row_iq2_xxs_t(const block_iq2_xxs_t* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  detail::dequantize_row_scaled<block_iq2_xxs_t, QK_K, 32, unpack_iq2_xxs_t, iq2_xxs_t_dl>(x, y, k);
+  detail::dequantize_row_scaled<block_iq2_xxs_t, QK_K, 32, unpack_iq2_xxs_t, transcode::half_odd_dl<block_iq2_xxs_t, 4>>(
+      x, y, k);
 }
 // unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 under d / 8.
-inline int iq2_xxs_t_sc(const block_iq2_xxs_t& t, int ib32) { return 2 * int(iq2_xxs_t_scale(t, ib32)) + 1; }
 inline void unpack_u8_iq2_xxs_t(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
   unpack::iq_scaled<block_iq2_xxs_t, QK_K, 32, 43, transcode::nibbles_u8<block_iq2_xxs_t, transcode::iq2_u8>,
-                    iq2_xxs_t_sc, 3>(static_cast<const block_iq2_xxs_t*>(row), n / QK_K, u, s, m, ks);
+                    transcode::odd_sc<block_iq2_xxs_t>, 3>(static_cast<const block_iq2_xxs_t*>(row), n / QK_K, u, s, m, ks);
 }
-using FormIQ2_XXS_T =
-    TranscodedForm<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs, unpack_iq2_xxs_t, iq2_xxs_t_scale, 8>;
+using FormIQ2_XXS_T = TranscodedForm<block_iq2_xxs, block_iq2_xxs_t, transcode_iq2_xxs, unpack_iq2_xxs_t,
+                                     transcode::nibble_scale<block_iq2_xxs_t>, 8>;
 
 // ---- IQ2_XS and IQ2_S ----
 
@@ -399,9 +394,9 @@ inline uint64_t t3_nibbles(const T& t, int v, int j) {
 template <class T>
 inline void unpack_t3(const T& t, int8_t* q) {
   for (int v = 0; v < QK_K / 32; ++v)
-    for (int j = 0; j < 32; ++j) {
-      const int k = (t.qs[32 * (v / 4) + j] >> (2 * (v % 4))) & 3, neg = (t.signs[j] >> v) & 1;
-      q[32 * v + j] = int8_t(iq2_value(uint8_t(k | neg << 3)));
+    for (int j = 0; j < 32; j += 8) {
+      const uint64_t x = t3_nibbles(t, v, j);
+      for (int i = 0; i < 8; ++i) q[32 * v + j + i] = int8_t(iq2_value(uint8_t(x >> (8 * i))));
     }
 }
 // The u8 GEMM form u = q + 43 (iq2_u8), 8 weights at a time.
@@ -433,30 +428,25 @@ inline void transcode_iq2_s_t3(const block_iq2_s& x, block_iq2_s_t3& t) {
 }
 inline void unpack_iq2_xxs_t3(const block_iq2_xxs_t3& t, int8_t* q) { transcode::unpack_t3(t, q); }
 inline void unpack_iq2_xs_t3(const block_iq2_xs_t3& t, int8_t* q) { transcode::unpack_t3(t, q); }
-inline uint32_t iq2_xxs_t3_scale(const block_iq2_xxs_t3& t, int ib32) { return transcode::nibble_scale(t, ib32); }
 // y = d * (0.5 + s) * 0.25 * q (s per 32 weights, or per 16), as dequantize_row_iq2_xxs / _xs / _s.
-inline float iq2_xxs_t3_dl(float d, const block_iq2_xxs_t3& t, int ib32) {
-  EDGELLM_EXACT_FP_SCOPE
-  return d * (0.5f + float(iq2_xxs_t3_scale(t, ib32))) * 0.25f;
-}
 inline void dequantize_row_iq2_xxs_t3(const block_iq2_xxs_t3* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
-  detail::dequantize_row_scaled<block_iq2_xxs_t3, QK_K, 32, unpack_iq2_xxs_t3, iq2_xxs_t3_dl>(x, y, k);
+  detail::dequantize_row_scaled<block_iq2_xxs_t3, QK_K, 32, unpack_iq2_xxs_t3, transcode::half_odd_dl<block_iq2_xxs_t3, 4>>(
+      x, y, k);
 }
 inline void dequantize_row_iq2_xs_t3(const block_iq2_xs_t3* EDGELLM_RESTRICT x, float* EDGELLM_RESTRICT y, int64_t k) {
   detail::dequantize_row_scaled<block_iq2_xs_t3, QK_K, 16, unpack_iq2_xs_t3, iq2_dl16<block_iq2_xs_t3>>(x, y, k);
 }
 // unpack_row_u8's form: u = q + 43, the integer scale 2s + 1 (per 32 or per 16) under d / 8.
-inline int iq2_xxs_t3_sc(const block_iq2_xxs_t3& t, int ib32) { return 2 * int(iq2_xxs_t3_scale(t, ib32)) + 1; }
 inline void unpack_u8_iq2_xxs_t3(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
-  unpack::iq_scaled<block_iq2_xxs_t3, QK_K, 32, 43, transcode::t3_u8<block_iq2_xxs_t3>, iq2_xxs_t3_sc, 3>(
-      static_cast<const block_iq2_xxs_t3*>(row), n / QK_K, u, s, m, ks);
+  unpack::iq_scaled<block_iq2_xxs_t3, QK_K, 32, 43, transcode::t3_u8<block_iq2_xxs_t3>,
+                    transcode::odd_sc<block_iq2_xxs_t3>, 3>(static_cast<const block_iq2_xxs_t3*>(row), n / QK_K, u, s, m, ks);
 }
 inline void unpack_u8_iq2_xs_t3(const void* row, int64_t n, uint8_t* u, float* s, float* m, const unpack::KScales& ks) {
   unpack::iq_scaled<block_iq2_xs_t3, QK_K, 16, 43, transcode::t3_u8<block_iq2_xs_t3>, unpack::iq2_sc16<block_iq2_xs_t3>,
                     3>(static_cast<const block_iq2_xs_t3*>(row), n / QK_K, u, s, m, ks);
 }
-using FormIQ2_XXS_T3 =
-    TranscodedForm<block_iq2_xxs, block_iq2_xxs_t3, transcode_iq2_xxs_t3, unpack_iq2_xxs_t3, iq2_xxs_t3_scale, 8>;
+using FormIQ2_XXS_T3 = TranscodedForm<block_iq2_xxs, block_iq2_xxs_t3, transcode_iq2_xxs_t3, unpack_iq2_xxs_t3,
+                                      transcode::nibble_scale<block_iq2_xxs_t3>, 8>;
 using FormIQ2_XS_T3 = TranscodedForm<block_iq2_xs, block_iq2_xs_t3, transcode_iq2_xs_t3, unpack_iq2_xs_t3,
                                      iq2_scale16<block_iq2_xs_t3>, 8, 16>;
 using FormIQ2_S_T3 = TranscodedForm<block_iq2_s, block_iq2_s_t3, transcode_iq2_s_t3, unpack_iq2_xs_t3,
