@@ -4,10 +4,10 @@
 #   x86_dispatch_checks.sh level-env PLAIN_BIN
 #     EDGELLM_X86_LEVEL=avx2 / ref give that table; an unknown level fails naming the variable
 #     and the levels available.
-#   x86_dispatch_checks.sh same-bits CXX INCLUDE_DIR SOURCE OUT_PREFIX MODEL
-#     builds SOURCE (with its logits hash) plain and with -march=native, runs MODEL through both
-#     (the plain one at the native build's level) and compares the hashes: the same level must give
-#     the same bits.
+#   x86_dispatch_checks.sh same-bits CXX INCLUDE_DIR SOURCE PLAIN_BIN NATIVE_OUT MODEL
+#     builds SOURCE (with its logits hash) with -march=native into NATIVE_OUT, runs MODEL through it
+#     and through PLAIN_BIN (include_only_gxx's plain -O2 build, with the hash too) at the native
+#     build's level and compares the hashes: the same level must give the same bits.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 case "$1" in
@@ -22,12 +22,10 @@ level-env)
   echo "$out" | grep -q '^error: EDGELLM_X86_LEVEL=avx3: .*(available: ref, avx2' || fail "no error naming the variable and the levels"
   ;;
 same-bits)
-  cxx=$2 inc=$3 src=$4 plain=$5-plain native=$5-native model=$6
-  for build in "$plain" "$native -march=native"; do
-    set -- $build
-    "$cxx" -std=c++17 -O2 ${2:-} -DEDGELLM_CONSUMER_LOGITS_HASH -Wall -Wextra -Werror -I "$inc" "$src" -pthread -o "$1" ||
-      fail "build $build"
-  done
+  cxx=$2 inc=$3 src=$4 plain=$5 native=$6 model=$7
+  "$cxx" -std=c++17 -O2 -march=native -DEDGELLM_CONSUMER_LOGITS_HASH -Wall -Wextra -Werror -I "$inc" "$src" -pthread -o "$native" ||
+    fail "build -march=native"
+  [ -x "$plain" ] || fail "no plain build $plain (include_only_gxx)"
   n=$("$native" "$model") || fail "native run: $n"
   level=$(echo "$n" | sed -n 's/^kernels: \([^,]*\),.*/\1/p')
   d=$(EDGELLM_X86_LEVEL=$level "$plain" "$model") || fail "plain run at $level: $d"
@@ -38,6 +36,6 @@ same-bits)
   [ -n "$hn" ] && [ "$hn" = "$hd" ] || fail "the two builds differ at level $level"
   ;;
 *)
-  fail "usage: $0 level-env BIN | same-bits CXX INCLUDE_DIR SOURCE OUT_PREFIX MODEL"
+  fail "usage: $0 level-env BIN | same-bits CXX INCLUDE_DIR SOURCE PLAIN_BIN NATIVE_OUT MODEL"
   ;;
 esac

@@ -204,12 +204,18 @@ test('under every shared chat template, control text typed in a message stays te
   const models = [model];
   // (under qemu, stories260K only: the BPE vocabulary and the long default system prompts take long there)
   if (existsSync(qwen) && !process.env.EDGELLM_CLI_EMULATOR) models.push(await llm.loadModel(qwen, { threads: 2, ctx: 4096 }));
+  // Under qemu every fifth template: what is checked is the module's C++ (tokenizing, rendering),
+  // the same on every instruction set, and the whole set runs natively (napi_module); all of it
+  // under qemu was 4.5 of this file's 4.7 minutes there.
+  const all = sharedTemplates();
+  const templates = process.env.EDGELLM_CLI_EMULATOR ? all.filter((_, i) => i % 5 === 0) : all;
+  assert.ok(all.length >= 30, `${all.length} shared templates`);
   let checked = 0;
   for (const m of models) {
     const asText = m.tokenize(INJECTED, { addBos: false }).length;
     const asControl = m.tokenize(INJECTED, { addBos: false, special: true }).length;
     assert.ok(asControl < asText, `${m.describe().path}: ${asControl} < ${asText}`);
-    for (const [name, tmpl] of sharedTemplates()) {
+    for (const [name, tmpl] of templates) {
       const s = m.createSession({ chatTemplate: tmpl, ctx: 4096, threads: 1 });
       // The prompt's length: what the session holds after reading it (the second reads only what
       // follows the prefix the two share: a long default system prompt is evaluated once).
@@ -227,7 +233,7 @@ test('under every shared chat template, control text typed in a message stays te
       ++checked;
     }
   }
-  assert.ok(checked >= 2 * 30 || (models.length === 1 && checked >= 30), `${checked} templates checked`);
+  assert.equal(checked, models.length * templates.length, `${checked} templates checked`);
   if (models.length > 1) models[1].close();
 });
 

@@ -5,9 +5,9 @@
 // kernels/x86/cpu.hpp), or the one EDGELLM_X86_LEVEL names, and every kernel variant must name it.
 // Built with -DEDGELLM_CONSUMER_LOGITS_HASH and given a model path, it also runs a prompt and
 // greedy steps through that model and prints a hash of all logits' bits, which
-// tests/selfcontained/x86_dispatch_checks.sh compares between a plain and a -march=native build
-// (the same level must give the same bits; left out of the other builds, which it would slow). Exit 0 when all is as expected, 1 otherwise or on
-// an edgellm::Error.
+// tests/selfcontained/x86_dispatch_checks.sh compares between include_only_gxx's plain build and a
+// -march=native build (the same level must give the same bits; the package builds leave it out).
+// Exit 0 when all is as expected, 1 otherwise or on an edgellm::Error.
 #include <edgellm.hpp>
 
 #include <cstdint>
