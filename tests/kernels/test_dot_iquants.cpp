@@ -321,19 +321,22 @@ TEST_CASE("i-quants: the x86 levels prefill every type through a u8 GEMM tile") 
       const DType act = t.of(wt).vec_dot_type;
       const auto tile = detail::u8_gemm_tile(t, wt, act, form);
       CHECK(static_cast<bool>(tile));
-      // Without VNNI the K form's narrow bytes (IQ3_S, IQ1, TQ: u <= 31) take the tile that sums
-      // in int16 first.
-      if (t.u8_gemm.tile_k_narrow)
-        CHECK((tile == t.u8_gemm.tile_k_narrow) == (has_kscales(wt) && u8_form_max(wt) <= t.u8_gemm.narrow_max_u));
+      // Without VNNI the types without mins whose values fit (all but IQ4_XS) take the
+      // signed-offset K form, its narrow tile for |value| <= 16 (IQ3_S, IQ1, TQ).
+      const bool ks_form = t.u8_gemm.tile_ks && u8_form_offset(wt) >= 0 && u8_form_max_abs(wt) <= t.u8_gemm.ks_max_w;
+      if (t.u8_gemm.tile_ks_narrow)
+        CHECK((tile == t.u8_gemm.tile_ks_narrow) == (ks_form && u8_form_max_abs(wt) <= t.u8_gemm.ks_narrow_max_w));
       const bool k_form = has_kscales(wt) && u8_form_max(wt) <= t.u8_gemm.max_u;
       CHECK(has_kscales(wt) == (act == DType::Q8_K));
       const U8Form signed_form = has_signed_k_form(wt) && t.u8_gemm.tile_sk ? U8Form::SignedK
                                  : has_signed_form(wt) && t.u8_gemm.tile_s8 ? U8Form::Signed
                                                                             : U8Form::Unsigned;
-      CHECK(form == (k_form ? U8Form::KScales : signed_form));
+      CHECK(form == (ks_form ? U8Form::KSigned : k_form ? U8Form::KScales : signed_form));
       // Every level without VNNI (max_u 127) has the signed tiles; IQ4_XS takes the signed K one.
       CHECK(static_cast<bool>(t.u8_gemm.tile_sk) == (t.u8_gemm.max_u < 240));
+      CHECK(static_cast<bool>(t.u8_gemm.tile_ks) == (t.u8_gemm.max_u < 240));
       if (wt == DType::IQ4_XS) CHECK(form == (t.u8_gemm.max_u < 240 ? U8Form::SignedK : U8Form::KScales));
+      if (wt != DType::IQ4_XS && wt != DType::IQ4_NL && t.u8_gemm.max_u < 240) CHECK(form == U8Form::KSigned);
     }
   }
 }

@@ -145,23 +145,31 @@ double gemm_sk_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow
   return sum;
 }
 
-// K form: row r of a group, per super-block d_w * d_a * sum over 16-groups of sc * integer dot
-// (the group's int16 pair (sc, sc) per row), plus per 16-group m_w * m_a.
-double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a) {
+// K form (ksigned false): row r of a group, per super-block d_w * d_a * sum over 16-groups of sc *
+// integer dot (the group's int16 pair (sc, sc) per row), plus per 16-group m_w * m_a.
+// Signed-offset K form (ksigned): per super-block d_w * d_a * (sum over 16-groups of sc * integer
+// dot of the int8 values with the activations' bytes + 128, minus the row's correction c), as
+// tile_ks computes it; c = 128 * sum of sc * values makes that the values' dot with a.
+double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow& a, bool ksigned = false) {
   constexpr int G = kGroupRows;
-  const U8GroupLayout at(U8Form::KScales, n);
+  const U8GroupLayout at(ksigned ? U8Form::KSigned : U8Form::KScales, n);
   const uint8_t* sc = group + at.sc;
   const auto* mw = reinterpret_cast<const float*>(group + at.m);
+  const auto* c = reinterpret_cast<const int32_t*>(group + at.m);
   const auto* dw = reinterpret_cast<const float*>(group + at.d);
   double sum = 0.0;
   for (int64_t sb = 0; sb < n / 256; ++sb) {
     int64_t isum = 0;
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
       int32_t d = 0;
-      for (int64_t i = g * 16; i < g * 16 + 16; ++i) d += int32_t(group_byte(group, r, i)) * int32_t(int8_t(a.u[i]));
+      for (int64_t i = g * 16; i < g * 16 + 16; ++i) {
+        const uint8_t wb = group_byte(group, r, i);
+        d += ksigned ? int32_t(int8_t(wb)) * (int32_t(int8_t(a.u[i])) + 128) : int32_t(wb) * int32_t(int8_t(a.u[i]));
+      }
       isum += int64_t(d) * group_pair(sc, g, r);
-      sum += double(mw[g * G + r]) * a.m[g];
+      if (!ksigned) sum += double(mw[g * G + r]) * a.m[g];
     }
+    if (ksigned) isum -= c[sb * G + r];
     sum += double(isum) * dw[sb * G + r] * a.d[sb];
   }
   return sum;
@@ -169,7 +177,7 @@ double gemm_k_group_dot(int64_t n, const uint8_t* group, int r, const U8GemmRow&
 
 }  // namespace
 
-TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and activations give the GEMV's dot") {
+TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K, signed-offset K) of weights and activations give the GEMV's dot") {
   // Checks the forms themselves (kernels/layouts/unpack_u8.hpp) on every machine: for Q8_1
   // activations (q4_1 / q5_1) the offsets must carry the block's s, not d * sum of the quants.
   const KernelTable ref = make_kernel_table(Isa::Ref);
@@ -202,9 +210,10 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and acti
       const void* rows[kGroupRows];
       for (auto& p : rows) p = w.data();
       std::vector<uint8_t> gscratch(u8_gemm_group_scratch(n));
-      for (U8Form form : {U8Form::KScales, U8Form::Signed, U8Form::SignedK}) {
-        const bool takes = form == U8Form::KScales ? has_kscales(t)
+      for (U8Form form : {U8Form::KScales, U8Form::Signed, U8Form::SignedK, U8Form::KSigned}) {
+        const bool takes = form == U8Form::KScales  ? has_kscales(t)
                            : form == U8Form::Signed ? has_signed_form(t)
+                           : form == U8Form::KSigned ? u8_form_offset(t) >= 0
                                                     : has_signed_k_form(t);
         std::vector<uint8_t> group(u8_gemm_group_bytes(form, n) + 1, 0xEE);
         if (!takes) {
@@ -214,9 +223,10 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and acti
         for (int cnt : {1, 3, kGroupRows}) {
           u8_gemm_pack_group(t, form, rows, cnt, n, group.data(), gscratch.data());
           for (int r = 0; r < kGroupRows; ++r) {
-            const double got = form == U8Form::KScales  ? gemm_k_group_dot(n, group.data(), r, ar)
-                               : form == U8Form::Signed ? gemm_s8_group_dot(n, group.data(), r, ar)
-                                                        : gemm_sk_group_dot(n, group.data(), r, ar);
+            const double got = form == U8Form::KScales   ? gemm_k_group_dot(n, group.data(), r, ar)
+                               : form == U8Form::Signed  ? gemm_s8_group_dot(n, group.data(), r, ar)
+                               : form == U8Form::KSigned ? gemm_k_group_dot(n, group.data(), r, ar, true)
+                                                         : gemm_sk_group_dot(n, group.data(), r, ar);
             CHECK(std::fabs(got - (r < cnt ? want : 0.0)) <= kMaxGemmErr * scale);
           }
           CHECK(group.back() == 0xEE);  // nothing written past the group
@@ -234,48 +244,71 @@ TEST_CASE("the u8 GEMM forms (unsigned, K, signed, signed K) of weights and acti
                   Error);
 }
 
-TEST_CASE("the K form's tiles are exact at the largest bytes and activations they take") {
-  // The narrow K tile adds a 16-weight group's vpmaddubsw pairs in int16 before scaling them: with
-  // every byte at narrow_max_u and every activation at -128 or 127 those sums are at their largest
-  // (4 x 2 x 31 x 128 = 31744 < 2^15). tile_k takes bytes up to max_u. Exact integers in, so the
-  // float result may differ from the double reference only by its own rounding (kMaxGemmErr).
+TEST_CASE("the K forms' tiles are exact at the largest values and activations they take") {
+  // Exact integers in, so the float result may differ from the double reference only by its own
+  // rounding (kMaxGemmErr). Every activation is -128 or 127 (token 0 all -128, token 1 all 127,
+  // the others runs of each), the rows' scales reach 63 (the K-quants'), and:
+  // - K form: every byte at max_u (tile_k) or narrow_max_u (tile_k_narrow, which adds a 16-weight
+  //   group's four vpmaddubsw pairs in int16 first: 4 x 2 x 31 x 128 = 31744 < 2^15), offsets 0.
+  // - signed-offset K form: int8 values at +-ks_max_w (tile_ks: a vpmaddubsw pair of them by the
+  //   activations' bytes + 128 reaches 2 x 255 x 64 = 32640 < 2^15) or +-ks_narrow_max_w
+  //   (tile_ks_narrow: 4 x 2 x 255 x 16 = 32640), with the corrections u8_gemm_pack_group writes
+  //   (128 x sum of sc x values): the reference is then the plain integer dot.
   const int64_t n = 512;
   for (Isa isa : available_isas()) {
     const KernelTable kt = make_kernel_table(isa);
     const U8GemmKernel& g = kt.u8_gemm;
     const std::string isa_s = isa_name(isa);
     CAPTURE(isa_s);
-    for (int narrow = 0; narrow < 2; ++narrow) {
-      const auto tile = narrow ? g.tile_k_narrow : g.tile_k;
+    for (int form_i = 0; form_i < 4; ++form_i) {
+      const bool ksigned = form_i >= 2, narrow = form_i % 2 == 1;
+      const auto tile = ksigned ? (narrow ? g.tile_ks_narrow : g.tile_ks) : (narrow ? g.tile_k_narrow : g.tile_k);
       if (!tile) continue;
-      const int umax = narrow ? g.narrow_max_u : g.max_u;
-      CAPTURE(umax);
+      const int vmax = ksigned ? (narrow ? g.ks_narrow_max_w : g.ks_max_w) : (narrow ? g.narrow_max_u : g.max_u);
+      CAPTURE(form_i);
+      CAPTURE(vmax);
       const int rows = g.group_rows, toks = g.toks, groups = rows / kGroupRows;
-      const U8GroupLayout at(U8Form::KScales, n);
+      const U8GroupLayout at(ksigned ? U8Form::KSigned : U8Form::KScales, n);
       std::vector<uint8_t> wbuf(size_t(groups) * at.bytes);
       std::vector<U8GemmRow> w(static_cast<size_t>(rows));
+      // value i of tile row r (K form: the byte; signed: even rows +vmax, odd -vmax, rows 4 .. 7
+      // of a group flipping sign every 64 values); its scale and d
+      const auto value = [&](int r, int64_t i) {
+        if (!ksigned) return vmax;
+        const int gr = r % kGroupRows;
+        return (gr % 2 == 1) != (gr >= 4 && (i / 64) % 2 == 1) ? -vmax : vmax;
+      };
+      const auto scale = [](int r) { return int16_t(63 - 2 * (r % kGroupRows)); };
+      const auto dw = [](int r) { return 1.0f / float(r + 1); };
       for (int gi = 0; gi < groups; ++gi) {
         uint8_t* grp = wbuf.data() + size_t(gi) * at.bytes;
-        std::memset(grp, umax, size_t(n) * kGroupRows);
-        for (int64_t i = 0; i < n / 16; ++i)
-          for (int r = 0; r < kGroupRows; ++r) {
-            const int16_t sc = int16_t(63 - 2 * r), pair[2] = {sc, sc};  // K-quants' scales reach 63
-            std::memcpy(grp + at.sc + (size_t(i) * kGroupRows + size_t(r)) * 4, pair, 4);
+        for (int gr = 0; gr < kGroupRows; ++gr) {
+          const int r = gi * kGroupRows + gr;
+          for (int64_t i = 0; i < n; ++i)
+            grp[size_t(i / 4) * 4 * kGroupRows + size_t(gr) * 4 + size_t(i % 4)] = uint8_t(int8_t(value(r, i)));
+          const int16_t pair[2] = {scale(r), scale(r)};
+          for (int64_t i = 0; i < n / 16; ++i) {
+            std::memcpy(grp + at.sc + (size_t(i) * kGroupRows + size_t(gr)) * 4, pair, 4);
             const float m = 0.0f;
-            std::memcpy(grp + at.m + (size_t(i) * kGroupRows + size_t(r)) * 4, &m, 4);
+            if (!ksigned) std::memcpy(grp + at.m + (size_t(i) * kGroupRows + size_t(gr)) * 4, &m, 4);
           }
-        for (int64_t i = 0; i < n / 256; ++i)
-          for (int r = 0; r < kGroupRows; ++r) {
-            const float d = 1.0f / float(r + 1 + 8 * gi);
-            std::memcpy(grp + at.d + (size_t(i) * kGroupRows + size_t(r)) * 4, &d, 4);
+          for (int64_t sb = 0; sb < n / 256; ++sb) {
+            if (ksigned) {
+              int32_t c = 0;
+              for (int64_t i = sb * 256; i < sb * 256 + 256; ++i) c += scale(r) * value(r, i);
+              const int32_t c128 = 128 * c;
+              std::memcpy(grp + at.m + (size_t(sb) * kGroupRows + size_t(gr)) * 4, &c128, 4);
+            }
+            const float d = dw(r);
+            std::memcpy(grp + at.d + (size_t(sb) * kGroupRows + size_t(gr)) * 4, &d, 4);
           }
+        }
         w[size_t(gi * kGroupRows)].u = grp;
       }
       std::vector<uint8_t> abuf(u8_gemm_row_bytes(n) * size_t(toks));
       std::vector<U8GemmRow> a(static_cast<size_t>(toks));
       for (int c = 0; c < toks; ++c) {
         a[size_t(c)] = U8GemmRow::at(abuf.data(), n, c);
-        // token 0 all -128, token 1 all 127, the others runs of each
         for (int64_t i = 0; i < n; ++i) a[size_t(c)].u[i] = uint8_t(c == 0 ? 0x80 : c == 1 ? 0x7F : (i / (16 * c)) % 2 ? 0x80 : 0x7F);
         for (int64_t i = 0; i < n / 16; ++i) a[size_t(c)].m[i] = 0.0f;
         for (int64_t i = 0; i < n / 256; ++i) a[size_t(c)].d[i] = 0.5f;
@@ -284,8 +317,17 @@ TEST_CASE("the K form's tiles are exact at the largest bytes and activations the
       tile(n, w.data(), a.data(), out.data(), size_t(rows));
       for (int c = 0; c < toks; ++c)
         for (int r = 0; r < rows; ++r) {
-          const double want = gemm_k_group_dot(n, wbuf.data() + size_t(r / kGroupRows) * at.bytes, r % kGroupRows, a[size_t(c)]);
+          double want = 0.0;
+          for (int64_t sb = 0; sb < n / 256; ++sb) {
+            int64_t isum = 0;
+            for (int64_t i = sb * 256; i < sb * 256 + 256; ++i) isum += int64_t(scale(r)) * value(r, i) * int8_t(a[size_t(c)].u[i]);
+            want += double(isum) * dw(r) * 0.5;
+          }
           CHECK(std::fabs(out[size_t(c) * size_t(rows) + size_t(r)] - want) <= kMaxGemmErr * std::fabs(want));
+          // the forms' scalar references (the forms test's) agree
+          const uint8_t* grp = wbuf.data() + size_t(r / kGroupRows) * at.bytes;
+          const double ref = gemm_k_group_dot(n, grp, r % kGroupRows, a[size_t(c)], ksigned);
+          CHECK(std::fabs(ref - want) <= kMaxGemmErr * std::fabs(want));
         }
     }
   }

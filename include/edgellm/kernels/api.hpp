@@ -120,6 +120,12 @@ struct U8GemmKernel {
   // where the tile may sum more products in int16 before scaling them.
   void (*tile_k_narrow)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   int narrow_max_u = 0;
+  // tile_ks / tile_ks_narrow: the signed-offset K form's (the K form's types without mins,
+  // u8_form_offset, whose values |u - off| (u8_form_max_abs) are at most ks_max_w /
+  // ks_narrow_max_w): int8 weights against the activations' bytes + 128, so no per-16 offsets.
+  void (*tile_ks)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  void (*tile_ks_narrow)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
+  int ks_max_w = 0, ks_narrow_max_w = 0;
   int group_rows = 0;
   // Optional: u8_gemm_interleave_ref (unpack_u8.hpp) by vector shuffles, for packing the groups.
   void (*interleave)(const uint8_t* src, size_t stride, int64_t n, uint8_t* out) = nullptr;

@@ -236,13 +236,18 @@ inline constexpr int kGemmMaxTile = 64;      // rows x toks of the largest regis
 
 using U8TileFn = decltype(U8GemmKernel::tile);
 // The table's tile for weights of type t against activations act, and the weight form it reads:
-// the K form or the signed forms where the table has that tile (the K form only where the type's
+// the signed-offset K form where the table has its tile and the type's values fit it (ks_max_w),
+// else the K form or the signed forms where the table has that tile (the K form only where the type's
 // bytes fit max_u: IQ4_XS's reach 240; there IQ4_XS takes the signed K form), else the unsigned form if its bytes fit the tile (max_u);
 // null where none fits.
 inline U8TileFn u8_gemm_tile(const KernelTable& kt, DType t, DType act, U8Form& form) {
   const U8GemmKernel& g = kt.u8_gemm;
   form = U8Form::Unsigned;
   if (!g.tile) return nullptr;  // the unsigned tile is the table's u8 GEMM; the others extend it
+  if (g.tile_ks && has_kscales(t) && act == DType::Q8_K && u8_form_offset(t) >= 0 && u8_form_max_abs(t) <= g.ks_max_w) {
+    form = U8Form::KSigned;
+    return g.tile_ks_narrow && u8_form_max_abs(t) <= g.ks_narrow_max_w ? g.tile_ks_narrow : g.tile_ks;
+  }
   if (g.tile_k && has_kscales(t) && act == DType::Q8_K && u8_form_max(t) <= g.max_u) {
     form = U8Form::KScales;
     return g.tile_k_narrow && u8_form_max(t) <= g.narrow_max_u ? g.tile_k_narrow : g.tile_k;

@@ -390,6 +390,27 @@ inline bool has_kscales(DType t) {
   }
 }
 
+// The offset off of a has_kscales type whose unpacked bytes are u = value + off with m = -off * dl
+// (the signed-offset K form's types), else -1 (Q2_K, Q4_K, Q5_K: a min per group).
+inline int u8_form_offset(DType t) {
+  switch (t) {
+    case DType::Q3_K: return 4;
+    case DType::Q6_K: return 32;
+    case DType::TQ1_0: case DType::TQ2_0: return 1;
+    case DType::IQ1_S: case DType::IQ1_M: return 9;
+    case DType::IQ3_S: return 15;
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: return 43;
+    case DType::IQ3_XXS: return 62;
+    case DType::IQ4_XS: return 127;
+    default: return -1;
+  }
+}
+// The largest |value| of the signed-offset K form's bytes (max(off, u8_form_max - off)).
+inline int u8_form_max_abs(DType t) {
+  const int off = u8_form_offset(t);
+  return off < 0 ? -1 : off > u8_form_max(t) - off ? off : u8_form_max(t) - off;
+}
+
 // row: n elements of type t (n a multiple of the block size). u: [n] bytes; s, m: [n / 16] floats.
 // ks (has_kscales types only): also the integer scales [n / 16] and d [n / 256].
 inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float* s, float* m,
@@ -455,6 +476,14 @@ inline void unpack_row_u8(DType t, const void* row, int64_t n, uint8_t* u, float
 //   after the unsigned quants, per 16 weights the rows' integer group scales sc as int16 pairs
 //   (sc, sc) for vpmaddwd (32 bytes), then per 16 weights the rows' offsets m (8 floats), then per 256 weights the rows'
 //   super-block scales d (8 floats): w = d * sc * u + m. Activations also give d.
+// - signed-offset K form (the K form's types whose m is only their bytes' offset, -off * d * sc
+//   (u8_form_offset: not Q2_K / Q4_K / Q5_K, whose mins are their own); tile_ks, levels without
+//   VNNI): the K form with the int8 values u - off instead of u, and in place of the offsets per
+//   256 weights the rows' int32 corrections c = 128 * sum over the super-block's 16-groups of
+//   sc * (sum of the group's values), then d. The tile takes the activations as unsigned bytes
+//   a + 128, so sum(w * a) = sum(w * (a + 128)) - 128 * sum(w) per row, and
+//   dot = d_w * d_a * (sum over groups of sc * sum(w * (a + 128)) - c): the offsets' per-16 float
+//   step per token of the K form gone, the super-block's integer sum exact.
 // - signed form (has_signed_form weights: q8_0 against Q8_0, iq4_nl against Q8_0, iq4_xs against
 //   Q8_K; n % 32 == 0): after the int8 values (not shifted), per 32 weights the rows' block scales
 //   (8 floats): w = d * int8(u).
@@ -505,7 +534,7 @@ inline void u8_gemm_pack_blocks32(const B* q8, int64_t n, U8GemmRow out, HalfM h
 // Floats of scratch u8_gemm_pack_weight_row needs for a row of n.
 inline size_t u8_gemm_pack_scratch(int64_t n) { return size_t(n) / 16; }
 
-enum class U8Form { Unsigned, KScales, Signed, SignedK };
+enum class U8Form { Unsigned, KScales, Signed, SignedK, KSigned };
 
 // The grouped forms (K and signed, see above): rows per group, bytes of a group of rows of n, and
 // the scratch bytes u8_gemm_pack_group needs.
@@ -522,6 +551,11 @@ struct U8GroupLayout {
       sc = un * G;
       m = sc + un / 16 * G * 4;
       d = m + un / 16 * G * 4;
+      bytes = d + un / 256 * G * 4;
+    } else if (form == U8Form::KSigned) {
+      sc = un * G;
+      m = sc + un / 16 * G * 4;  // the corrections c, int32
+      d = m + un / 256 * G * 4;
       bytes = d + un / 256 * G * 4;
     } else if (form == U8Form::SignedK) {
       sc = un * G;
@@ -558,10 +592,13 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
                                uint8_t* __restrict out, uint8_t* scratch, U8InterleaveFn interleave = nullptr,
                                UnpackRowU8Fn unpack = nullptr) {
   constexpr int G = kGroupRows;
-  const bool k = form == U8Form::KScales, sk = form == U8Form::SignedK;
+  const bool ksigned = form == U8Form::KSigned, k = form == U8Form::KScales || ksigned, sk = form == U8Form::SignedK;
   EDGELLM_CHECK(form != U8Form::Unsigned, "u8 GEMM: the unsigned form packs one row at a time");
-  EDGELLM_CHECK(k ? has_kscales(t) : sk ? has_signed_k_form(t) : has_signed_form(t), "u8 GEMM: the ",
-                k ? "K form takes K-quants and Q8_K i-quants" : sk ? "signed K form takes iq4_xs" : "signed form takes q8_0, iq4_nl or iq4_xs",
+  EDGELLM_CHECK(ksigned ? u8_form_offset(t) >= 0 : k ? has_kscales(t) : sk ? has_signed_k_form(t) : has_signed_form(t), "u8 GEMM: the ",
+                ksigned ? "signed-offset K form takes K-quants and Q8_K i-quants without mins"
+                : k     ? "K form takes K-quants and Q8_K i-quants"
+                : sk    ? "signed K form takes iq4_xs"
+                        : "signed form takes q8_0, iq4_nl or iq4_xs",
                 ", not ", dtype_name(t));
   EDGELLM_CHECK(!unpack || k, "u8 GEMM: rows in another form than the file's take the K form");
   const int64_t step = k || sk ? 256 : 32;
@@ -606,6 +643,27 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
     if (unpack) unpack(rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng), ks);
     else unpack_row_u8(t, rows[r], n, row_u(r), row_f(r, 0), row_f(r, ng), ks);
   }
+  auto row_sc = [&](int r) { return reinterpret_cast<const int16_t*>(row_f(r, 2 * ng)); };
+  if (ksigned) {  // values u - off, and per super-block c = 128 * sum over groups of sc * sum(values)
+    const int off = u8_form_offset(t);
+    int32_t* gc = reinterpret_cast<int32_t*>(out + at.m);
+    for (int r = 0; r < nrows; ++r) {
+      uint8_t* u = row_u(r);
+      for (int64_t b = 0; b < n / 256; ++b) {
+        int32_t c = 0;
+        for (int64_t g = b * 16; g < b * 16 + 16; ++g) {
+          int32_t sum = 0;
+          for (int64_t i = g * 16; i < g * 16 + 16; ++i) {
+            const int v = int(u[i]) - off;
+            u[i] = uint8_t(int8_t(v));
+            sum += v;
+          }
+          c += int32_t(row_sc(r)[g]) * sum;
+        }
+        gc[size_t(b) * G + size_t(r)] = 128 * c;
+      }
+    }
+  }
   for (int r = nrows; r < G; ++r) std::memset(row_u(r), 0, size_t(n));
   (interleave ? interleave : u8_gemm_interleave_ref)(scratch, per_row, n, out);
   uint8_t* gsc = out + at.sc;
@@ -613,9 +671,9 @@ inline void u8_gemm_pack_group(DType t, U8Form form, const void* const* rows, in
   float* gd = reinterpret_cast<float*>(out + at.d);
   for (int64_t g = 0; g < ng; ++g)
     for (int r = 0; r < nrows; ++r) {
-      const uint32_t pair = uint32_t(uint16_t(reinterpret_cast<const int16_t*>(row_f(r, 2 * ng))[g])) * 0x00010001u;
+      const uint32_t pair = uint32_t(uint16_t(row_sc(r)[g])) * 0x00010001u;
       std::memcpy(gsc + (size_t(g) * G + size_t(r)) * 4, &pair, 4);
-      gm[size_t(g) * G + size_t(r)] = row_f(r, ng)[g];
+      if (!ksigned) gm[size_t(g) * G + size_t(r)] = row_f(r, ng)[g];
     }
   for (int64_t b = 0; b < n / 256; ++b)
     for (int r = 0; r < nrows; ++r) gd[size_t(b) * G + size_t(r)] = (row_f(r, 2 * ng) + ng / 2)[b];

@@ -5,7 +5,8 @@
 // by every row. AVX-512 (64 bytes per step) when the level has it, else AVX2: with VNNI, or
 // vpmaddubsw + vpmaddwd (dot_u8s8), exact for weight bytes up to 127 (kMaxU; not q8_0's form).
 // The K form's types (K-quants, i-quants against Q8_K) take the grouped 8-row tile further down
-// instead, and without VNNI q8_0 / IQ4_NL the signed one, IQ4_XS the signed K one.
+// instead (without VNNI those without mins the signed-offset K form's, tile_ks), and without VNNI
+// q8_0 / IQ4_NL the signed one, IQ4_XS the signed K one.
 // Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // Every loop over the tile's rows and tokens is unrolled: its accumulators then live in registers.
@@ -256,18 +257,33 @@ template <int k>
 inline __m256i quads(__m256i x16) {  // bytes 4k .. 4k + 3 of each 16-byte half in every lane
   return _mm256_shuffle_epi32(x16, k * 0x55);
 }
-// Weights 4k .. 4k + 3 of a 16-weight group (the vector at qg + 32k) for every token of the tile.
-template <int k, int C>
+// Weights 4k .. 4k + 3 of a 16-weight group (the vector at qg + 32k) for every token of the tile;
+// kSignedW (the signed-offset K form): the weights are the signed operand, the activations (made
+// a + 128) the unsigned one.
+template <int k, bool kSignedW, int C>
 inline void tile_k_avx2_step(const uint8_t* qg, const __m256i (&x)[C], __m256i s, __m256i (&isum)[C]) {
   const __m256i v = load256(qg + 32 * k);
   EDGELLM_GEMM_UNROLL
-  for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], dot_u8s8_scaled(v, quads<k>(x[c]), s));
+  for (int c = 0; c < C; ++c)
+    isum[c] = _mm256_add_epi32(isum[c], kSignedW ? dot_u8s8_scaled(quads<k>(x[c]), v, s) : dot_u8s8_scaled(v, quads<k>(x[c]), s));
 }
-template <bool kNarrow>
+// kSignedW: the signed-offset K form (tile_ks, unpack_u8.hpp): int8 weights |w| <= kSignedMaxW
+// (kNarrow: kSignedNarrowMaxW) against the activations' bytes a + 128 (one vpxor per 16 bytes and
+// token), so a pair of products is at most 2 x 255 x 64 = 32640 (a narrow group's four pairs 4 x 2
+// x 255 x 16 = 32640) < 2^15; per super-block and token the rows' correction c subtracted from the
+// int32 sums, and no offsets loop (K form: per 16 weights and token a broadcast and an fma).
+template <bool kNarrow, bool kSignedW = false>
 inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int C = kGemmToks;
   const uint8_t* q = w[0].u;
-  const U8GroupLayout at(U8Form::KScales, n);
+  const U8GroupLayout at(kSignedW ? U8Form::KSigned : U8Form::KScales, n);
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  const auto act16 = [&](int c, int64_t g) {
+    const __m256i x = bcast16(a[c].u + g * 16);
+    return kSignedW ? _mm256_xor_si256(x, flip) : x;
+  };
+  // a group's products of one 4-byte step for token c: weights v against the token's bytes xq
+  const auto mul = [](__m256i v, __m256i xq) { return kSignedW ? _mm256_maddubs_epi16(xq, v) : _mm256_maddubs_epi16(v, xq); };
   __m256 acc[C];
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -283,27 +299,33 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
         const __m256i v0 = load256(qg), v1 = load256(qg + 32), v2 = load256(qg + 64), v3 = load256(qg + 96);
         EDGELLM_GEMM_UNROLL
         for (int c = 0; c < C; ++c) {
-          const __m256i x = bcast16(a[c].u + g * 16);
-          __m256i p = _mm256_maddubs_epi16(v0, quads<0>(x));
-          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v1, quads<1>(x)));
-          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v2, quads<2>(x)));
-          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v3, quads<3>(x)));
+          const __m256i x = act16(c, g);
+          __m256i p = mul(v0, quads<0>(x));
+          p = _mm256_add_epi16(p, mul(v1, quads<1>(x)));
+          p = _mm256_add_epi16(p, mul(v2, quads<2>(x)));
+          p = _mm256_add_epi16(p, mul(v3, quads<3>(x)));
           isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
         }
       } else {  // per 4 weights and token a vpmaddubsw, a vpmaddwd and an add
         __m256i x[C];
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) x[c] = bcast16(a[c].u + g * 16);
-        tile_k_avx2_step<0>(qg, x, s, isum);
-        tile_k_avx2_step<1>(qg, x, s, isum);
-        tile_k_avx2_step<2>(qg, x, s, isum);
-        tile_k_avx2_step<3>(qg, x, s, isum);
+        for (int c = 0; c < C; ++c) x[c] = act16(c, g);
+        tile_k_avx2_step<0, kSignedW>(qg, x, s, isum);
+        tile_k_avx2_step<1, kSignedW>(qg, x, s, isum);
+        tile_k_avx2_step<2, kSignedW>(qg, x, s, isum);
+        tile_k_avx2_step<3, kSignedW>(qg, x, s, isum);
       }
     }
     const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(q + at.d + size_t(sb) * 32));
+    if constexpr (kSignedW) {
+      const __m256i corr = load256(q + at.m + size_t(sb) * 32);
+      EDGELLM_GEMM_UNROLL
+      for (int c = 0; c < C; ++c) isum[c] = _mm256_sub_epi32(isum[c], corr);
+    }
     EDGELLM_GEMM_UNROLL
     for (int c = 0; c < C; ++c)
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, _mm256_set1_ps(a[c].d[sb])), acc[c]);
+    if constexpr (kSignedW) continue;
 #pragma GCC unroll 4
     for (int64_t g = sb * 16; g < sb * 16 + 16; ++g) {
       const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(q + at.m + size_t(g) * 32));
@@ -322,6 +344,14 @@ inline void gemm_u8_tile_k(int64_t n, const U8GemmRow* w, const U8GemmRow* a, fl
 inline void gemm_u8_tile_k_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   if constexpr (kVnni) gemm_u8_tile_k_vnni(n, w, a, out, out_stride);
   else gemm_u8_tile_k_avx2<true>(n, w, a, out, out_stride);
+}
+// The signed-offset K form's tiles (levels without VNNI only).
+inline constexpr int kSignedMaxW = 64, kSignedNarrowMaxW = 16;
+inline void gemm_u8_tile_ks(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  gemm_u8_tile_k_avx2<false, true>(n, w, a, out, out_stride);
+}
+inline void gemm_u8_tile_ks_narrow(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
+  gemm_u8_tile_k_avx2<true, true>(n, w, a, out, out_stride);
 }
 // The signed forms' tile for levels without VNNI: kGroupRows rows x kGemmToks tokens. One 32-byte
 // load holds 4 weights of each of the 8 interleaved rows (unpack_u8.hpp), so every lane is a row

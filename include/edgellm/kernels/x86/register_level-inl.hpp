@@ -101,6 +101,10 @@ inline void register_kernels(KernelTable& t) {
     t.u8_gemm.tile_sk = gemm_u8_tile_sk;
     t.u8_gemm.tile_k_narrow = gemm_u8_tile_k_narrow;
     t.u8_gemm.narrow_max_u = kNarrowMaxU;
+    t.u8_gemm.tile_ks = gemm_u8_tile_ks;
+    t.u8_gemm.tile_ks_narrow = gemm_u8_tile_ks_narrow;
+    t.u8_gemm.ks_max_w = kSignedMaxW;
+    t.u8_gemm.ks_narrow_max_w = kSignedNarrowMaxW;
   }
   t.u8_gemm.name = GemmVec::kBytes == 64 ? "u8 VNNI GEMM (64-byte steps)"
                    : kVnni               ? "u8 VNNI GEMM (32-byte steps)"
