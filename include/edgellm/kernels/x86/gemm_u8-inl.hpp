@@ -272,18 +272,23 @@ inline void tile_k_avx2_step(const uint8_t* qg, const __m256i (&x)[C], __m256i s
 // token), so a pair of products is at most 2 x 255 x 64 = 32640 (a narrow group's four pairs 4 x 2
 // x 255 x 16 = 32640) < 2^15; per super-block and token the rows' correction c subtracted from the
 // int32 sums, and no offsets loop (K form: per 16 weights and token a broadcast and an fma).
+// (Helpers, not lambdas: a lambda does not take the level's target attributes in the dispatch build.)
+// A token's 16 activation bytes of group g in both halves, + 128 for the signed weights.
+template <bool kSignedW>
+inline __m256i tile_k_act16(const U8GemmRow& a, int64_t g) {
+  const __m256i x = bcast16(a.u + g * 16);
+  return kSignedW ? _mm256_xor_si256(x, _mm256_set1_epi8(char(0x80))) : x;
+}
+// A 4-byte step's products: weights v against a token's bytes xq.
+template <bool kSignedW>
+inline __m256i tile_k_mul(__m256i v, __m256i xq) {
+  return kSignedW ? _mm256_maddubs_epi16(xq, v) : _mm256_maddubs_epi16(v, xq);
+}
 template <bool kNarrow, bool kSignedW = false>
 inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) {
   constexpr int C = kGemmToks;
   const uint8_t* q = w[0].u;
   const U8GroupLayout at(kSignedW ? U8Form::KSigned : U8Form::KScales, n);
-  const __m256i flip = _mm256_set1_epi8(char(0x80));
-  const auto act16 = [&](int c, int64_t g) {
-    const __m256i x = bcast16(a[c].u + g * 16);
-    return kSignedW ? _mm256_xor_si256(x, flip) : x;
-  };
-  // a group's products of one 4-byte step for token c: weights v against the token's bytes xq
-  const auto mul = [](__m256i v, __m256i xq) { return kSignedW ? _mm256_maddubs_epi16(xq, v) : _mm256_maddubs_epi16(v, xq); };
   __m256 acc[C];
   EDGELLM_GEMM_UNROLL
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -299,17 +304,17 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
         const __m256i v0 = load256(qg), v1 = load256(qg + 32), v2 = load256(qg + 64), v3 = load256(qg + 96);
         EDGELLM_GEMM_UNROLL
         for (int c = 0; c < C; ++c) {
-          const __m256i x = act16(c, g);
-          __m256i p = mul(v0, quads<0>(x));
-          p = _mm256_add_epi16(p, mul(v1, quads<1>(x)));
-          p = _mm256_add_epi16(p, mul(v2, quads<2>(x)));
-          p = _mm256_add_epi16(p, mul(v3, quads<3>(x)));
+          const __m256i x = tile_k_act16<kSignedW>(a[c], g);
+          __m256i p = tile_k_mul<kSignedW>(v0, quads<0>(x));
+          p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v1, quads<1>(x)));
+          p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v2, quads<2>(x)));
+          p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v3, quads<3>(x)));
           isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s));
         }
       } else {  // per 4 weights and token a vpmaddubsw, a vpmaddwd and an add
         __m256i x[C];
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) x[c] = act16(c, g);
+        for (int c = 0; c < C; ++c) x[c] = tile_k_act16<kSignedW>(a[c], g);
         tile_k_avx2_step<0, kSignedW>(qg, x, s, isum);
         tile_k_avx2_step<1, kSignedW>(qg, x, s, isum);
         tile_k_avx2_step<2, kSignedW>(qg, x, s, isum);
