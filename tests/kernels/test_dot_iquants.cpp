@@ -287,6 +287,13 @@ TEST_CASE("i-quants: unpack_row_u8 gives the dequantized values within the type'
     }
     CHECK(bad == 0);
     CHECK(umax <= u8_form_max(wt));
+    // The signed-offset K form's offset table (u8_form_offset) is the unpacker's: m = -off * s.
+    if (u8_form_offset(wt) >= 0) {
+      int other_off = 0;
+      for (int g = 0; g < n / 16; ++g)
+        if (s[size_t(g)] != 0.0f) other_off += m[size_t(g)] != -float(u8_form_offset(wt)) * s[size_t(g)];
+      CHECK(other_off == 0);
+    }
     // The types but IQ1 (whose 8q + delta has its own scale) take their float sub-block scale from the
     // K form's integer one, (d / 2^k) * Sc: bit for bit the dequantizer's dl, so s * (u - off) is
     // exactly its dl * q.
