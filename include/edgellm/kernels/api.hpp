@@ -122,7 +122,8 @@ struct U8GemmKernel {
   int narrow_max_u = 0;
   // tile_ks / tile_ks_narrow: the signed-offset K form's (the K form's types without mins,
   // u8_form_offset, whose values |u - off| (u8_form_max_abs) are at most ks_max_w /
-  // ks_narrow_max_w): int8 weights against the activations' bytes + 128, so no per-16 offsets.
+  // ks_narrow_max_w): int8 weights against the activations' bytes + 128, so no per-16 offsets. Their
+  // activation rows come biased (u8_gemm_bias_act: bytes a ^ 0x80), the other tiles' as packed.
   void (*tile_ks)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   void (*tile_ks_narrow)(int64_t n, const U8GemmRow* w, const U8GemmRow* a, float* out, size_t out_stride) = nullptr;
   int ks_max_w = 0, ks_narrow_max_w = 0;

@@ -722,4 +722,12 @@ inline void u8_gemm_pack_act_row(DType act, FromFloatFn quantize, const float* x
   });
 }
 
+// The signed-offset K form's tiles (U8GemmKernel::tile_ks) read an activation row's bytes + 128:
+// q8_K's int8 a as the unsigned byte a ^ 0x80. The driver biases each row once after packing it
+// (kernels/matmul.hpp), where the tile would spend an operation per 16 bytes of every token on
+// every tile of rows. Calling it twice restores the row.
+inline void u8_gemm_bias_act(U8GemmRow a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a.u[i] ^= 0x80;
+}
+
 }  // namespace edgellm

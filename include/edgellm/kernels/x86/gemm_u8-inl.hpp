@@ -268,17 +268,14 @@ inline void tile_k_avx2_step(const uint8_t* qg, const __m256i (&x)[C], __m256i s
     isum[c] = _mm256_add_epi32(isum[c], kSignedW ? dot_u8s8_scaled(quads<k>(x[c]), v, s) : dot_u8s8_scaled(v, quads<k>(x[c]), s));
 }
 // kSignedW: the signed-offset K form (tile_ks, unpack_u8.hpp): int8 weights |w| <= kSignedMaxW
-// (kNarrow: kSignedNarrowMaxW) against the activations' bytes a + 128 (one vpxor per 16 bytes and
-// token), so a pair of products is at most 2 x 255 x 64 = 32640 (a narrow group's four pairs 4 x 2
-// x 255 x 16 = 32640) < 2^15; per super-block and token the rows' correction c subtracted from the
-// int32 sums, and no offsets loop (K form: per 16 weights and token a broadcast and an fma).
+// (kNarrow: kSignedNarrowMaxW) against the activations' bytes a + 128 (the driver biases the rows
+// once, u8_gemm_bias_act: a vpxor here per 16 bytes and token cost the narrow tile about 10 %), so
+// a pair of products is at most 2 x 255 x 64 = 32640 (a narrow group's four pairs 4 x 2 x 255 x 16
+// = 32640) < 2^15; per super-block and token the rows' correction c subtracted from the int32
+// sums, and no offsets loop (K form: per 16 weights and token a broadcast and an fma).
 // (Helpers, not lambdas: a lambda does not take the level's target attributes in the dispatch build.)
-// A token's 16 activation bytes of group g in both halves, + 128 for the signed weights.
-template <bool kSignedW>
-inline __m256i tile_k_act16(const U8GemmRow& a, int64_t g) {
-  const __m256i x = bcast16(a.u + g * 16);
-  return kSignedW ? _mm256_xor_si256(x, _mm256_set1_epi8(char(0x80))) : x;
-}
+// A token's 16 activation bytes of group g in both halves.
+inline __m256i tile_k_act16(const U8GemmRow& a, int64_t g) { return bcast16(a.u + g * 16); }
 // A 4-byte step's products: weights v against a token's bytes xq.
 template <bool kSignedW>
 inline __m256i tile_k_mul(__m256i v, __m256i xq) {
@@ -304,7 +301,7 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
         const __m256i v0 = load256(qg), v1 = load256(qg + 32), v2 = load256(qg + 64), v3 = load256(qg + 96);
         EDGELLM_GEMM_UNROLL
         for (int c = 0; c < C; ++c) {
-          const __m256i x = tile_k_act16<kSignedW>(a[c], g);
+          const __m256i x = tile_k_act16(a[c], g);
           __m256i p = tile_k_mul<kSignedW>(v0, quads<0>(x));
           p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v1, quads<1>(x)));
           p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v2, quads<2>(x)));
@@ -314,7 +311,7 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
       } else {  // per 4 weights and token a vpmaddubsw, a vpmaddwd and an add
         __m256i x[C];
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) x[c] = tile_k_act16<kSignedW>(a[c], g);
+        for (int c = 0; c < C; ++c) x[c] = tile_k_act16(a[c], g);
         tile_k_avx2_step<0, kSignedW>(qg, x, s, isum);
         tile_k_avx2_step<1, kSignedW>(qg, x, s, isum);
         tile_k_avx2_step<2, kSignedW>(qg, x, s, isum);
