@@ -84,6 +84,11 @@ struct PackedVec {
 // the 32 AVX-512 registers with T = 8 (faster than 4: docs/PERF.md, "Kernel constants"); AVX2
 // (16 registers) takes 2.
 inline constexpr int kPackedTileToks = PackedVec::kRows == 16 ? 8 : 2;
+// IQ4_NL without VNNI (the signed dot, |w| x y with w's sign) takes 8: each weight vector's table
+// lookup and vpabsb then serve 8 tokens' products, not 2, though 8 float accumulators and the 8
+// weight vectors no longer all stay in registers (TinyLlama IQ4_NL pp512, Zen 3, 2 threads: 73 t/s
+// with 2, 76 with 3, 82 with 4, 88 with 6, 92 with 8, 87-90 with 12 or 16).
+inline constexpr int kPackedTileToksSignedNL = 8;
 
 // Software prefetch distance in the group stream of every packed form (Q4_0 / Q8_0 here, the
 // K-quants in packed_kquants-inl.hpp): every line of the block this far ahead into L1, and for the
@@ -237,7 +242,8 @@ inline void packed_tiles(int64_t n_in, const void* group, const void* act, int n
 }
 template <class V, Packed K>
 inline void packed_gemm(int64_t n_in, const void* group, const void* act, int ntok, float* out, size_t out_stride) {
-  packed_tiles<TileOf<V, K>, kPackedTileToks>(n_in, group, act, ntok, out, out_stride);
+  constexpr int kT = K == Packed::IQ4_NL && !V::kExactU8 ? kPackedTileToksSignedNL : kPackedTileToks;
+  packed_tiles<TileOf<V, K>, kT>(n_in, group, act, ntok, out, out_stride);
 }
 
 // The signed Q8_0 form (packed_legacy.hpp) for AVX2 without VNNI, whose vpmaddubsw would saturate
