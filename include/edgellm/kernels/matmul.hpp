@@ -290,8 +290,9 @@ inline void matmul_gemm_u8(const KernelTable& kt, ThreadPool* pool, const Matmul
   auto pack = [&](int64_t t0, int64_t t1, int) {
     std::vector<uint8_t> q(dtype_row_bytes(act_type, n));
     for (int64_t t = t0; t < t1; ++t) {
-      u8_gemm_pack_act_row(act_type, quantize, x + t * n, n, U8GemmRow::at(act, n, t), q.data());
-      if (form == U8Form::KSigned) u8_gemm_bias_act(U8GemmRow::at(act, n, t), n);  // the tile reads a + 128
+      const U8GemmRow row = U8GemmRow::at(act, n, t);
+      u8_gemm_pack_act_row(act_type, quantize, x + t * n, n, row, q.data());
+      if (form == U8Form::KSigned) u8_gemm_bias_act(row, n);  // the tile reads a + 128
     }
   };
   if (pool) pool->parallel_for(n_tok, pack);

@@ -274,8 +274,6 @@ inline void tile_k_avx2_step(const uint8_t* qg, const __m256i (&x)[C], __m256i s
 // = 32640) < 2^15; per super-block and token the rows' correction c subtracted from the int32
 // sums, and no offsets loop (K form: per 16 weights and token a broadcast and an fma).
 // (Helpers, not lambdas: a lambda does not take the level's target attributes in the dispatch build.)
-// A token's 16 activation bytes of group g in both halves.
-inline __m256i tile_k_act16(const U8GemmRow& a, int64_t g) { return bcast16(a.u + g * 16); }
 // A 4-byte step's products: weights v against a token's bytes xq.
 template <bool kSignedW>
 inline __m256i tile_k_mul(__m256i v, __m256i xq) {
@@ -301,7 +299,7 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
         const __m256i v0 = load256(qg), v1 = load256(qg + 32), v2 = load256(qg + 64), v3 = load256(qg + 96);
         EDGELLM_GEMM_UNROLL
         for (int c = 0; c < C; ++c) {
-          const __m256i x = tile_k_act16(a[c], g);
+          const __m256i x = bcast16(a[c].u + g * 16);  // the token's 16 bytes of group g in both halves
           __m256i p = tile_k_mul<kSignedW>(v0, quads<0>(x));
           p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v1, quads<1>(x)));
           p = _mm256_add_epi16(p, tile_k_mul<kSignedW>(v2, quads<2>(x)));
@@ -311,7 +309,7 @@ inline void gemm_u8_tile_k_avx2(int64_t n, const U8GemmRow* w, const U8GemmRow* 
       } else {  // per 4 weights and token a vpmaddubsw, a vpmaddwd and an add
         __m256i x[C];
         EDGELLM_GEMM_UNROLL
-        for (int c = 0; c < C; ++c) x[c] = tile_k_act16(a[c], g);
+        for (int c = 0; c < C; ++c) x[c] = bcast16(a[c].u + g * 16);
         tile_k_avx2_step<0, kSignedW>(qg, x, s, isum);
         tile_k_avx2_step<1, kSignedW>(qg, x, s, isum);
         tile_k_avx2_step<2, kSignedW>(qg, x, s, isum);
