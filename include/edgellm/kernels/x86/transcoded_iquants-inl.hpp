@@ -12,10 +12,11 @@
 // Included by kernels/x86/register_level-inl.hpp inside namespace edgellm::x86_<level>, once per level.
 
 // A block's int16 scales 2s + 1 under vector k's weights (at<k>()): a 4-bit scale s per 32 weights
-// (nibble k: k % 2 of scales[k / 2]), or per 16 (NibScales16: scales 2k and 2k + 1 under the
+// (nibble k % 2 of scales[k / 2]), or per 16 (NibScales16: scales 2k and 2k + 1 under the
 // vector's weights 0..15 and 16..31), as the file forms' kernels apply them.
 // Once a block the nibbles become odd bytes 2s + 1, nibble i at byte i of both 128-bit halves: a
-// broadcast load, a shift, an unpack, a mask and a table shuffle. A vector's int16 scales are then
+// broadcast load, a shift, an unpack, a mask and a table shuffle (odd_scale_bytes256: the 256-bit
+// twin of dot_iquants-inl.hpp's odd_scale_bytes, same byte order). A vector's int16 scales are then
 // one in-lane byte shuffle that puts a zero byte (index bit 7) above each. (Widening the bytes to
 // int16 once a block, as GroupScales16 does for the file forms, took about 5 more instructions a
 // block: IQ2_XXS rows of 2048 weights in L1, one Zen 3 thread, decode 4-7 % faster this way.)
